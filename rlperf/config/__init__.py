@@ -1,0 +1,1 @@
+"""Configuration: structured schemas of every config group, and validation."""

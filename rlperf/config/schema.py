@@ -1,0 +1,213 @@
+"""Structured schemas for every config group, registered in one place.
+
+The primary schema types every group, so each YAML option under
+``rlperf/conf/<group>/`` is merged into its group's dataclass: a misspelt key or a
+wrong type fails at composition time with Hydra's message naming the key. Cross-group checks
+(conv stack vs input size, GPU layout vs machine) live in
+:mod:`rlperf.config.validate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+STAGES = ("train", "rollout", "edge")
+GPU_LAYOUT_MODES = ("none", "shared", "driver")
+CPU_AFFINITY_MODES = ("unrestricted", "ray_cpus", "pinned")
+BACKENDS = ("rllib", "tflite_fp32", "tflite_int8", "tflite_dynamic", "tflite_fp16", "edgetpu")
+
+
+@dataclass
+class ModelConfig:
+    """``model``: the study's VisionNetwork geometry."""
+
+    name: str = MISSING
+    dim: int = 84
+    framestack: int = 4
+    # [[out_channels, [kh, kw], stride], ...]; the last layer is 'valid' and must reach 1x1.
+    conv_filters: list[Any] = MISSING
+
+
+@dataclass
+class GpuLayoutConfig:
+    """``gpu_layout``: which GPUs Ray sees and how driver (learner) and workers share them."""
+
+    name: str = MISSING
+    visible_gpus: list[int] = field(default_factory=list)  # physical (NVML) indices
+    mode: str = "none"  # none | shared | driver
+    # shared: the driver's fraction; workers split the rest. driver: ignored (all visible).
+    driver_gpus: float = 0.0
+
+
+@dataclass
+class EnvRunnerConfig:
+    """``env_runner``: what each of the ``workers`` env runners gets."""
+
+    num_envs: int = 1
+    num_cpus: float = 1.0
+
+
+@dataclass
+class CpuAffinityConfig:
+    """``cpu_affinity``: how Ray is started with respect to the machine's CPUs."""
+
+    name: str = MISSING
+    mode: str = "unrestricted"  # unrestricted | ray_cpus | pinned
+    # CPUs Ray schedules on for ray_cpus / pinned; null = workers + 1 (the study's rule).
+    num_cpus: int | None = None
+    # pinned: first CPU of the mask (CPUs first_cpu .. first_cpu + num_cpus - 1).
+    first_cpu: int = 0
+
+
+@dataclass
+class BackendConfig:
+    """``backend``: what executes the policy (training always uses rllib)."""
+
+    name: str = "rllib"
+
+
+@dataclass
+class EnvConfig:
+    """``env``: the Atari environment and its DeepMind-style preprocessing."""
+
+    id: str = "ALE/Pong-v5"
+    dim: int = "${model.dim}"  # type: ignore[assignment]
+    framestack: int = "${model.framestack}"  # type: ignore[assignment]
+    frameskip: int = 1
+    skip: int = 4
+    repeat_action_probability: float = 0.0
+    noop_max: int = 30
+    episodic_life: bool = True
+    fire_reset: bool = True
+    max_episode_steps: int | None = None
+
+
+@dataclass
+class AlgoConfig:
+    """``algo``: PPO hyperparameters (defaults: the study's, RLlib 1.1 defaults)."""
+
+    name: str = "ppo"
+    train_batch_size: int = 4000
+    rollout_fragment_length: Any = 200  # int or "auto"
+    minibatch_size: int = 128
+    num_epochs: int = 30
+    lr: float = 5e-5
+    gamma: float = 0.99
+    lambda_: float = 1.0
+    clip_param: float = 0.3
+    vf_clip_param: float = 10.0
+    kl_coeff: float = 0.2
+    kl_target: float = 0.01
+    entropy_coeff: float = 0.0
+    vf_loss_coeff: float = 1.0
+    grad_clip: float | None = None
+
+
+@dataclass
+class TrainConfig:
+    """``train``: the training job."""
+
+    iterations: int = 20
+    # Warm-up iterations are flagged in metrics.csv and excluded from summaries:
+    # the first `warmup_iterations`, and, if `warmup_until_first_episode`, every
+    # iteration before the first one in which an episode finished (the study's rule).
+    warmup_iterations: int = 0
+    warmup_until_first_episode: bool = True
+    checkpoint_every: int = 0  # 0 = only at the end
+    torch_threads: int | None = None  # torch intra-op threads in the driver; null = torch default
+
+
+@dataclass
+class RayConfig:
+    """``ray``: how Ray is started (or which cluster is joined)."""
+
+    address: str | None = None  # null = start a local Ray instance
+    include_dashboard: bool = False
+    # Let Ray schedule more CPU bundles than the machine has cores (small machines).
+    overcommit_cpus: bool = False
+    object_store_memory_mb: int | None = None
+    log_to_driver: bool = False
+
+
+@dataclass
+class TelemetryConfig:
+    """``telemetry``: background CPU/RAM/GPU sampling."""
+
+    enabled: bool = True
+    interval_s: float = 1.0
+
+
+@dataclass
+class RolloutConfig:
+    """``rollout``: the RLlib inference stage (``stage=rollout``)."""
+
+    episodes: int = 10
+    steps: int | None = None  # stop after this many steps instead of `episodes`
+    warmup_steps: int = 100  # flagged and excluded from the latency summary
+    explore: bool = False  # false = greedy (deterministic) actions
+    torch_threads: int = 1
+
+
+@dataclass
+class EdgeConfig:
+    """``edge``: export to TFLite, quantize, compile for the Edge TPU, benchmark (``stage=edge``)."""
+
+    model_path: str | None = None  # benchmark an existing .tflite instead of exporting
+    episodes: int = 3
+    steps: int | None = None
+    warmup_steps: int = 50
+    threads: int = 1
+    heads: str = "policy"  # policy | both (both heads: logits and value)
+    calibration_size: int = 300
+    calibration_policy: str = "random"  # random | trained
+    calibration_seed: int = 0
+    fidelity_observations: int = 300
+    fidelity_seed: int = 1
+    # Minimum greedy-action agreement with the torch policy before a variant is flagged.
+    fidelity_threshold: float = 0.9
+    export_tolerance: float = 1e-4  # max abs logit error of the Keras rebuild vs torch
+    cache_dir: str | None = None  # null = ~/.cache/rlperf/edge
+
+
+@dataclass
+class RlperfConfig:
+    """The primary config; its groups are composed from ``rlperf/conf``."""
+
+    stage: str = "train"
+    seed: int = 0
+    model: ModelConfig = MISSING
+    gpu_layout: GpuLayoutConfig = MISSING
+    # Number of RLlib env runners (the study's rollout workers). A plain integer,
+    # not a config group: Hydra cannot select a group option named by a number
+    # from the command line, and `workers=1,2,4` must sweep.
+    workers: int = 1
+    env_runner: EnvRunnerConfig = field(default_factory=EnvRunnerConfig)
+    cpu_affinity: CpuAffinityConfig = MISSING
+    backend: BackendConfig = MISSING
+    env: EnvConfig = MISSING
+    algo: AlgoConfig = MISSING
+    train: TrainConfig = field(default_factory=TrainConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    # Downstream stages: the upstream run folder, or a checkpoint path.
+    run: str | None = None
+    checkpoint: str | None = None
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    edge: EdgeConfig = field(default_factory=EdgeConfig)
+
+
+_registered = False
+
+
+def register_configs() -> None:
+    """Register the primary schema, which types every config group."""
+    global _registered
+    if _registered:
+        return
+    cs = ConfigStore.instance()
+    cs.store(name="rlperf_schema", node=RlperfConfig)
+    _registered = True

@@ -1,0 +1,184 @@
+"""One validation step over the composed config, before anything expensive starts.
+
+Checks that need several groups at once (the conv stack against the input
+size, the GPU layout against the machine, workers against the CPUs Ray will
+get) live here. Every error names the keys involved, the value and what would
+be valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from omegaconf import DictConfig
+
+from rlperf.config.schema import (
+    BACKENDS,
+    CPU_AFFINITY_MODES,
+    GPU_LAYOUT_MODES,
+    STAGES,
+)
+from rlperf.models.shapes import ConvStackError, conv_stack_shapes
+
+
+class ConfigError(ValueError):
+    """An invalid value or combination of values in the composed config."""
+
+
+def _one_of(key: str, value: Any, valid: Iterable[str]) -> None:
+    valid = tuple(valid)
+    if value not in valid:
+        raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(valid)}")
+
+
+def _positive(key: str, value: Any, allow_zero: bool = False) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    ok = ok and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"{key}={value!r} is not valid; it must be a number {bound}")
+
+
+def validate_model(cfg: DictConfig) -> None:
+    """``model.*``: the conv stack reaches 1x1 for ``model.dim``; the env frame matches."""
+    _positive("model.dim", cfg.model.dim)
+    _positive("model.framestack", cfg.model.framestack)
+    try:
+        conv_stack_shapes(cfg.model.dim, cfg.model.framestack, list(cfg.model.conv_filters))
+    except ConvStackError as exc:
+        raise ConfigError(f"model={cfg.model.name}: {exc}") from exc
+    if cfg.env.dim != cfg.model.dim:
+        raise ConfigError(
+            f"env.dim={cfg.env.dim} differs from model.dim={cfg.model.dim}; the network "
+            f"input must equal the frame size (leave env.dim at its default ${{model.dim}})"
+        )
+    if cfg.env.framestack != cfg.model.framestack:
+        raise ConfigError(
+            f"env.framestack={cfg.env.framestack} differs from model.framestack="
+            f"{cfg.model.framestack}; they must be equal"
+        )
+
+
+def validate_gpu_layout(cfg: DictConfig) -> None:
+    """``gpu_layout.*``: mode, visible GPUs and driver fraction are consistent."""
+    gl = cfg.gpu_layout
+    _one_of("gpu_layout.mode", gl.mode, GPU_LAYOUT_MODES)
+    visible = list(gl.visible_gpus)
+    if len(set(visible)) != len(visible) or any(
+        not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in visible
+    ):
+        raise ConfigError(
+            f"gpu_layout.visible_gpus={visible} must be distinct non-negative GPU indices"
+        )
+    if gl.mode == "none" and visible:
+        raise ConfigError(
+            f"gpu_layout.mode=none with gpu_layout.visible_gpus={visible}: use mode shared "
+            f"or driver to give GPUs to Ray, or an empty list"
+        )
+    if gl.mode != "none" and not visible:
+        raise ConfigError(
+            f"gpu_layout.mode={gl.mode} needs at least one GPU in gpu_layout.visible_gpus"
+        )
+    if gl.mode == "shared":
+        if not 0 < gl.driver_gpus < len(visible):
+            raise ConfigError(
+                f"gpu_layout.driver_gpus={gl.driver_gpus} with mode=shared must be in "
+                f"(0, {len(visible)}): the driver takes a fraction, the workers the rest"
+            )
+        if cfg.workers == 0:
+            raise ConfigError(
+                f"gpu_layout={gl.name} (mode=shared) with workers=0: there are no workers to "
+                f"share the GPUs with; use gpu_layout={gl.name}_driver or workers >= 1"
+            )
+
+
+def validate_resources(cfg: DictConfig) -> None:
+    """``workers``, ``env_runner.*``, ``cpu_affinity.*``."""
+    if not isinstance(cfg.workers, int) or cfg.workers < 0:
+        raise ConfigError(f"workers={cfg.workers!r} must be an integer >= 0")
+    _positive("env_runner.num_envs", cfg.env_runner.num_envs)
+    _positive("env_runner.num_cpus", cfg.env_runner.num_cpus, allow_zero=True)
+    aff = cfg.cpu_affinity
+    _one_of("cpu_affinity.mode", aff.mode, CPU_AFFINITY_MODES)
+    if aff.num_cpus is not None:
+        _positive("cpu_affinity.num_cpus", aff.num_cpus)
+    _positive("cpu_affinity.first_cpu", aff.first_cpu, allow_zero=True)
+    if cfg.ray.address is not None and aff.mode != "unrestricted":
+        raise ConfigError(
+            f"cpu_affinity={aff.name} changes how Ray is started, but ray.address="
+            f"{cfg.ray.address!r} joins an existing cluster; use cpu_affinity=unrestricted"
+        )
+
+
+def validate_algo(cfg: DictConfig) -> None:
+    """``algo.*``: batch sizes and PPO coefficients."""
+    _one_of("algo.name", cfg.algo.name, ("ppo",))
+    a = cfg.algo
+    _positive("algo.train_batch_size", a.train_batch_size)
+    _positive("algo.minibatch_size", a.minibatch_size)
+    _positive("algo.num_epochs", a.num_epochs)
+    if a.minibatch_size > a.train_batch_size:
+        raise ConfigError(
+            f"algo.minibatch_size={a.minibatch_size} exceeds algo.train_batch_size="
+            f"{a.train_batch_size}"
+        )
+    rfl = a.rollout_fragment_length
+    if rfl != "auto" and not (isinstance(rfl, int) and rfl > 0):
+        raise ConfigError(
+            f"algo.rollout_fragment_length={rfl!r} must be a positive integer or 'auto'"
+        )
+    _positive("algo.lr", a.lr)
+    for key in ("gamma", "lambda_"):
+        if not 0 <= a[key] <= 1:
+            raise ConfigError(f"algo.{key}={a[key]} must be in [0, 1]")
+
+
+def validate_train(cfg: DictConfig) -> None:
+    """``train.*`` and ``telemetry.*``."""
+    _positive("train.iterations", cfg.train.iterations)
+    _positive("train.warmup_iterations", cfg.train.warmup_iterations, allow_zero=True)
+    _positive("train.checkpoint_every", cfg.train.checkpoint_every, allow_zero=True)
+    if cfg.train.torch_threads is not None:
+        _positive("train.torch_threads", cfg.train.torch_threads)
+    _positive("telemetry.interval_s", cfg.telemetry.interval_s)
+
+
+def validate_stage(cfg: DictConfig) -> None:
+    """``stage``, ``backend`` and what each stage needs."""
+    _one_of("stage", cfg.stage, STAGES)
+    _one_of("backend.name", cfg.backend.name, BACKENDS)
+    if cfg.stage == "train" and cfg.backend.name != "rllib":
+        raise ConfigError(
+            f"backend={cfg.backend.name} with stage=train: training runs in RLlib; "
+            f"use backend=rllib, or stage=edge to benchmark {cfg.backend.name}"
+        )
+    if cfg.stage == "rollout":
+        if cfg.run is None and cfg.checkpoint is None:
+            raise ConfigError(
+                "stage=rollout needs run=<training job folder> or checkpoint=<path>"
+            )
+        _positive("rollout.episodes", cfg.rollout.episodes)
+        _positive("rollout.warmup_steps", cfg.rollout.warmup_steps, allow_zero=True)
+    if cfg.stage == "edge":
+        if cfg.run is None and cfg.checkpoint is None and cfg.edge.model_path is None:
+            raise ConfigError(
+                "stage=edge needs run=<training job folder>, checkpoint=<path> or "
+                "edge.model_path=<file.tflite>"
+            )
+        _one_of("edge.heads", cfg.edge.heads, ("policy", "both"))
+        _one_of("edge.calibration_policy", cfg.edge.calibration_policy, ("random", "trained"))
+        if not 0 <= cfg.edge.fidelity_threshold <= 1:
+            raise ConfigError(
+                f"edge.fidelity_threshold={cfg.edge.fidelity_threshold} must be in [0, 1]"
+            )
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Run every check; raise :class:`ConfigError` naming the offending keys."""
+    validate_stage(cfg)
+    validate_model(cfg)
+    validate_resources(cfg)
+    validate_gpu_layout(cfg)
+    validate_algo(cfg)
+    validate_train(cfg)

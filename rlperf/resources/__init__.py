@@ -1,0 +1,1 @@
+"""Resources: GPU fractions, CPU affinity, feasibility, and starting Ray."""

@@ -1,0 +1,208 @@
+"""Translate ``workers``, ``gpu_layout`` and ``cpu_affinity`` into what Ray and RLlib get.
+
+SPEC §2's rule: in a "shared" layout the driver (learner) gets a small fraction
+and the workers split the rest, per worker = (n_visible - driver) / workers; in
+a "driver" layout the driver gets every visible GPU and the workers none.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+# Ray stores resource quantities in units of 1e-4 and rounds to the nearest
+# unit: the study's 0.1249875 GPU per worker would be scheduled as 0.125, and
+# 8 x 0.125 + 0.0001 > 1 GPU never fits. We schedule the fraction floored to
+# 1e-4 and record the exact one next to it.
+RAY_RESOURCE_UNIT = 1e-4
+
+
+class InfeasibleError(RuntimeError):
+    """The experiment asks for resources this machine (or Ray) does not have."""
+
+
+def gpu_fractions(mode: str, n_visible: int, driver_gpus: float, workers: int) -> tuple[float, float]:
+    """(driver GPUs, GPUs per worker) by SPEC §2's rule for ``gpu_layout.mode``."""
+    if mode == "none" or n_visible == 0:
+        return 0.0, 0.0
+    if mode == "driver":
+        return float(n_visible), 0.0
+    if mode == "shared":
+        if workers == 0:
+            return float(driver_gpus), 0.0
+        return float(driver_gpus), (n_visible - driver_gpus) / workers
+    raise ValueError(f"gpu_layout.mode={mode!r}: expected none, shared or driver")
+
+
+def floor_to_ray_unit(value: float) -> float:
+    """Largest multiple of Ray's resource unit (1e-4) not above ``value``."""
+    return math.floor(round(value / RAY_RESOURCE_UNIT, 6)) * RAY_RESOURCE_UNIT
+
+
+@dataclass(frozen=True)
+class ResourcePlan:
+    """Everything the training job needs to start Ray and configure RLlib."""
+
+    visible_gpus: tuple[int, ...]
+    driver_gpus: float  # exact, by the SPEC rule
+    gpus_per_worker: float  # exact, by the SPEC rule
+    gpus_per_worker_scheduled: float  # floored to Ray's 1e-4 unit
+    num_learners: int  # 0 = the learner runs in the driver process
+    gpus_per_learner: float
+    num_env_runners: int
+    cpus_per_env_runner: float
+    envs_per_env_runner: int
+    ray_num_cpus: int | None  # None = let Ray detect (cpu_affinity=unrestricted)
+    affinity: tuple[int, ...] | None  # CPUs to pin the Ray-starting process to
+
+    @property
+    def cuda_visible_devices(self) -> str:
+        """Value for CUDA_VISIBLE_DEVICES, set before Ray starts ('' hides every GPU)."""
+        return ",".join(str(i) for i in self.visible_gpus)
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs Ray is told about."""
+        return len(self.visible_gpus)
+
+    @property
+    def required_cpus(self) -> float:
+        """CPUs RLlib will request: 1 for the main process (driver), ``num_cpus`` per env runner.
+
+        GPU learners request no CPU of their own (RLlib's ``num_cpus_per_learner='auto'``).
+        """
+        return 1 + self.num_env_runners * self.cpus_per_env_runner
+
+    @property
+    def required_gpus(self) -> float:
+        """GPUs requested: the learner(s) plus every env runner's scheduled fraction."""
+        learners = self.gpus_per_learner * max(self.num_learners, 1)
+        return learners + self.num_env_runners * self.gpus_per_worker_scheduled
+
+
+def plan_resources(cfg: DictConfig) -> ResourcePlan:
+    """Build the :class:`ResourcePlan` from ``workers``, ``env_runner``, ``gpu_layout``, ``cpu_affinity``."""
+    gl = cfg.gpu_layout
+    visible = tuple(int(i) for i in gl.visible_gpus)
+    workers = int(cfg.workers)
+    driver, per_worker = gpu_fractions(gl.mode, len(visible), float(gl.driver_gpus), workers)
+    if driver > 1:
+        # RLlib's local learner uses at most one GPU: more than one means
+        # data-parallel remote learners with one GPU each.
+        if driver != int(driver):
+            raise ValueError(f"gpu_layout.driver_gpus={driver}: above 1 it must be whole GPUs")
+        num_learners, per_learner = int(driver), 1.0
+    else:
+        num_learners, per_learner = 0, driver
+    aff = cfg.cpu_affinity
+    ray_num_cpus: int | None = None
+    affinity: tuple[int, ...] | None = None
+    if aff.mode in ("ray_cpus", "pinned"):
+        ray_num_cpus = int(aff.num_cpus) if aff.num_cpus is not None else workers + 1
+        if aff.mode == "pinned":
+            affinity = tuple(range(int(aff.first_cpu), int(aff.first_cpu) + ray_num_cpus))
+    return ResourcePlan(
+        visible_gpus=visible,
+        driver_gpus=driver,
+        gpus_per_worker=per_worker,
+        gpus_per_worker_scheduled=floor_to_ray_unit(per_worker),
+        num_learners=num_learners,
+        gpus_per_learner=per_learner,
+        num_env_runners=workers,
+        cpus_per_env_runner=float(cfg.env_runner.num_cpus),
+        envs_per_env_runner=int(cfg.env_runner.num_envs),
+        ray_num_cpus=ray_num_cpus,
+        affinity=affinity,
+    )
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What this process can use: its CPU affinity mask and the NVIDIA GPUs present."""
+
+    cpus: tuple[int, ...]
+    gpus: int
+    gpu_source: str  # how the GPU count was found
+
+
+def count_nvidia_gpus() -> tuple[int, str]:
+    """Count NVIDIA GPUs without initialising CUDA (the driver's /proc entries, else NVML)."""
+    proc = Path("/proc/driver/nvidia/gpus")
+    if proc.is_dir():
+        return len([p for p in proc.iterdir() if p.is_dir()]), str(proc)
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount()), "NVML"
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as exc:  # no library, no driver
+        return 0, f"no NVIDIA driver ({type(exc).__name__}: {exc})"
+
+
+def detect_machine() -> Machine:
+    """The CPUs this process may run on and the GPU count."""
+    gpus, source = count_nvidia_gpus()
+    return Machine(cpus=tuple(sorted(os.sched_getaffinity(0))), gpus=gpus, gpu_source=source)
+
+
+def check_feasible(plan: ResourcePlan, machine: Machine, overcommit_cpus: bool) -> None:
+    """Fail fast, saying what was asked and what exists (RLlib otherwise waits forever)."""
+    missing = [i for i in plan.visible_gpus if i >= machine.gpus]
+    if missing:
+        raise InfeasibleError(
+            f"gpu_layout asks for GPU(s) {list(plan.visible_gpus)} but this machine has "
+            f"{machine.gpus} NVIDIA GPU(s) ({machine.gpu_source}); use gpu_layout=none"
+            + (f" or indices below {machine.gpus}" if machine.gpus else "")
+        )
+    if plan.affinity is not None:
+        absent = sorted(set(plan.affinity) - set(machine.cpus))
+        if absent:
+            raise InfeasibleError(
+                f"cpu_affinity=pinned asks for CPUs {_ranges(plan.affinity)} (workers + 1 = "
+                f"{len(plan.affinity)} CPUs) but this process may only use CPUs "
+                f"{_ranges(machine.cpus)}; CPUs {_ranges(absent)} do not exist here. Lower "
+                f"workers or cpu_affinity.num_cpus, or use cpu_affinity=ray_cpus"
+            )
+    ray_cpus = plan.ray_num_cpus if plan.ray_num_cpus is not None else len(machine.cpus)
+    if plan.required_cpus > ray_cpus and not overcommit_cpus:
+        raise InfeasibleError(
+            f"workers={plan.num_env_runners} needs {plan.required_cpus:g} CPU bundles (1 for the "
+            f"driver + {plan.cpus_per_env_runner:g} per env runner) but Ray will have "
+            f"{ray_cpus} CPUs"
+            + (" (cpu_affinity.num_cpus)" if plan.ray_num_cpus is not None else " (this machine)")
+            + ". Lower workers, or set ray.overcommit_cpus=true to let Ray schedule more "
+            "bundles than cores (measurements then share cores)"
+        )
+
+
+def ray_cpu_count(plan: ResourcePlan, machine: Machine, overcommit_cpus: bool) -> int:
+    """``num_cpus`` for ``ray.init``: the plan's, the machine's, or enough when overcommitting."""
+    base = plan.ray_num_cpus if plan.ray_num_cpus is not None else len(machine.cpus)
+    if overcommit_cpus:
+        return max(base, math.ceil(plan.required_cpus))
+    return base
+
+
+def _ranges(cpus: tuple[int, ...] | list[int]) -> str:
+    """Compact CPU list: (0, 1, 2, 5) -> '0-2,5'."""
+    out: list[str] = []
+    items = sorted(cpus)
+    start = prev = None
+    for c in items:
+        if start is None:
+            start = prev = c
+        elif c == prev + 1:
+            prev = c
+        else:
+            out.append(f"{start}-{prev}" if start != prev else f"{start}")
+            start = prev = c
+    if start is not None:
+        out.append(f"{start}-{prev}" if start != prev else f"{start}")
+    return ",".join(out)

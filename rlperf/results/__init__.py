@@ -1,0 +1,1 @@
+"""Result files: CSV logs flushed per row, summaries, the job wrapper."""

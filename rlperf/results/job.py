@@ -1,0 +1,121 @@
+"""The job wrapper every stage runs in (lightning-hydra-template's ``task_wrapper`` idea).
+
+It validates the config before anything expensive starts, checks feasibility,
+writes ``fingerprint.json``, runs background telemetry, and always writes
+``summary.json``: ``completed``, ``skipped`` (with the reason), ``failed``
+(with the error and traceback) or ``interrupted`` (Ctrl-C) — keeping every row
+already flushed by the stage.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlperf.resources.plan import Machine, ResourcePlan, check_feasible, detect_machine, plan_resources
+from rlperf.results.summary import write_json
+
+log = logging.getLogger("rlperf")
+
+
+class SkipCell(Exception):
+    """Raised by a stage that cannot run here (missing hardware or runtime): status ``skipped``."""
+
+
+@dataclass
+class JobContext:
+    """What a stage gets besides its config: resources, telemetry, partial results."""
+
+    out_dir: Path
+    plan: ResourcePlan
+    machine: Machine
+    gpu_indices: list[int]
+    summary: dict[str, Any]
+    sampler: Any | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def telemetry_now(self) -> float:
+        return self.sampler.now() if self.sampler is not None else self.elapsed_s()
+
+    def telemetry_window(self, t0: float, t1: float) -> dict[str, float]:
+        return self.sampler.window(t0, t1) if self.sampler is not None else {}
+
+    def progress(self, message: str) -> None:
+        """One progress line on stderr and in the job log."""
+        log.info(message)
+        print(f"[rlperf {self.elapsed_s():7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+Stage = Callable[[DictConfig, Path, JobContext], dict[str, Any]]
+
+
+def run_job(cfg: DictConfig, out_dir: Path, stage: Stage) -> dict[str, Any]:
+    """Validate, check feasibility, then run ``stage`` with fingerprint, telemetry and summary."""
+    from rlperf.config.validate import validate_config
+    from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
+
+    validate_config(cfg)
+    plan = plan_resources(cfg)
+    machine = detect_machine()
+    if cfg.stage == "train":
+        check_feasible(plan, machine, bool(cfg.ray.overcommit_cpus))
+    gpu_indices = [i for i in plan.visible_gpus if i < machine.gpus]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {
+        "status": "running",
+        "stage": str(cfg.stage),
+        "backend": str(cfg.backend.name),
+        "error": None,
+        "traceback": None,
+    }
+    ctx = JobContext(out_dir, plan, machine, gpu_indices, summary)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    # The fingerprint records the affinity mask the stage runs under.
+    write_fingerprint(out_dir / "fingerprint.json", collect_fingerprint(resolved))
+    write_json(out_dir / "summary.json", summary)
+    sampler = _start_telemetry(cfg, out_dir, gpu_indices)
+    ctx.sampler = sampler
+    try:
+        summary.update(stage(cfg, out_dir, ctx))
+        summary["status"] = "completed"
+    except SkipCell as exc:
+        summary.update(status="skipped", error=str(exc))
+        ctx.progress(f"skipped: {exc}")
+    except KeyboardInterrupt:
+        summary.update(status="interrupted", error="interrupted (Ctrl-C)")
+        raise
+    except BaseException as exc:
+        summary.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        summary["traceback"] = traceback.format_exc()
+        raise
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        summary["wall_s"] = ctx.elapsed_s()
+        summary.setdefault("iterations", len(ctx.rows))
+        write_json(out_dir / "summary.json", summary)
+    return summary
+
+
+def _start_telemetry(cfg: DictConfig, out_dir: Path, gpu_indices: list[int]) -> Any | None:
+    if not cfg.telemetry.enabled:
+        return None
+    from rlperf.telemetry.sampler import TelemetrySampler
+
+    sampler = TelemetrySampler(
+        out_dir / "telemetry.csv", interval_s=float(cfg.telemetry.interval_s), gpu_indices=gpu_indices
+    )
+    sampler.start()
+    return sampler

@@ -1,0 +1,59 @@
+"""Aggregates of per-iteration metrics, warm-up excluded and declared."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def describe(values: Sequence[float]) -> dict[str, float | int]:
+    """count, mean, std (sample), min, p50, max of the finite values."""
+    arr = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if arr.size == 0:
+        nan = float("nan")
+        return {"n": 0, "mean": nan, "std": nan, "min": nan, "p50": nan, "max": nan}
+    return {
+        "n": int(arr.size),
+        "mean": float(arr.mean()),
+        "std": float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
+        "min": float(arr.min()),
+        "p50": float(np.median(arr)),
+        "max": float(arr.max()),
+    }
+
+
+def summarize_rows(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], skip: Sequence[str] = ()
+) -> dict[str, dict[str, float | int]]:
+    """``describe`` every numeric column over the non-warm-up rows."""
+    kept = [r for r in rows if not r.get("warmup")]
+    out: dict[str, dict[str, float | int]] = {}
+    for col in columns:
+        if col in skip:
+            continue
+        vals = [r.get(col) for r in kept]
+        if all(v is None or isinstance(v, int | float) for v in vals):
+            out[col] = describe([float(v) for v in vals if v is not None])
+    return out
+
+
+def write_json(path: Path, payload: Mapping[str, Any]) -> None:
+    """Write JSON atomically (NaN as null), so a crash never leaves half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(_nan_to_none(payload), indent=2, sort_keys=False) + "\n")
+    tmp.replace(path)
+
+
+def _nan_to_none(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {str(k): _nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_nan_to_none(v) for v in obj]
+    return obj

@@ -1,0 +1,1 @@
+"""The training stage: RLlib PPO with per-iteration phase timing."""
