@@ -154,7 +154,7 @@ class RolloutConfig:
 
 @dataclass
 class EdgeConfig:
-    """``edge``: export to TFLite, quantize, compile for the Edge TPU, benchmark (``stage=edge``)."""
+    """``edge``: export to TFLite, quantize, compile for the Edge TPU, benchmark."""
 
     model_path: str | None = None  # benchmark an existing .tflite instead of exporting
     episodes: int = 3

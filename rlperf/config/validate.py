@@ -155,9 +155,7 @@ def validate_stage(cfg: DictConfig) -> None:
         )
     if cfg.stage == "rollout":
         if cfg.run is None and cfg.checkpoint is None:
-            raise ConfigError(
-                "stage=rollout needs run=<training job folder> or checkpoint=<path>"
-            )
+            raise ConfigError("stage=rollout needs run=<training job folder> or checkpoint=<path>")
         _positive("rollout.episodes", cfg.rollout.episodes)
         _positive("rollout.warmup_steps", cfg.rollout.warmup_steps, allow_zero=True)
     if cfg.stage == "edge":

@@ -27,7 +27,5 @@ class VisionNetRLModule(TorchRLModule, ValueFunctionAPI):
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {Columns.ACTION_DIST_INPUTS: self.net.logits(batch[Columns.OBS])}
 
-    def compute_values(
-        self, batch: dict[str, Any], embeddings: Any | None = None
-    ) -> torch.Tensor:
+    def compute_values(self, batch: dict[str, Any], embeddings: Any | None = None) -> torch.Tensor:
         return self.net.value(batch[Columns.OBS])

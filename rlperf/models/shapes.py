@@ -43,7 +43,8 @@ def parse_filter(spec: Sequence[Any], index: int) -> tuple[int, int, int]:
         kernel = list(kernel)
         if len(kernel) != 2 or kernel[0] != kernel[1]:
             raise ConvStackError(
-                f"model.conv_filters[{index}] kernel={kernel!r}: only square kernels [k, k] are supported"
+                f"model.conv_filters[{index}] kernel={kernel!r}: only square kernels [k, k] "
+                "are supported"
             )
         kernel = kernel[0]
     if isinstance(stride, Sequence) and not isinstance(stride, str):

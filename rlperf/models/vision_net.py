@@ -81,7 +81,12 @@ class VisionNet(nn.Module):
             raise ValueError(f"observation must be square, got {tuple(obs_shape)}")
         self.obs_shape = (dim, dim, channels)
         self.num_actions = int(num_actions)
-        self.conv_filters = [[int(f[0]), [int(f[1][0]), int(f[1][1])], int(f[2])] if isinstance(f[1], Sequence) else [int(f[0]), [int(f[1]), int(f[1])], int(f[2])] for f in conv_filters]
+        self.conv_filters = [
+            [int(f[0]), [int(f[1][0]), int(f[1][1])], int(f[2])]
+            if isinstance(f[1], Sequence)
+            else [int(f[0]), [int(f[1]), int(f[1])], int(f[2])]
+            for f in conv_filters
+        ]
         layers = conv_stack_shapes(dim, channels, self.conv_filters)
         features = layers[-1].out_channels
         # The study's trunks end with ReLU before the 1x1 heads (RLlib VisionNetwork).
@@ -177,6 +182,8 @@ def load_policy(path: Path | str) -> VisionNet:
     try:
         net.load_state_dict(payload["state_dict"])
     except RuntimeError as exc:
-        raise PolicyLoadError(f"{path}: weights do not match the saved model config: {exc}") from exc
+        raise PolicyLoadError(
+            f"{path}: weights do not match the saved model config: {exc}"
+        ) from exc
     net.eval()
     return net

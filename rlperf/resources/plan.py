@@ -14,10 +14,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-# Ray stores resource quantities in units of 1e-4 and rounds to the nearest
-# unit: the study's 0.1249875 GPU per worker would be scheduled as 0.125, and
-# 8 x 0.125 + 0.0001 > 1 GPU never fits. We schedule the fraction floored to
-# 1e-4 and record the exact one next to it.
+# Ray accounts resources in units of 1e-4 (ray_constants.MIN_RESOURCE_GRANULARITY).
+# We schedule the per-worker fraction floored to that unit, so what Ray is asked
+# for is exactly what we record (`gpus_per_worker_scheduled`) and can never round
+# up past the card (8 x 0.125 + 0.0001 > 1 would never fit); the exact SPEC value
+# is recorded next to it.
 RAY_RESOURCE_UNIT = 1e-4
 
 
@@ -25,7 +26,9 @@ class InfeasibleError(RuntimeError):
     """The experiment asks for resources this machine (or Ray) does not have."""
 
 
-def gpu_fractions(mode: str, n_visible: int, driver_gpus: float, workers: int) -> tuple[float, float]:
+def gpu_fractions(
+    mode: str, n_visible: int, driver_gpus: float, workers: int
+) -> tuple[float, float]:
     """(driver GPUs, GPUs per worker) by SPEC §2's rule for ``gpu_layout.mode``."""
     if mode == "none" or n_visible == 0:
         return 0.0, 0.0
@@ -85,7 +88,7 @@ class ResourcePlan:
 
 
 def plan_resources(cfg: DictConfig) -> ResourcePlan:
-    """Build the :class:`ResourcePlan` from ``workers``, ``env_runner``, ``gpu_layout``, ``cpu_affinity``."""
+    """Resource plan of ``workers``, ``env_runner``, ``gpu_layout`` and ``cpu_affinity``."""
     gl = cfg.gpu_layout
     visible = tuple(int(i) for i in gl.visible_gpus)
     workers = int(cfg.workers)

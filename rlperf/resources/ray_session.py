@@ -61,14 +61,17 @@ def ray_init_kwargs(plan: ResourcePlan, machine: Machine, ray_cfg: DictConfig) -
 
 @contextmanager
 def ray_session(plan: ResourcePlan, machine: Machine, ray_cfg: DictConfig) -> Iterator[None]:
-    """Start (or join) Ray with the plan's GPUs and affinity; always shut it down."""
+    """Start (or join) Ray; always shut it down.
+
+    Call it inside :func:`applied_placement` (the job wrapper does) so that Ray
+    inherits the plan's visible GPUs and affinity mask.
+    """
     import ray
 
-    with applied_placement(plan):
-        kwargs = ray_init_kwargs(plan, machine, ray_cfg)
-        log.info("starting Ray: %s", kwargs)
-        ray.init(**kwargs)
-        try:
-            yield
-        finally:
-            ray.shutdown()
+    kwargs = ray_init_kwargs(plan, machine, ray_cfg)
+    log.info("starting Ray: %s", kwargs)
+    ray.init(**kwargs)
+    try:
+        yield
+    finally:
+        ray.shutdown()

@@ -20,7 +20,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlperf.resources.plan import Machine, ResourcePlan, check_feasible, detect_machine, plan_resources
+from rlperf.resources.plan import (
+    Machine,
+    ResourcePlan,
+    check_feasible,
+    detect_machine,
+    plan_resources,
+)
+from rlperf.resources.ray_session import applied_placement
 from rlperf.results.summary import write_json
 
 log = logging.getLogger("rlperf")
@@ -47,7 +54,8 @@ class JobContext:
         return time.monotonic() - self.started
 
     def telemetry_now(self) -> float:
-        return self.sampler.now() if self.sampler is not None else self.elapsed_s()
+        """A time mark for :meth:`telemetry_window` (reads the GPU energy counters too)."""
+        return self.sampler.mark() if self.sampler is not None else self.elapsed_s()
 
     def telemetry_window(self, t0: float, t1: float) -> dict[str, float]:
         return self.sampler.window(t0, t1) if self.sampler is not None else {}
@@ -82,13 +90,16 @@ def run_job(cfg: DictConfig, out_dir: Path, stage: Stage) -> dict[str, Any]:
     }
     ctx = JobContext(out_dir, plan, machine, gpu_indices, summary)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    # The fingerprint records the affinity mask the stage runs under.
-    write_fingerprint(out_dir / "fingerprint.json", collect_fingerprint(resolved))
-    write_json(out_dir / "summary.json", summary)
-    sampler = _start_telemetry(cfg, out_dir, gpu_indices)
-    ctx.sampler = sampler
+    sampler = None
     try:
-        summary.update(stage(cfg, out_dir, ctx))
+        # Visible GPUs and the affinity mask hold for the whole stage (and the Ray
+        # it starts); the fingerprint records the mask in force.
+        with applied_placement(plan):
+            write_fingerprint(out_dir / "fingerprint.json", collect_fingerprint(resolved))
+            write_json(out_dir / "summary.json", summary)
+            sampler = _start_telemetry(cfg, out_dir, gpu_indices, ctx.started)
+            ctx.sampler = sampler
+            summary.update(stage(cfg, out_dir, ctx))
         summary["status"] = "completed"
     except SkipCell as exc:
         summary.update(status="skipped", error=str(exc))
@@ -109,13 +120,18 @@ def run_job(cfg: DictConfig, out_dir: Path, stage: Stage) -> dict[str, Any]:
     return summary
 
 
-def _start_telemetry(cfg: DictConfig, out_dir: Path, gpu_indices: list[int]) -> Any | None:
+def _start_telemetry(
+    cfg: DictConfig, out_dir: Path, gpu_indices: list[int], time_origin: float
+) -> Any | None:
     if not cfg.telemetry.enabled:
         return None
     from rlperf.telemetry.sampler import TelemetrySampler
 
     sampler = TelemetrySampler(
-        out_dir / "telemetry.csv", interval_s=float(cfg.telemetry.interval_s), gpu_indices=gpu_indices
+        out_dir / "telemetry.csv",
+        interval_s=float(cfg.telemetry.interval_s),
+        gpu_indices=gpu_indices,
+        time_origin=time_origin,  # telemetry.csv and metrics.csv share "seconds since job start"
     )
     sampler.start()
     return sampler

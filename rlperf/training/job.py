@@ -59,9 +59,7 @@ def build_ppo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
     a = cfg.algo
     return (
         PPOConfig()
-        .api_stack(
-            enable_rl_module_and_learner=True, enable_env_runner_and_connector_v2=True
-        )
+        .api_stack(enable_rl_module_and_learner=True, enable_env_runner_and_connector_v2=True)
         .framework("torch")
         .environment(register_rllib_env(), env_config=env_config(cfg))
         .env_runners(
@@ -124,10 +122,14 @@ class IterationCounters:
             NUM_MODULE_STEPS_TRAINED_LIFETIME,
         )
 
-        env_steps = int(_nested(result, ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME, default=0))
+        env_steps = int(
+            _nested(result, ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME, default=0)
+        )
         episodes = int(_nested(result, ENV_RUNNER_RESULTS, NUM_EPISODES_LIFETIME, default=0))
         trained = int(
-            _nested(result, LEARNER_RESULTS, ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME, default=0)
+            _nested(
+                result, LEARNER_RESULTS, ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME, default=0
+            )
         )
         out = {
             "env_steps": env_steps - self.env_steps,
@@ -138,16 +140,51 @@ class IterationCounters:
         return out
 
 
-def save_checkpoint(algo: Any, out_dir: Path, iteration: int) -> Path:
-    """RLlib checkpoint plus ``rlperf_policy.pt`` (torch weights, reloadable without Ray)."""
+PROBE_FILE = "probe.npz"
+PROBE_SIZE = 32
+
+
+def probe_observations(cfg: DictConfig, n: int = PROBE_SIZE) -> Any:
+    """``n`` real observations of the run's env (random actions, fixed seed)."""
+    import numpy as np
+
+    from rlperf.envs.atari import make_atari_env
+
+    env = make_atari_env(env_config(cfg))
+    rng = np.random.default_rng(int(cfg.seed))
+    try:
+        obs, _ = env.reset(seed=int(cfg.seed))
+        frames = []
+        while len(frames) < n:
+            frames.append(obs)
+            obs, _, term, trunc, _ = env.step(int(rng.integers(env.action_space.n)))
+            if term or trunc:
+                obs, _ = env.reset()
+        return np.stack(frames)
+    finally:
+        env.close()
+
+
+def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -> Path:
+    """RLlib checkpoint, ``rlperf_policy.pt`` (reloadable without Ray) and a probe.
+
+    The probe (``probe.npz``: observations, logits and greedy actions of the
+    policy as it was when saved) lets any reload check that it acts the same.
+    """
+    import numpy as np
+    import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rlperf.models.vision_net import POLICY_FILE, save_policy
 
     ckpt = out_dir / "checkpoint"
     algo.save_to_path(str(ckpt.resolve()))
-    module = algo.get_module(DEFAULT_MODULE_ID)
-    save_policy(module.net, ckpt / POLICY_FILE, extra={"iteration": iteration})
+    net = algo.get_module(DEFAULT_MODULE_ID).net
+    save_policy(net, ckpt / POLICY_FILE, extra={"iteration": iteration})
+    obs = probe_observations(cfg)
+    with torch.inference_mode():
+        logits = net.logits(torch.from_numpy(obs)).cpu().numpy()
+    np.savez(ckpt / PROBE_FILE, obs=obs, logits=logits, actions=logits.argmax(axis=1))
     return ckpt
 
 
@@ -227,8 +264,8 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
                     )
                     every = int(cfg.train.checkpoint_every)
                     if every and it % every == 0 and it < cfg.train.iterations:
-                        save_checkpoint(algo, out_dir, it)
-            ckpt = save_checkpoint(algo, out_dir, len(rows))
+                        save_checkpoint(algo, cfg, out_dir, it)
+            ckpt = save_checkpoint(algo, cfg, out_dir, len(rows))
         finally:
             algo.stop()
     warm = [r["iteration"] for r in rows if r["warmup"]]

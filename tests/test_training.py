@@ -1,0 +1,129 @@
+"""A real training job through the `rlperf` entry point (real Ray, RLlib, Atari Pong)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from rlperf.models.vision_net import count_trainable_params, load_policy
+from tests.conftest import TINY_TRAIN, run_rlperf
+
+pytestmark = pytest.mark.slow
+
+PHASES = ["sample_s", "load_s", "learn_s", "sync_s"]
+
+
+def test_metrics_are_exact_per_iteration(tiny_run) -> None:
+    m = pd.read_csv(tiny_run / "metrics.csv")
+    assert list(m["iteration"]) == [1, 2]
+    # Every canonical column is there from the first row.
+    for col in [
+        *PHASES,
+        "iter_s",
+        "other_s",
+        "env_steps",
+        "env_steps_per_s",
+        "trained_steps",
+        "trained_steps_per_s",
+        "episodes",
+        "episode_return_mean",
+        "cpu_util_pct",
+        "ram_util_pct",
+        "warmup",
+        "time_s",
+    ]:
+        assert col in m.columns, col
+    # The phases account for the iteration: what is left (bookkeeping) is small.
+    phase_sum = m[PHASES].sum(axis=1)
+    assert (phase_sum <= m["iter_s"] + 1e-6).all()
+    assert ((m["iter_s"] - phase_sum) <= 0.10 * m["iter_s"] + 0.05).all(), m[PHASES + ["iter_s"]]
+    assert np.allclose(m["other_s"], m["iter_s"] - phase_sum, atol=1e-9)
+    assert (m[PHASES] >= 0).all().all() and (m["sample_s"] > 0).all() and (m["learn_s"] > 0).all()
+    # Exactly one train batch of env steps per iteration; SGD sees it num_epochs (1) times,
+    # in whole minibatches of 128.
+    assert list(m["env_steps"]) == [256, 256]
+    assert ((m["trained_steps"] >= 256) & (m["trained_steps"] % 128 == 0)).all()
+    assert np.allclose(m["env_steps_per_s"], m["env_steps"] / m["iter_s"])
+    assert m["cpu_util_pct"].between(0, 100).all() and m["ram_util_pct"].between(0, 100).all()
+    assert (m["cpu_util_pct"] > 0).all()
+    # Monotonic job clock.
+    assert m["time_s"].is_monotonic_increasing
+    # Pong episodes are far longer than 512 steps: no return yet.
+    assert m["episode_return_mean"].isna().all() and (m["episodes"] == 0).all()
+    # train.warmup_iterations=1, episode rule off: only iteration 1 is warm-up.
+    assert list(m["warmup"]) == [1, 0]
+
+
+def test_summary_excludes_warmup_and_counts_params(tiny_run) -> None:
+    s = json.loads((tiny_run / "summary.json").read_text())
+    m = pd.read_csv(tiny_run / "metrics.csv")
+    assert s["status"] == "completed" and s["error"] is None
+    assert s["warmup"]["iterations"] == [1] and s["warmup"]["excluded_from_summary"]
+    assert s["metrics"]["iter_s"]["n"] == 1
+    assert s["metrics"]["iter_s"]["mean"] == pytest.approx(m["iter_s"].iloc[1])
+    assert s["total_env_steps"] == 512 and s["iterations"] == 2
+    net = load_policy(tiny_run / "checkpoint")
+    assert s["model_params"] == count_trainable_params(net) == 12_463
+    assert s["wall_s"] > m["iter_s"].sum()
+
+
+def test_fingerprint_and_telemetry(tiny_run) -> None:
+    fp = json.loads((tiny_run / "fingerprint.json").read_text())
+    assert fp["affinity"] == sorted(os.sched_getaffinity(0))
+    assert fp["config"]["model"]["name"] == "tiny" and fp["config"]["workers"] == 1
+    assert fp["libraries"]["ray"].startswith("2.60")
+    t = pd.read_csv(tiny_run / "telemetry.csv")
+    assert len(t) >= 3 and t["time_s"].is_monotonic_increasing
+    assert t["cpu_util_pct"].between(0, 100).all() and (t["ram_used_mb"] > 0).all()
+    assert not any(c.startswith("gpu") for c in t.columns)  # no GPU layout, no GPU columns
+
+
+def test_checkpoint_reloads_without_ray_and_acts_the_same(tiny_run) -> None:
+    probe = np.load(tiny_run / "checkpoint" / "probe.npz")
+    assert probe["obs"].shape == (32, 42, 42, 4) and probe["obs"].dtype == np.uint8
+    net = load_policy(tiny_run / "checkpoint")
+    with torch.inference_mode():
+        logits = net.logits(torch.from_numpy(probe["obs"])).numpy()
+    np.testing.assert_allclose(logits, probe["logits"], atol=1e-6)
+    assert (logits.argmax(axis=1) == probe["actions"]).all()
+    assert [net.greedy_action(o) for o in probe["obs"]] == list(probe["actions"])
+
+
+def test_rllib_checkpoint_restores_the_same_module(tiny_run) -> None:
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    path = tiny_run / "checkpoint" / "learner_group" / "learner" / "rl_module" / "default_policy"
+    module = RLModule.from_checkpoint(str(path))
+    probe = np.load(tiny_run / "checkpoint" / "probe.npz")
+    with torch.inference_mode():
+        logits = module.net.logits(torch.from_numpy(probe["obs"])).numpy()
+    np.testing.assert_allclose(logits, probe["logits"], atol=1e-6)
+
+
+def test_missing_gpu_fails_before_ray_starts(tmp_path) -> None:
+    out = tmp_path / "gpu"
+    proc = run_rlperf(
+        [*TINY_TRAIN, "gpu_layout=gpu0", f"hydra.run.dir={out}"], cwd=tmp_path, timeout=120
+    )
+    assert proc.returncode != 0
+    assert "asks for GPU(s) [0] but this machine has" in proc.stderr
+    assert "Started a local Ray instance" not in proc.stderr
+    assert not (out / "metrics.csv").exists()
+
+
+def test_failure_keeps_summary_with_error(tmp_path) -> None:
+    out = tmp_path / "bad_env"
+    proc = run_rlperf(
+        [*TINY_TRAIN, "env.id=ALE/NoSuchGame-v5", "workers=0", f"hydra.run.dir={out}"],
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode != 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "failed"
+    assert "NoSuchGame" in s["error"] and "Traceback" in s["traceback"]
