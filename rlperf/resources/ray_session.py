@@ -68,6 +68,11 @@ def ray_session(plan: ResourcePlan, machine: Machine, ray_cfg: DictConfig) -> It
     """
     import ray
 
+    if ray.is_initialized():
+        # Inside a Ray Tune trial (the sweep launcher): Ray was started by the
+        # launcher with the group's placement; the trial neither starts nor stops it.
+        yield
+        return
     kwargs = ray_init_kwargs(plan, machine, ray_cfg)
     log.info("starting Ray: %s", kwargs)
     ray.init(**kwargs)
