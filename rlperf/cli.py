@@ -6,6 +6,8 @@ runs imports Ray, torch or TensorFlow itself.
 
 from __future__ import annotations
 
+import os
+
 import hydra
 from omegaconf import DictConfig
 
@@ -21,6 +23,11 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """Console-script entry point."""
+    # RLlib imports TensorFlow whenever it is installed, even for torch
+    # algorithms: ~4 s and ~500 MB in the driver and in every env runner (Ray
+    # workers inherit this environment). The edge stage imports TensorFlow itself.
+    os.environ.setdefault("RLLIB_TEST_NO_TF_IMPORT", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     register_configs()
     _hydra_main()
 

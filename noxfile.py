@@ -1,0 +1,49 @@
+"""nox sessions: tests, lint, smoke (the README's main command), bench (benchmarks)."""
+
+from __future__ import annotations
+
+import glob
+
+import nox
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.default_venv_backend = "venv"
+
+TORCH = "torch==2.13.0"  # the CPU build; install it before the project
+
+
+def _install(session: nox.Session) -> None:
+    session.install(TORCH)
+    session.install("-e", ".[dev]")
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """The README's test command (slow integration tests included; `-- -m 'not slow'` to skip)."""
+    _install(session)
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    """ruff (lint + format check) and mypy."""
+    _install(session)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
+
+
+@nox.session(python="3.11")
+def smoke(session: nox.Session) -> None:
+    """The README's main command: a real quickstart training run."""
+    _install(session)
+    session.run("rlperf", *session.posargs)
+
+
+@nox.session(python="3.11")
+def bench(session: nox.Session) -> None:
+    """Benchmarks that print figures (all, or `nox -s bench -- benchmarks/bench_x.py`)."""
+    _install(session)
+    scripts = session.posargs or sorted(glob.glob("benchmarks/bench_*.py"))
+    for script in scripts:
+        session.run("python", script)
