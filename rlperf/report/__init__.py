@@ -1,0 +1,33 @@
+"""Report command: turn rlperf run folders (and the 2021 study's legacy folders) into
+tidy tables, figures and findings.
+
+The library entry point is :func:`build_report`; ``rlperf-report`` (:mod:`rlperf.report.cli`)
+is a thin shell around it. pandas, scipy and seaborn are imported lazily so that
+``rlperf-report --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlperf.report.build import ReportResult, build_report
+    from rlperf.report.discover import NoRunsFoundError
+    from rlperf.report.fingerprints import MixedFingerprintsError
+
+__all__ = ["MixedFingerprintsError", "NoRunsFoundError", "ReportResult", "build_report"]
+
+_LAZY = {
+    "build_report": "rlperf.report.build",
+    "ReportResult": "rlperf.report.build",
+    "NoRunsFoundError": "rlperf.report.discover",
+    "MixedFingerprintsError": "rlperf.report.fingerprints",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'rlperf.report' has no attribute {name!r}")

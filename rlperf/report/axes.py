@@ -1,0 +1,282 @@
+"""Which configuration axes vary across the cells being compared, and readable labels.
+
+A cell's axes are the canonical ones (:data:`~rlperf.report.cells.PRIMARY_AXES`)
+plus every other config leaf. A primary axis is shown when its value varies
+within the comparison set; another leaf is shown only when the axes already
+shown do not determine it (so ``gpu_layout.driver_gpus`` stays hidden while
+it merely follows ``gpu_layout``, and appears when two cells differ in it and
+nothing else). Labels are built from those values, never from hashes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from rlperf.report.cells import PRIMARY_AXES, Cell
+
+
+class BaselineError(ValueError):
+    """``--baseline`` matches no cell, or several cells of one model."""
+
+
+@dataclass
+class AxisPlan:
+    """The axes shown for one comparison set and the labels they produce."""
+
+    axes: list[str]
+    labels: dict[str, str]
+    configs: dict[str, str]
+    constants: dict[str, Any] = field(default_factory=dict)
+    varying: list[str] = field(default_factory=list)
+    quiet: dict[str, Any] = field(default_factory=dict)
+
+    def config_without(self, cell_values: dict[str, Any], drop: Sequence[str]) -> str:
+        """A label from this plan's axes minus ``drop`` (e.g. workers for an x axis)."""
+        parts = [
+            format_value(a, cell_values.get(a))
+            for a in self.axes
+            if a not in drop
+            and a != "model"
+            and _display(_hashable(cell_values.get(a))) is not None
+            and not (a in self.quiet and _same(cell_values.get(a), self.quiet[a]))
+        ]
+        return " · ".join(parts) or "all"
+
+
+def _display(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def format_value(axis: str, value: Any) -> str:
+    """How one axis value reads in a label."""
+    value = _display(value)
+    if axis == "workers":
+        return f"{value} worker" + ("" if value == 1 else "s")
+    if axis == "gpu_layout":
+        return "no GPU" if value == "none" else str(value)
+    if axis == "cpu_affinity" and value == "unrestricted":
+        return "all CPUs"
+    if axis in PRIMARY_AXES or axis == "group":
+        return str(value)
+    key = axis.split(".")[-1]
+    text = str(value)
+    if "/" in text and not text.startswith("["):
+        text = "/".join(text.rstrip("/").split("/")[-2:])
+    return f"{key}={text}"
+
+
+def cell_values(cell: Cell) -> dict[str, Any]:
+    """All axis and leaf values of a cell, plus ``group``."""
+    return {**cell.leaves, **cell.axes, "group": cell.group}
+
+
+def _frame(cells: Sequence[Cell]) -> pd.DataFrame:
+    rows = []
+    for c in cells:
+        row = {k: _hashable(v) for k, v in cell_values(c).items()}
+        rows.append(row)
+    return pd.DataFrame(rows, index=[c.id for c in cells])
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list | dict | tuple):
+        return json.dumps(value, sort_keys=True, default=str)
+    return _display(value)
+
+
+def _determined(df: pd.DataFrame, key: list[str], leaf: str) -> bool:
+    if not key:
+        return df[leaf].nunique(dropna=False) <= 1
+    counts = df.groupby(key, dropna=False, sort=False)[leaf].nunique(dropna=False)
+    return bool(counts.max() <= 1)
+
+
+def _same(a: Any, b: Any) -> bool:
+    a, b = _hashable(a), _hashable(b)
+    if a is None or b is None or (isinstance(b, float) and pd.isna(b)):
+        return (a is None or (isinstance(a, float) and pd.isna(a))) and (
+            b is None or (isinstance(b, float) and pd.isna(b))
+        )
+    return bool(a == b)
+
+
+def _n_dup(df: pd.DataFrame, key: list[str]) -> int:
+    if not key:
+        return len(df) if len(df) > 1 else 0
+    return int(df.duplicated(key, keep=False).sum())
+
+
+def plan_axes(cells: Sequence[Cell]) -> AxisPlan:
+    """Choose the axes to show for a comparison set and build labels.
+
+    Order: varying primary axes (``stage`` only when the others do not
+    determine it), then leaves needed to tell cells apart. Cells that are
+    still identical get their sweep folder appended, then a replicate suffix
+    ``#2``.
+    """
+    if not cells:
+        return AxisPlan([], {}, {})
+    df = _frame(cells)
+    varying = [a for a in PRIMARY_AXES if a in df and df[a].nunique(dropna=False) > 1]
+    if "stage" in varying and _determined(df, [a for a in varying if a != "stage"], "stage"):
+        varying.remove("stage")
+    axes = list(varying)
+    # Greedy: add the leaf that leaves the fewest cells indistinguishable, until all are
+    # told apart or no leaf helps; ties go to the leaf seen first (config file order).
+    candidates = [c for c in df.columns if c not in PRIMARY_AXES and c != "group"]
+    candidates = [c for c in candidates if df[c].notna().sum() >= 2 and df[c].nunique() >= 2]
+    while len(df) > 1 and _n_dup(df, axes) and candidates:
+        scored = [
+            (_n_dup(df, [*axes, c]), i, c)
+            for i, c in enumerate(candidates)
+            if not _determined(df, axes, c)
+        ]
+        if not scored:
+            break
+        best_dup, _, best = min(scored)
+        if best_dup >= _n_dup(df, axes):
+            break
+        axes.append(best)
+        candidates.remove(best)
+    constants = {
+        a: _display(df[a].iloc[0])
+        for a in PRIMARY_AXES
+        if a in df and a not in axes and df[a].nunique(dropna=False) == 1
+    }
+    varying_all = list(varying) + [
+        c
+        for c in sorted(df.columns)
+        if c not in PRIMARY_AXES and c != "group" and c not in varying and df[c].nunique() > 1
+    ]
+    # A leaf that most cells share (>= 75%) is only printed where it differs, so that
+    # e.g. num_cpus_per_worker=0 marks the two odd runs instead of cluttering every label.
+    quiet: dict[str, Any] = {}
+    for a in axes:
+        if a in PRIMARY_AXES:
+            continue
+        counts = df[a].value_counts(dropna=False)
+        if len(counts) and counts.iloc[0] / len(df) >= 0.75:
+            quiet[a] = counts.index[0]
+    labels: dict[str, str] = {}
+    configs: dict[str, str] = {}
+    for cell in cells:
+        values = cell_values(cell)
+        parts = [
+            format_value(a, values.get(a))
+            for a in axes
+            if a != "model"
+            and _display(_hashable(values.get(a))) is not None
+            and not (a in quiet and _same(values.get(a), quiet[a]))
+        ]
+        configs[cell.id] = " · ".join(parts) or "all"
+    models = {c.id: str(cell_values(c).get("model")) for c in cells}
+    collide = pd.Series({cid: f"{models[cid]}|{configs[cid]}" for cid in configs}).duplicated(
+        keep=False
+    )
+    base = dict(configs)
+    seen: dict[str, int] = {}
+    for cell in cells:
+        config = configs[cell.id]
+        if collide.get(cell.id, False):
+            # Tell identical-looking cells apart by their sweep folder, or failing that by
+            # their own folder / file name (a legacy run name, a cell number).
+            groups = {
+                c.group
+                for c in cells
+                if models[c.id] == models[cell.id] and base[c.id] == base[cell.id]
+            }
+            where = cell.group.rsplit("/", 1)[-1] if len(groups) > 1 else cell.path.stem
+            config = f"{config} ({where})" if config != "all" else where
+        key = f"{models[cell.id]}|{config}"
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 1:
+            config += f" #{seen[key]}"
+        configs[cell.id] = config
+        model = models[cell.id]
+        if model == "None":  # no model in the config: name the cell by what is known
+            labels[cell.id] = config if config != "all" else cell.id
+        else:
+            labels[cell.id] = f"{model} · {config}" if config != "all" else model
+    if "model" not in axes and "model" in df:
+        axes.insert(0, "model")
+    return AxisPlan(
+        axes=axes,
+        labels=labels,
+        configs=configs,
+        constants=constants,
+        varying=varying_all,
+        quiet=quiet,
+    )
+
+
+def parse_baseline(text: str | None) -> dict[str, str] | None:
+    """Parse ``key=value,key=value`` (``--baseline``)."""
+    if not text:
+        return None
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        if "=" not in item:
+            raise BaselineError(f"--baseline: expected key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _matches(cell: Cell, spec: dict[str, str]) -> bool:
+    values = cell_values(cell)
+    values["cell"] = cell.id
+    for key, want in spec.items():
+        if key in values:
+            got = values[key]
+        else:
+            hits = [v for k, v in values.items() if k.endswith("." + key)]
+            if len(hits) != 1:
+                return False
+            got = hits[0]
+        if str(_display(got)) != want:
+            return False
+    return True
+
+
+def select_baselines(
+    cells: Sequence[Cell], spec: dict[str, str] | None, warnings: list[str]
+) -> dict[str, str]:
+    """Baseline cell id per model.
+
+    With a ``spec``, the one cell per model matching every ``key=value`` (keys
+    are axis names, dotted config keys, their last component, or ``cell``);
+    a model with several matches gets a warning and no baseline; a spec that
+    matches nothing at all raises :class:`BaselineError`. Without a spec,
+    callers choose their default (the slowest cell per model).
+    """
+    if not spec:
+        return {}
+    by_model: dict[str, list[Cell]] = {}
+    for cell in cells:
+        if _matches(cell, spec):
+            by_model.setdefault(str(cell.axes.get("model")), []).append(cell)
+    if not by_model:
+        wanted = ",".join(f"{k}={v}" for k, v in spec.items())
+        raise BaselineError(f"--baseline {wanted} matches no completed cell")
+    out: dict[str, str] = {}
+    for model, hits in by_model.items():
+        if len(hits) == 1:
+            out[model] = hits[0].id
+        else:
+            warnings.append(
+                f"baseline for {model} is ambiguous ({len(hits)} cells match: "
+                + ", ".join(h.id for h in hits[:4])
+                + "); add keys to --baseline. No speedups for this model."
+            )
+    return out

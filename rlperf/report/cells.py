@@ -1,0 +1,163 @@
+"""The in-memory form of one cell, whatever folder format it came from.
+
+Both readers (:mod:`rlperf.report.load` for rlperf's own result files and
+:mod:`rlperf.report.legacy` for RLlib 1.x / the 2021 study) produce
+:class:`Cell` objects with canonical column names (docs/results.md), so that
+everything downstream is format-agnostic.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Axes a reader maps onto canonical names; labels list them in this order.
+PRIMARY_AXES = (
+    "source",
+    "stage",
+    "model",
+    "gpu_layout",
+    "workers",
+    "cpu_affinity",
+    "backend",
+    "algo",
+    "env",
+)
+
+#: Training phases, in the order they are stacked in figures.
+PHASES = ("sample_s", "load_s", "learn_s", "sync_s", "other_s")
+
+#: Training columns summarised per cell (in addition to per-GPU columns).
+TRAIN_METRICS = (
+    "iter_s",
+    *PHASES,
+    "env_steps",
+    "env_steps_per_s",
+    "trained_steps",
+    "trained_steps_per_s",
+    "episodes",
+    "episode_return_mean",
+    "cpu_util_pct",
+    "ram_util_pct",
+)
+
+#: Per-step latency columns of inference stages.
+LATENCY_COLUMNS = ("forward_ms", "action_ms", "env_step_ms")
+
+#: Stage → comparison family. New stages slot in here; unknown stages get their own family.
+STAGE_FAMILY = {"train": "training", "rollout": "inference", "edge": "inference"}
+
+#: The study's models (SPEC §2): name → (input dim, conv_filters).
+SPEC_MODELS: dict[str, tuple[int, list[list[Any]]]] = {
+    "model1": (84, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    "model2": (168, [[16, [16, 16], 8], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    "model3": (252, [[16, [8, 8], 4], [16, [8, 8], 4], [32, [4, 4], 2], [256, [8, 8], 1]]),
+    "model4": (168, [[16, [8, 8], 4], [32, [4, 4], 2], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    "model5": (252, [[16, [8, 8], 4], [32, [4, 4], 2], [32, [4, 4], 2], [256, [16, 16], 1]]),
+    "model6": (168, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [21, 21], 1]]),
+}
+
+#: RLlib 1.x VisionNetwork defaults used when ``conv_filters`` is null (rllib/models/utils.py).
+RLLIB1_DEFAULT_FILTERS: dict[int, list[list[Any]]] = {
+    84: [[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 1]],
+    42: [[16, [4, 4], 2], [32, [4, 4], 2], [256, [11, 11], 1]],
+    10: [[16, [5, 5], 2], [32, [5, 5], 2]],
+}
+
+
+def match_model(dim: int | None, conv_filters: list[Any] | None) -> str:
+    """Name the SPEC §2 model with this input size and conv stack (RLlib defaults for null)."""
+    if dim is None:
+        return "unknown"
+    filters = conv_filters if conv_filters is not None else RLLIB1_DEFAULT_FILTERS.get(int(dim))
+    norm = json.dumps(filters)
+    for name, (mdim, mfilters) in SPEC_MODELS.items():
+        if int(dim) == mdim and norm == json.dumps(mfilters):
+            return name
+    return f"custom_{int(dim)}px"
+
+
+def family_of(stage: str) -> str:
+    """Comparison family of a stage (cells are only ranked against their family)."""
+    return STAGE_FAMILY.get(stage, stage)
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Flatten nested dicts to dotted keys; lists become compact JSON strings (hashable)."""
+    out: dict[str, Any] = {}
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict) and value:
+                out.update(flatten(value, name))
+            else:
+                out[name] = _leaf(value)
+    elif prefix:
+        out[prefix] = _leaf(tree)
+    return out
+
+
+def _leaf(value: Any) -> Any:
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    return value
+
+
+@dataclass
+class Cell:
+    """One cell (a job of a sweep, a single run, or a legacy run / rollout file).
+
+    ``axes`` holds the canonical axes (:data:`PRIMARY_AXES`); ``leaves`` every
+    other flattened config value (dotted keys, from ``.hydra/config.yaml`` and
+    ``overrides.yaml`` or from ``params.json``). ``fingerprint`` holds the
+    comparable fingerprint leaves (hardware and software); ``machine`` a
+    readable one-line description of it. ``run_key`` identifies the run
+    itself (Tune experiment id, or host and start time): two cells with the
+    same key are copies of one run.
+    """
+
+    id: str
+    path: Path
+    kind: str
+    group: str
+    status: str
+    axes: dict[str, Any]
+    leaves: dict[str, Any] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    machine: str = ""
+    host: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    iterations: pd.DataFrame | None = None
+    latency: pd.DataFrame | None = None
+    episodes: pd.DataFrame | None = None
+    warmup_rule: str = ""
+    notes: list[str] = field(default_factory=list)
+    run_key: str = ""
+    concurrent_cells: int | None = None
+
+    @property
+    def stage(self) -> str:
+        """The pipeline stage (train, rollout, edge, ...)."""
+        return str(self.axes.get("stage", "train"))
+
+    @property
+    def source(self) -> str:
+        """``rlperf`` or ``legacy``."""
+        return str(self.axes.get("source", "rlperf"))
+
+    @property
+    def family(self) -> str:
+        """The comparison family of the cell's stage."""
+        return family_of(self.stage)
+
+    @property
+    def completed(self) -> bool:
+        """Only completed cells are ranked and plotted."""
+        return self.status == "completed"

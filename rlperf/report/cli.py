@@ -1,0 +1,91 @@
+"""``rlperf-report``: compare runs in output folders (a thin shell over :func:`build_report`).
+
+Imports nothing heavy until the arguments are parsed, so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlperf-report",
+        description="Compare rlperf runs (run folders, sweep folders or folders of them; also "
+        "RLlib 1.x / Tune folders and the 2021 study's rollout CSVs): writes tidy tables "
+        "(CSV + Parquet), figures (PNG + SVG), report.md and a self-contained report.html.",
+    )
+    p.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="run folder, sweep folder, or a folder holding them",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default: report/ inside the first PATH)",
+    )
+    p.add_argument(
+        "--baseline",
+        default=None,
+        metavar="KEY=VALUE[,...]",
+        help="the cell (per model) speedups are relative to, e.g. "
+        "'gpu_layout=none,workers=8' (default: the slowest cell of each model)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse to compare cells recorded on different hardware or software",
+    )
+    p.add_argument(
+        "--legacy-timers",
+        choices=("per_iteration", "window"),
+        default="per_iteration",
+        help="RLlib 1.x phase timers: invert the 10-iteration window (default) or "
+        "keep the window means",
+    )
+    p.add_argument("--no-figures", action="store_true", help="write tables and text only")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rlperf-report`` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    from rlperf.report.axes import BaselineError
+    from rlperf.report.build import build_report
+    from rlperf.report.discover import NoRunsFoundError
+    from rlperf.report.fingerprints import MixedFingerprintsError
+
+    def progress(msg: str) -> None:
+        print(f"rlperf-report: {msg}", file=sys.stderr, flush=True)
+
+    try:
+        result = build_report(
+            args.paths,
+            out=args.out,
+            baseline=args.baseline,
+            strict=args.strict,
+            legacy_timers=args.legacy_timers,
+            figures=not args.no_figures,
+            progress=None if args.quiet else progress,
+        )
+    except (NoRunsFoundError, MixedFingerprintsError, BaselineError) as exc:
+        print(f"rlperf-report: error: {exc}", file=sys.stderr)
+        return 1
+    for w in result.warnings:
+        print(f"rlperf-report: warning: {w}", file=sys.stderr)
+    for s in result.skipped:
+        print(f"rlperf-report: skipped {s.path}: {s.reason}", file=sys.stderr)
+    print(result.html)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

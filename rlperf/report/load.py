@@ -1,0 +1,292 @@
+"""Read one rlperf job folder (docs/results.md) into a :class:`~rlperf.report.cells.Cell`.
+
+Every problem with a cell's files raises :class:`CellError`; the caller
+reports the cell as skipped and carries on with the others.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlperf.report import fingerprints
+from rlperf.report.cells import LATENCY_COLUMNS, PHASES, TRAIN_METRICS, Cell, flatten
+from rlperf.report.discover import CellRef
+
+#: Canonical axis → where it sits in the resolved config of an rlperf job.
+AXIS_KEYS = {
+    "stage": "stage",
+    "model": "model.name",
+    "gpu_layout": "gpu_layout.name",
+    "workers": "workers.num_env_runners",
+    "cpu_affinity": "cpu_affinity.name",
+    "backend": "backend.name",
+    "algo": "algo.name",
+    "env": "env.id",
+}
+
+
+class CellError(RuntimeError):
+    """A cell's files are missing, corrupt or inconsistent."""
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file with the C loader where available."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        with path.open("r", encoding="utf-8") as fh:
+            return yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
+    except (OSError, yaml.YAMLError) as exc:
+        raise CellError(
+            f"{path.name}: cannot parse YAML ({exc.__class__.__name__}: {exc})"
+        ) from exc
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Parse a JSON object file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CellError(f"{path.name}: cannot parse JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise CellError(f"{path.name}: expected a JSON object")
+    return data
+
+
+def _get(tree: dict[str, Any], dotted: str) -> Any:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def read_csv(path: Path, notes: list[str]) -> pd.DataFrame:
+    """Read a result CSV written row by row; a torn last line (job killed mid-write) is dropped."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CellError(f"{path.name}: {exc}") from exc
+    if not raw.strip():
+        raise CellError(f"{path.name}: empty file")
+    torn = not raw.endswith(b"\n")
+    if torn:
+        raw = raw[: raw.rfind(b"\n") + 1]
+        notes.append(f"{path.name}: last line incomplete (job interrupted while writing), dropped")
+    import io
+
+    try:
+        df = pd.read_csv(io.BytesIO(raw))
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise CellError(f"{path.name}: cannot parse CSV ({exc})") from exc
+    return df
+
+
+def _as_bool(series: pd.Series) -> pd.Series:
+    if series.dtype == bool:
+        return series
+    text = series.astype(str).str.strip().str.lower()
+    return text.isin(["true", "1", "yes", "1.0"])
+
+
+def first_episode_warmup(returns: pd.Series) -> pd.Series:
+    """The study's warm-up rule: every iteration before the first one with a finished episode."""
+    finished = returns.notna().to_numpy()
+    first = int(np.argmax(finished)) if finished.any() else len(finished)
+    flags = np.zeros(len(finished), dtype=bool)
+    flags[:first] = True
+    return pd.Series(flags, index=returns.index)
+
+
+def canonical_iterations(df: pd.DataFrame) -> pd.DataFrame:
+    """Make sure every canonical training column exists (NaN where unknown) with float dtype."""
+    df = df.copy()
+    for col in ("iteration", "time_s", *TRAIN_METRICS):
+        if col not in df.columns:
+            df[col] = np.nan
+    if df["other_s"].isna().all() and df["iter_s"].notna().any():
+        df["other_s"] = df["iter_s"] - df[list(PHASES[:-1])].sum(axis=1, min_count=1)
+    for col in df.columns:
+        if col != "warmup" and df[col].dtype == object:
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def _read_cell_record(path: Path, notes: list[str]) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        return read_json(path)
+    except CellError as exc:
+        notes.append(f"{exc} (ignored)")
+        return {}
+
+
+def _timestamp(value: Any) -> float | None:
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        from datetime import datetime
+
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _parse_overrides(overrides: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if not isinstance(overrides, list):
+        return out
+    for item in overrides:
+        if not isinstance(item, str) or "=" not in item:
+            continue
+        key, value = item.split("=", 1)
+        out[key.lstrip("+~")] = value
+    return out
+
+
+def load_rlperf_cell(ref: CellRef) -> Cell:
+    """Read an rlperf job folder.
+
+    Expects ``.hydra/config.yaml`` (top-level keys stage, model, gpu_layout,
+    workers, cpu_affinity, backend, env, algo, train, seed), and any of
+    ``summary.json``, ``metrics.csv`` (train), ``steps.csv`` / ``episodes.csv``
+    (rollout, edge), ``fingerprint.json``.
+    """
+    path = ref.path
+    notes: list[str] = []
+    cfg = read_yaml(path / ".hydra" / "config.yaml")
+    if not isinstance(cfg, dict):
+        raise CellError(".hydra/config.yaml: not a mapping")
+    overrides_file = path / ".hydra" / "overrides.yaml"
+    overrides = _parse_overrides(read_yaml(overrides_file)) if overrides_file.is_file() else {}
+    summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else {}
+    raw_fp = read_json(path / "fingerprint.json") if (path / "fingerprint.json").is_file() else {}
+    if not raw_fp:
+        notes.append("no fingerprint.json: hardware and software unknown")
+
+    stage = cfg.get("stage") or summary.get("stage")
+    if stage is None:
+        stage = "train" if (path / "metrics.csv").is_file() else "rollout"
+    axes: dict[str, Any] = {"source": "rlperf"}
+    for axis, key in AXIS_KEYS.items():
+        axes[axis] = _get(cfg, key)
+    if axes["workers"] is None and isinstance(cfg.get("workers"), int | float):
+        axes["workers"] = int(cfg["workers"])  # `workers: 8` (a plain value, not a group)
+    axes["stage"] = str(stage)
+    if axes["backend"] is None and stage == "train":
+        axes["backend"] = "rllib"
+
+    leaves = flatten({k: v for k, v in cfg.items() if k != "hydra"})
+    for key in [*AXIS_KEYS.values(), "workers"]:
+        leaves.pop(key, None)
+    groups = set(cfg)
+    for key, value in overrides.items():
+        if key not in leaves and key not in groups and key not in AXIS_KEYS.values():
+            leaves[key] = value
+
+    # cell.json: the sweep launcher's record (docs/sweeps.md): status, reason, start / end.
+    record = _read_cell_record(path / "cell.json", notes)
+    status = str(summary.get("status") or record.get("status") or "partial")
+    if not summary and not record:
+        notes.append("no summary.json: the job is still running or was killed")
+    elif status != "completed":
+        err = summary.get("error") or record.get("reason")
+        notes.append(f"status {status}" + (f": {err}" if err else ""))
+
+    cell = Cell(
+        id=ref.id,
+        path=path,
+        kind="rlperf",
+        group=ref.group,
+        status=status,
+        axes=axes,
+        leaves=leaves,
+        fingerprint=fingerprints.comparable(
+            {k: v for k, v in raw_fp.items() if k not in ("config", "resolved_config")}
+        ),
+        machine=fingerprints.describe(raw_fp),
+        host=fingerprints.host_of(raw_fp),
+        started_at=fingerprints.start_time_of(raw_fp),
+        summary=summary,
+        notes=notes,
+    )
+
+    metrics = path / "metrics.csv"
+    if metrics.is_file():
+        cell.iterations = _read_metrics(metrics, summary, cell)
+    steps = path / "steps.csv"
+    if steps.is_file():
+        cell.latency = _read_steps(steps, notes)
+    episodes = path / "episodes.csv"
+    if episodes.is_file():
+        cell.episodes = read_csv(episodes, notes)
+
+    # A completed cell must have its data; a skipped / failed / pending one may not.
+    if status == "completed" and stage == "train" and cell.iterations is None:
+        raise CellError("training cell without metrics.csv")
+    no_latency = cell.latency is None and not summary.get("latency")
+    if status == "completed" and stage != "train" and no_latency:
+        raise CellError(f"{stage} cell without steps.csv or summary latency")
+    cell.concurrent_cells = record.get("concurrent_cells")
+
+    wall = summary.get("wall_s")
+    if wall is None and cell.iterations is not None and cell.iterations["time_s"].notna().any():
+        wall = float(cell.iterations["time_s"].max())
+    if wall is None and cell.episodes is not None and "wall_s" in cell.episodes:
+        wall = float(pd.to_numeric(cell.episodes["wall_s"], errors="coerce").sum())
+    if cell.started_at is not None and wall is not None:
+        cell.ended_at = cell.started_at + float(wall)
+    launched, finished = _timestamp(record.get("started_at")), _timestamp(record.get("finished_at"))
+    if launched is not None and finished is not None:  # the launcher saw the whole trial
+        cell.started_at, cell.ended_at = launched, finished
+    if cell.started_at is not None and cell.host:
+        cell.run_key = f"rlperf:{cell.host}@{cell.started_at:.3f}"
+    return cell
+
+
+def _read_metrics(path: Path, summary: dict[str, Any], cell: Cell) -> pd.DataFrame:
+    df = read_csv(path, cell.notes)
+    if "iteration" not in df.columns or "iter_s" not in df.columns:
+        raise CellError("metrics.csv: missing the iteration / iter_s columns")
+    if df.empty:
+        cell.notes.append("metrics.csv has no rows yet")
+    df = canonical_iterations(df)
+    rule = (summary.get("warmup") or {}).get("rule") if isinstance(summary, dict) else None
+    if "warmup" in df.columns:
+        df["warmup"] = _as_bool(df["warmup"])
+        cell.warmup_rule = f"flagged in metrics.csv (rule: {rule or 'as configured'})"
+    else:
+        df["warmup"] = first_episode_warmup(df["episode_return_mean"])
+        cell.warmup_rule = "first finished episode (no warmup column in metrics.csv)"
+    return df
+
+
+def _read_steps(path: Path, notes: list[str]) -> pd.DataFrame | None:
+    df = read_csv(path, notes)
+    if df.empty:
+        notes.append("steps.csv has no rows")
+        return None
+    if "action_ms" not in df.columns and "forward_ms" not in df.columns:
+        raise CellError("steps.csv: neither action_ms nor forward_ms present")
+    for col in LATENCY_COLUMNS:
+        if col not in df.columns:
+            df[col] = np.nan
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    df["warmup"] = _as_bool(df["warmup"]) if "warmup" in df.columns else False
+    if "episode" not in df.columns:
+        df["episode"] = 0
+    if "step" not in df.columns:
+        df["step"] = np.arange(len(df))
+    df["granularity"] = "step"
+    df["n_steps"] = 1
+    return df
