@@ -150,6 +150,12 @@ class RolloutConfig:
     warmup_steps: int = 100  # flagged and excluded from the latency summary
     explore: bool = False  # false = greedy (deterministic) actions
     torch_threads: int = 1
+    # Where the driver's policy runs: auto | cpu | cuda. auto = cuda when gpu_layout
+    # makes a GPU visible (as the study's RLlib 1.1 driver did), else cpu.
+    device: str = "auto"
+    # Start a PPO Algorithm with `workers` env runners and the GPU layout's resources
+    # before acting (the study's setting); null = only when workers > 0.
+    start_algorithm: bool | None = None
 
 
 @dataclass

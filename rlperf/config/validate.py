@@ -144,6 +144,37 @@ def validate_train(cfg: DictConfig) -> None:
     _positive("telemetry.interval_s", cfg.telemetry.interval_s)
 
 
+def validate_rollout(cfg: DictConfig) -> None:
+    """``rollout.*`` and ``backend`` for ``stage=rollout``."""
+    r = cfg.rollout
+    if cfg.backend.name != "rllib":
+        raise ConfigError(
+            f"backend={cfg.backend.name} with stage=rollout: the rollout stage runs the policy "
+            f"in RLlib; use backend=rllib, or stage=edge to benchmark {cfg.backend.name}"
+        )
+    _positive("rollout.episodes", r.episodes)
+    _positive("rollout.warmup_steps", r.warmup_steps, allow_zero=True)
+    _positive("rollout.torch_threads", r.torch_threads)
+    if r.steps is not None:
+        _positive("rollout.steps", r.steps)
+        if r.warmup_steps >= r.steps:
+            raise ConfigError(
+                f"rollout.warmup_steps={r.warmup_steps} >= rollout.steps={r.steps}: every step "
+                f"would be warm-up and the latency summary empty; lower rollout.warmup_steps"
+            )
+    _one_of("rollout.device", r.device, ("auto", "cpu", "cuda"))
+    if r.device == "cuda" and not list(cfg.gpu_layout.visible_gpus):
+        raise ConfigError(
+            f"rollout.device=cuda with gpu_layout={cfg.gpu_layout.name}: no GPU is visible; "
+            f"use a layout with GPUs (e.g. gpu0_driver) or rollout.device=cpu"
+        )
+    if r.start_algorithm is False and cfg.workers > 0:
+        raise ConfigError(
+            f"rollout.start_algorithm=false with workers={cfg.workers}: env runners exist only "
+            f"in a started Algorithm; use workers=0 or rollout.start_algorithm=null"
+        )
+
+
 def validate_stage(cfg: DictConfig) -> None:
     """``stage``, ``backend`` and what each stage needs."""
     _one_of("stage", cfg.stage, STAGES)
@@ -156,8 +187,7 @@ def validate_stage(cfg: DictConfig) -> None:
     if cfg.stage == "rollout":
         if cfg.run is None and cfg.checkpoint is None:
             raise ConfigError("stage=rollout needs run=<training job folder> or checkpoint=<path>")
-        _positive("rollout.episodes", cfg.rollout.episodes)
-        _positive("rollout.warmup_steps", cfg.rollout.warmup_steps, allow_zero=True)
+        validate_rollout(cfg)
     if cfg.stage == "edge":
         if cfg.run is None and cfg.checkpoint is None and cfg.edge.model_path is None:
             raise ConfigError(

@@ -1,0 +1,168 @@
+"""Per-step inference timing: ``steps.csv`` / ``episodes.csv`` and their latency summaries.
+
+Shared by the inference stages (rollout, edge); see ``docs/results.md``. A stage
+times each step itself (``time.perf_counter_ns``) and hands the numbers to a
+:class:`LatencyRecorder`, which keeps them for the summary and writes the rows
+of an episode to disk when the episode ends (one write + flush per episode, so
+the file I/O never sits between two timed steps).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlperf.results.csvlog import CsvLog
+
+STEP_COLUMNS = ("episode", "step", "warmup", "forward_ms", "action_ms", "env_step_ms", "action")
+EPISODE_COLUMNS = ("episode", "return", "length", "wall_s")
+#: The per-step latency columns summarised in ``summary.json["latency"]``.
+LATENCY_COLUMNS = ("forward_ms", "action_ms", "env_step_ms")
+
+
+def summarize_latency(
+    values: Sequence[float] | np.ndarray, warmup: int | Sequence[bool] | np.ndarray = 0
+) -> dict[str, float | int]:
+    """``count, mean, std, p50, p90, p99, max`` of ``values`` without the warm-up.
+
+    Args:
+        values: one latency per step, in step order.
+        warmup: the number of leading values to exclude, or a boolean mask (true =
+            warm-up, excluded) of the same length as ``values``.
+
+    NaN values are ignored. ``std`` is the population standard deviation
+    (``ddof=0``). With nothing left, ``count`` is 0 and every statistic NaN.
+    """
+    arr = np.asarray(values, dtype=float)
+    if isinstance(warmup, int | np.integer):
+        keep = np.arange(arr.size) >= int(warmup)
+    else:
+        mask = np.asarray(warmup, dtype=bool)
+        if mask.shape != arr.shape:
+            raise ValueError(f"warm-up mask has shape {mask.shape}, values have {arr.shape}")
+        keep = ~mask
+    arr = arr[keep & np.isfinite(arr)]
+    if arr.size == 0:
+        nan = float("nan")
+        return {"count": 0, "mean": nan, "std": nan, "p50": nan, "p90": nan, "p99": nan, "max": nan}
+    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
+    return {
+        "count": int(arr.size),
+        "mean": float(arr.mean()),
+        "std": float(arr.std()),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": float(arr.max()),
+    }
+
+
+def timer_overhead_ns(samples: int = 2001) -> float:
+    """Median cost of one ``time.perf_counter_ns()`` call pair, in ns (a timing floor)."""
+    clock = time.perf_counter_ns
+    deltas = np.empty(samples, dtype=np.int64)
+    for i in range(samples):
+        t0 = clock()
+        deltas[i] = clock() - t0
+    return float(np.median(deltas))
+
+
+class LatencyRecorder:
+    """Collects per-step timings and writes ``steps.csv`` / ``episodes.csv`` in ``out_dir``.
+
+    Call :meth:`record_step` after every step (cheap: appends to lists) and
+    :meth:`end_episode` when an episode finishes (writes its rows, flushed).
+    Steps of an episode still running when the recorder is closed are written
+    too; only finished episodes go to ``episodes.csv``.
+
+    Args:
+        out_dir: the job folder.
+        warmup_steps: the first ``warmup_steps`` steps of the run are flagged
+            ``warmup`` and excluded from :meth:`latency_summary`.
+    """
+
+    def __init__(self, out_dir: Path, warmup_steps: int) -> None:
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.warmup_steps = int(warmup_steps)
+        self._steps = CsvLog(out_dir / "steps.csv", STEP_COLUMNS)
+        self._episodes = CsvLog(out_dir / "episodes.csv", EPISODE_COLUMNS)
+        self._values: dict[str, list[float]] = {c: [] for c in LATENCY_COLUMNS}
+        self._actions: list[int] = []
+        self._episode_of_step: list[int] = []
+        self._written = 0
+        self.episode_rows: list[dict[str, Any]] = []
+
+    @property
+    def steps(self) -> int:
+        """Steps recorded so far."""
+        return len(self._actions)
+
+    def record_step(
+        self, episode: int, forward_ms: float, action_ms: float, env_step_ms: float, action: int
+    ) -> None:
+        """Keep one step's timings (written to disk at the end of its episode)."""
+        self._values["forward_ms"].append(forward_ms)
+        self._values["action_ms"].append(action_ms)
+        self._values["env_step_ms"].append(env_step_ms)
+        self._actions.append(int(action))
+        self._episode_of_step.append(int(episode))
+
+    def _write_pending(self) -> None:
+        for i in range(self._written, len(self._actions)):
+            self._steps.write(
+                {
+                    "episode": self._episode_of_step[i],
+                    "step": i,
+                    "warmup": i < self.warmup_steps,
+                    "forward_ms": self._values["forward_ms"][i],
+                    "action_ms": self._values["action_ms"][i],
+                    "env_step_ms": self._values["env_step_ms"][i],
+                    "action": self._actions[i],
+                }
+            )
+        self._written = len(self._actions)
+
+    def end_episode(self, episode: int, episode_return: float, length: int, wall_s: float) -> None:
+        """Write the episode's step rows and its ``episodes.csv`` row, both flushed."""
+        self._write_pending()
+        row = {"episode": int(episode), "return": float(episode_return), "length": int(length)}
+        row["wall_s"] = float(wall_s)
+        self._episodes.write(row)
+        self.episode_rows.append(row)
+
+    def latency_summary(self) -> dict[str, dict[str, float | int]]:
+        """:func:`summarize_latency` of each latency column over the non-warm-up steps."""
+        return {c: summarize_latency(v, self.warmup_steps) for c, v in self._values.items()}
+
+    def episode_summary(self) -> dict[str, float | int]:
+        """``count``, ``return_mean``, ``return_std``, ``length_mean`` of finished episodes."""
+        returns = [r["return"] for r in self.episode_rows]
+        lengths = [r["length"] for r in self.episode_rows]
+        nan = float("nan")
+        return {
+            "count": len(returns),
+            "return_mean": float(np.mean(returns)) if returns else nan,
+            "return_std": float(np.std(returns)) if returns else nan,
+            "length_mean": float(np.mean(lengths)) if lengths else nan,
+        }
+
+    def values(self, column: str) -> list[float]:
+        """All recorded values of one latency column (warm-up included), in step order."""
+        return list(self._values[column])
+
+    def close(self) -> None:
+        """Write the steps of an unfinished episode and close both files."""
+        self._write_pending()
+        self._steps.close()
+        self._episodes.close()
+
+    def __enter__(self) -> LatencyRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
