@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlperf.config.models import study_models
+from rlperf.results.columns import PHASES as TIMED_PHASES
+from rlperf.results.columns import TRAIN_COLUMNS
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -30,37 +34,16 @@ PRIMARY_AXES = (
 )
 
 #: Training phases, in the order they are stacked in figures.
-PHASES = ("sample_s", "load_s", "learn_s", "sync_s", "other_s")
+PHASES = (*TIMED_PHASES, "other_s")
 
 #: Training columns summarised per cell (in addition to per-GPU columns).
-TRAIN_METRICS = (
-    "iter_s",
-    *PHASES,
-    "env_steps",
-    "env_steps_per_s",
-    "trained_steps",
-    "trained_steps_per_s",
-    "episodes",
-    "episode_return_mean",
-    "cpu_util_pct",
-    "ram_util_pct",
-)
-
-#: Per-step latency columns of inference stages.
-LATENCY_COLUMNS = ("forward_ms", "action_ms", "env_step_ms")
+TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in ("iteration", "time_s", "warmup"))
 
 #: Stage → comparison family. New stages slot in here; unknown stages get their own family.
 STAGE_FAMILY = {"train": "training", "rollout": "inference", "edge": "inference"}
 
-#: The study's models (SPEC §2): name → (input dim, conv_filters).
-SPEC_MODELS: dict[str, tuple[int, list[list[Any]]]] = {
-    "model1": (84, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 1]]),
-    "model2": (168, [[16, [16, 16], 8], [32, [4, 4], 2], [256, [11, 11], 1]]),
-    "model3": (252, [[16, [8, 8], 4], [16, [8, 8], 4], [32, [4, 4], 2], [256, [8, 8], 1]]),
-    "model4": (168, [[16, [8, 8], 4], [32, [4, 4], 2], [32, [4, 4], 2], [256, [11, 11], 1]]),
-    "model5": (252, [[16, [8, 8], 4], [32, [4, 4], 2], [32, [4, 4], 2], [256, [16, 16], 1]]),
-    "model6": (168, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [21, 21], 1]]),
-}
+#: The study's models (SPEC §2): name → (input dim, conv_filters), from rlperf/conf/model.
+SPEC_MODELS: dict[str, tuple[int, list[list[Any]]]] = study_models()
 
 #: RLlib 1.x VisionNetwork defaults used when ``conv_filters`` is null (rllib/models/utils.py).
 RLLIB1_DEFAULT_FILTERS: dict[int, list[list[Any]]] = {

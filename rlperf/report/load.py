@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report import fingerprints
-from rlperf.report.cells import LATENCY_COLUMNS, PHASES, TRAIN_METRICS, Cell, flatten
+from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten
 from rlperf.report.discover import CellRef
+from rlperf.results.columns import LATENCY_COLUMNS
 
 #: Canonical axis → where it sits in the resolved config of an rlperf job.
 AXIS_KEYS = {

@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.axes import AxisPlan
-from rlperf.report.cells import LATENCY_COLUMNS, PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell
+from rlperf.report.cells import PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell
 from rlperf.report.findings import FamilyAnalysis
+from rlperf.results.columns import LATENCY_COLUMNS
 
 _ID_COLUMNS = ("cell", "label", "config")
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from rlperf.telemetry.fingerprint import compact_ranges as _ranges
+
 # Ray accounts resources in units of 1e-4 (ray_constants.MIN_RESOURCE_GRANULARITY).
 # We schedule the per-worker fraction floored to that unit, so what Ray is asked
 # for is exactly what we record (`gpus_per_worker_scheduled`) and can never round
@@ -191,21 +193,3 @@ def ray_cpu_count(plan: ResourcePlan, machine: Machine, overcommit_cpus: bool) -
     if overcommit_cpus:
         return max(base, math.ceil(plan.required_cpus))
     return base
-
-
-def _ranges(cpus: tuple[int, ...] | list[int]) -> str:
-    """Compact CPU list: (0, 1, 2, 5) -> '0-2,5'."""
-    out: list[str] = []
-    items = sorted(cpus)
-    start = prev = None
-    for c in items:
-        if start is None:
-            start = prev = c
-        elif c == prev + 1:
-            prev = c
-        else:
-            out.append(f"{start}-{prev}" if start != prev else f"{start}")
-            start = prev = c
-    if start is not None:
-        out.append(f"{start}-{prev}" if start != prev else f"{start}")
-    return ",".join(out)

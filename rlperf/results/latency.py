@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from rlperf.results.columns import LATENCY_COLUMNS
 from rlperf.results.csvlog import CsvLog
 
 STEP_COLUMNS = ("episode", "step", "warmup", "forward_ms", "action_ms", "env_step_ms", "action")
 EPISODE_COLUMNS = ("episode", "return", "length", "wall_s")
 #: The per-step latency columns summarised in ``summary.json["latency"]``.
-LATENCY_COLUMNS = ("forward_ms", "action_ms", "env_step_ms")
 
 
 def summarize_latency(

@@ -15,28 +15,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.resources.plan import ResourcePlan
+from rlperf.results.columns import TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import summarize_rows
 
 log = logging.getLogger(__name__)
-
-PHASES = ("sample_s", "load_s", "learn_s", "sync_s")
-BASE_COLUMNS = (
-    "iteration",
-    "time_s",
-    "warmup",
-    *PHASES,
-    "iter_s",
-    "other_s",
-    "env_steps",
-    "env_steps_per_s",
-    "trained_steps",
-    "trained_steps_per_s",
-    "episodes",
-    "episode_return_mean",
-    "cpu_util_pct",
-    "ram_util_pct",
-)
 
 
 def env_config(cfg: DictConfig) -> dict[str, Any]:
@@ -207,7 +190,7 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
         torch.set_num_threads(int(cfg.train.torch_threads))
     plan: ResourcePlan = ctx.plan
     gpu_cols = gpu_columns(ctx.gpu_indices)
-    columns = [*BASE_COLUMNS, *gpu_cols]
+    columns = [*TRAIN_COLUMNS, *gpu_cols]
     rows: list[dict[str, Any]] = ctx.rows
     with ray_session(plan, ctx.machine, cfg.ray):
         algo = build_ppo_config(cfg, plan).build_algo()

@@ -1,0 +1,26 @@
+"""The model presets shipped in ``rlperf/conf/model/``, readable without Hydra."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MODEL_CONF_DIR = Path(__file__).resolve().parent.parent / "conf" / "model"
+
+
+@cache
+def model_presets() -> dict[str, tuple[int, list[list[Any]]]]:
+    """name -> (input dim, conv_filters) for every ``model`` option (model1..model6, tiny)."""
+    out: dict[str, tuple[int, list[list[Any]]]] = {}
+    for path in sorted(MODEL_CONF_DIR.glob("*.yaml")):
+        node = yaml.safe_load(path.read_text())
+        out[node["name"]] = (int(node["dim"]), node["conv_filters"])
+    return out
+
+
+def study_models() -> dict[str, tuple[int, list[list[Any]]]]:
+    """The study's six models (SPEC §2), without the test-only ``tiny``."""
+    return {k: v for k, v in model_presets().items() if k.startswith("model")}

@@ -1,0 +1,28 @@
+"""Canonical result columns (docs/results.md), shared by the stages that write them
+and the report that reads them."""
+
+from __future__ import annotations
+
+#: Training phases timed per iteration (``other_s`` is the remainder of ``iter_s``).
+PHASES = ("sample_s", "load_s", "learn_s", "sync_s")
+
+#: metrics.csv columns before the per-GPU ones, in file order.
+TRAIN_COLUMNS = (
+    "iteration",
+    "time_s",
+    "warmup",
+    *PHASES,
+    "iter_s",
+    "other_s",
+    "env_steps",
+    "env_steps_per_s",
+    "trained_steps",
+    "trained_steps_per_s",
+    "episodes",
+    "episode_return_mean",
+    "cpu_util_pct",
+    "ram_util_pct",
+)
+
+#: Per-step latency columns of the inference stages (steps.csv).
+LATENCY_COLUMNS = ("forward_ms", "action_ms", "env_step_ms")
