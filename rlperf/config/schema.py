@@ -162,7 +162,6 @@ class RolloutConfig:
 class EdgeConfig:
     """``edge``: export to TFLite, quantize, compile for the Edge TPU, benchmark."""
 
-    model_path: str | None = None  # benchmark an existing .tflite instead of exporting
     episodes: int = 3
     steps: int | None = None
     warmup_steps: int = 50
@@ -172,11 +171,19 @@ class EdgeConfig:
     calibration_policy: str = "random"  # random | trained
     calibration_seed: int = 0
     fidelity_observations: int = 300
+    fidelity_policy: str = "random"  # random | trained: who plays while fidelity frames are taken
     fidelity_seed: int = 1
     # Minimum greedy-action agreement with the torch policy before a variant is flagged.
     fidelity_threshold: float = 0.9
     export_tolerance: float = 1e-4  # max abs logit error of the Keras rebuild vs torch
     cache_dir: str | None = None  # null = ~/.cache/rlperf/edge
+    # int8 models' input/output type: uint8 (SPEC, Edge TPU) or int8 (no uint8<->int8
+    # QUANTIZE ops, so XNNPACK runs every op on CPU). Both feed raw frames losslessly.
+    int8_io: str = "uint8"
+    xnnpack: bool = True  # apply LiteRT's XNNPACK delegate on CPU backends
+    isolate: bool = True  # benchmark each variant in a fresh process (own peak memory)
+    edgetpu_library: str = "libedgetpu.so.1"
+    edgetpu_device: str | None = None  # e.g. ":0", "usb", "pci:0"; null = first found
 
 
 @dataclass
@@ -202,6 +209,7 @@ class RlperfConfig:
     # Downstream stages: the upstream run folder, or a checkpoint path.
     run: str | None = None
     checkpoint: str | None = None
+    model_path: str | None = None  # stage=edge: benchmark an existing .tflite file
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     edge: EdgeConfig = field(default_factory=EdgeConfig)
 

@@ -189,11 +189,13 @@ def validate_stage(cfg: DictConfig) -> None:
             raise ConfigError("stage=rollout needs run=<training job folder> or checkpoint=<path>")
         validate_rollout(cfg)
     if cfg.stage == "edge":
-        if cfg.run is None and cfg.checkpoint is None and cfg.edge.model_path is None:
+        if cfg.run is None and cfg.checkpoint is None and cfg.model_path is None:
             raise ConfigError(
                 "stage=edge needs run=<training job folder>, checkpoint=<path> or "
-                "edge.model_path=<file.tflite>"
+                "model_path=<file.tflite>"
             )
+        _one_of("edge.int8_io", cfg.edge.int8_io, ("uint8", "int8"))
+        _one_of("edge.fidelity_policy", cfg.edge.fidelity_policy, ("random", "trained"))
         _one_of("edge.heads", cfg.edge.heads, ("policy", "both"))
         _one_of("edge.calibration_policy", cfg.edge.calibration_policy, ("random", "trained"))
         if not 0 <= cfg.edge.fidelity_threshold <= 1:

@@ -1,0 +1,145 @@
+"""Keras policy -> TensorFlow Lite: float32, float16, dynamic-range, full-integer int8, int16x8.
+
+=========== ======================== ============================================
+variant     backend                  what the converter does
+=========== ======================== ============================================
+fp32        ``tflite_fp32``          plain conversion, float32 in/out
+fp16        ``tflite_fp16``          float16 weights (dequantized at load), float32 math on CPU
+dynamic     ``tflite_dynamic``       int8 weights, activations quantized on the fly, float32 in/out
+int8        ``tflite_int8``,         full-integer post-training quantization, calibrated on real
+            ``edgetpu`` (compiled)   observations; uint8 input and output (the study's format)
+int16x8     (no backend yet)         int16 activations, int8 weights, float32 in/out
+=========== ======================== ============================================
+
+int8 input quantization is made exact: the exported model takes raw 0..255
+pixels, and calibration always sees one pixel at 0 and one at 255 (see
+:func:`with_full_pixel_range`), so the input gets scale 1 and zero point 0
+(uint8; -128 with ``edge.int8_io=int8``) and a raw frame is the quantized
+input, bit for bit. The study's file was
+calibrated on frames whose brightest pixel was 236, got scale 236/255 and
+distorted every frame fed to it as raw bytes. :func:`convert_keras` checks the
+result and refuses a model whose uint8 input is not exact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from rlperf.edge import EdgeError
+
+VARIANTS = ("fp32", "fp16", "dynamic", "int8", "int16x8")
+INT8_IO = ("uint8", "int8")
+#: Which TFLite variant each backend of the edge stage runs.
+BACKEND_VARIANTS = {
+    "tflite_fp32": "fp32",
+    "tflite_fp16": "fp16",
+    "tflite_dynamic": "dynamic",
+    "tflite_int8": "int8",
+    "edgetpu": "int8",
+}
+
+
+def import_tensorflow() -> Any:
+    """Import TensorFlow quietly (its C++ info logs would drown the job log)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    return tf
+
+
+def with_full_pixel_range(observations: np.ndarray) -> np.ndarray:
+    """A copy of ``observations`` whose first frame has one pixel at 0 and one at 255.
+
+    Two pixels in one frame barely move the calibrated activation ranges, but
+    they fix the input range to exactly [0, 255]: uint8 scale 1, zero point 0.
+    """
+    obs = np.array(observations, dtype=np.uint8, copy=True)
+    flat = obs[0].reshape(-1)
+    flat[0], flat[1] = 0, 255
+    return obs
+
+
+def representative_dataset(observations: np.ndarray) -> Callable[[], Iterator[list[np.ndarray]]]:
+    """The converter's calibration generator: one float32 frame (raw pixels) per sample."""
+    frames = with_full_pixel_range(observations)
+
+    def gen() -> Iterator[list[np.ndarray]]:
+        for frame in frames:
+            yield [frame[None].astype(np.float32)]
+
+    return gen
+
+
+def convert_keras(
+    model: Any, variant: str, calibration: np.ndarray | None = None, int8_io: str = "uint8"
+) -> bytes:
+    """Convert a Keras policy (from :func:`rlperf.edge.export.build_keras_policy`) to TFLite bytes.
+
+    Args:
+        model: the batch-1 Keras model.
+        variant: one of :data:`VARIANTS`.
+        calibration: uint8 observations ``(N, dim, dim, C)``, required for int8 and int16x8.
+        int8_io: type of the int8 model's input and output (``edge.int8_io``):
+            ``"uint8"`` (the study's and the Edge TPU's usual format) or ``"int8"``.
+            With uint8, TFLite adds uint8<->int8 QUANTIZE ops that XNNPACK does not
+            take (about 20 us for an 84x84x4 frame on x86); int8 has none.
+
+    Raises:
+        EdgeError: int8 calibration missing, or the int8 input is not exactly scale 1 /
+            zero point 0.
+    """
+    tf = import_tensorflow()
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown TFLite variant {variant!r}; choose one of {VARIANTS}")
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if variant != "fp32":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if variant == "fp16":
+        converter.target_spec.supported_types = [tf.float16]
+    if variant in ("int8", "int16x8"):
+        if calibration is None or len(calibration) == 0:
+            raise EdgeError(
+                f"the {variant} conversion needs a calibration set (edge.calibration_size > 0)"
+            )
+        converter.representative_dataset = representative_dataset(calibration)
+    if variant == "int8":
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        if int8_io not in INT8_IO:
+            raise ValueError(f"edge.int8_io={int8_io!r} must be one of {INT8_IO}")
+        io_type = tf.uint8 if int8_io == "uint8" else tf.int8
+        converter.inference_input_type = io_type
+        converter.inference_output_type = io_type
+    if variant == "int16x8":
+        converter.target_spec.supported_ops = [
+            tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+        ]
+    # Keras 3 prints the temporary SavedModel's signature to stdout on export.
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        # Emitted for every uint8/int8 interface; the input range comes from calibration.
+        warnings.filterwarnings("ignore", message="Statistics for quantized inputs")
+        data = bytes(converter.convert())
+    if variant == "int8":
+        _check_exact_input(data)
+    return data
+
+
+def _check_exact_input(data: bytes) -> None:
+    from rlperf.edge.tflite_model import is_lossless_input, read_tflite
+
+    info = read_tflite(data)
+    bad = [t for t in info.inputs if not is_lossless_input(t)]
+    if bad:
+        t = bad[0]
+        raise EdgeError(
+            f"int8 conversion produced input {t.name!r} as {t.dtype} with scale {t.scale} and "
+            f"zero point {t.zero_point}; expected scale 1 and zero point 0 (uint8) or -128 "
+            f"(int8), so raw frames are fed losslessly. Is the Keras model's input raw 0..255 "
+            f"pixels?"
+        )
