@@ -498,6 +498,12 @@ def run_edge(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
             "params": count_trainable_params(net),
         }
         summary["source"].update(model=model_name, policy_sha256_16=cache.key, probe=probe)
+        if src.run_cfg is not None:
+            from rlperf.results.job import write_effective_config
+
+            effective = cfg.copy()
+            effective.model, effective.env = src.run_cfg.model, src.run_cfg.env
+            write_effective_config(out_dir, effective)
 
     file_info = read_tflite(src.model_file) if src.model_file is not None else None
     if file_info is not None:

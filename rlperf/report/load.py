@@ -165,9 +165,14 @@ def load_rlperf_cell(ref: CellRef) -> Cell:
     """
     path = ref.path
     notes: list[str] = []
-    cfg = read_yaml(path / ".hydra" / "config.yaml")
+    # Downstream stages record the config that actually ran (the upstream run's
+    # model and env) in effective_config.yaml; Hydra's snapshot has the composed one.
+    cfg_file = path / "effective_config.yaml"
+    if not cfg_file.is_file():
+        cfg_file = path / ".hydra" / "config.yaml"
+    cfg = read_yaml(cfg_file)
     if not isinstance(cfg, dict):
-        raise CellError(".hydra/config.yaml: not a mapping")
+        raise CellError(f"{cfg_file.relative_to(path)}: not a mapping")
     overrides_file = path / ".hydra" / "overrides.yaml"
     overrides = _parse_overrides(read_yaml(overrides_file)) if overrides_file.is_file() else {}
     summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else {}

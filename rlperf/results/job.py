@@ -10,10 +10,12 @@ already flushed by the stage.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,10 @@ from rlperf.resources.ray_session import applied_placement
 from rlperf.results.summary import write_json
 
 log = logging.getLogger("rlperf")
+
+#: Set to "1" by the sweep launcher (hydra_plugins/rlperf_tune_launcher) in the
+#: process of a Ray Tune trial: see ``in_trial`` of :func:`run_job`.
+IN_TRIAL_ENV = "RLPERF_IN_TUNE_TRIAL"
 
 
 class SkipCell(Exception):
@@ -69,15 +75,26 @@ class JobContext:
 Stage = Callable[[DictConfig, Path, JobContext], dict[str, Any]]
 
 
-def run_job(cfg: DictConfig, out_dir: Path, stage: Stage) -> dict[str, Any]:
-    """Validate, check feasibility, then run ``stage`` with fingerprint, telemetry and summary."""
+def run_job(
+    cfg: DictConfig, out_dir: Path, stage: Stage, *, in_trial: bool | None = None
+) -> dict[str, Any]:
+    """Validate, check feasibility, then run ``stage`` with fingerprint, telemetry and summary.
+
+    ``in_trial``: the job runs inside a Ray Tune trial of the sweep launcher
+    (default: ``RLPERF_IN_TUNE_TRIAL=1`` in the environment). Ray then already
+    gave this process its GPUs (``CUDA_VISIBLE_DEVICES``) and affinity mask, and
+    the launcher checked feasibility against Ray's resources, so neither is
+    applied nor re-checked here (re-applying would undo Ray's GPU assignment).
+    """
     from rlperf.config.validate import validate_config
     from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
 
+    if in_trial is None:
+        in_trial = os.environ.get(IN_TRIAL_ENV) == "1"
     validate_config(cfg)
     plan = plan_resources(cfg)
     machine = detect_machine()
-    if cfg.stage == "train":
+    if cfg.stage == "train" and not in_trial:
         check_feasible(plan, machine, bool(cfg.ray.overcommit_cpus))
     gpu_indices = [i for i in plan.visible_gpus if i < machine.gpus]
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +111,7 @@ def run_job(cfg: DictConfig, out_dir: Path, stage: Stage) -> dict[str, Any]:
     try:
         # Visible GPUs and the affinity mask hold for the whole stage (and the Ray
         # it starts); the fingerprint records the mask in force.
-        with applied_placement(plan):
+        with nullcontext() if in_trial else applied_placement(plan):
             write_fingerprint(out_dir / "fingerprint.json", collect_fingerprint(resolved))
             write_json(out_dir / "summary.json", summary)
             sampler = _start_telemetry(cfg, out_dir, gpu_indices, ctx.started)
@@ -118,6 +135,20 @@ def run_job(cfg: DictConfig, out_dir: Path, stage: Stage) -> dict[str, Any]:
         summary.setdefault("iterations", len(ctx.rows))
         write_json(out_dir / "summary.json", summary)
     return summary
+
+
+EFFECTIVE_CONFIG = "effective_config.yaml"
+
+
+def write_effective_config(out_dir: Path, cfg: DictConfig) -> Path:
+    """A downstream job's config with the upstream run's ``model`` / ``env`` in force.
+
+    ``.hydra/config.yaml`` holds what was composed (the default model, say); this
+    file holds what actually ran, and the report reads it first.
+    """
+    path = out_dir / EFFECTIVE_CONFIG
+    OmegaConf.save(cfg, path, resolve=True)
+    return path
 
 
 def _start_telemetry(

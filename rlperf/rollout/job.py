@@ -307,6 +307,7 @@ def run_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     from rlperf.rollout.loader import effective_config, load_trained_run
     from rlperf.rollout.policy import ACTION_SELECTION, DriverPolicy
     from rlperf.rollout.timing import measure_timer
+    from rlperf.results.job import write_effective_config
     from rlperf.training.job import env_config
 
     overrides = cli_overrides()
@@ -314,6 +315,7 @@ def run_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
         cfg.run, cfg.checkpoint, model_name=_explicit_model_name(cfg, overrides)
     )
     ecfg = effective_config(cfg, trained, overrides)
+    write_effective_config(out_dir, ecfg)
     device = check_hardware(cfg, ctx)
     plan = ctx.plan
     start_algorithm = (

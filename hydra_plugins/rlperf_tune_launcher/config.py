@@ -1,0 +1,54 @@
+"""Options of the ``rlperf_tune`` launcher (``hydra.launcher.*``), registered in ``hydra/launcher``.
+
+This module is imported by Hydra's plugin discovery (its name has no leading
+underscore), so it must stay light: dataclasses and the ConfigStore only.
+
+No ``from __future__ import annotations`` here, unlike the rest of rlperf:
+Hydra's scanner executes this module without registering it in ``sys.modules``,
+and ``dataclasses`` resolves string annotations through ``sys.modules``.
+"""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+
+
+@dataclass
+class RayConf:
+    """``hydra.launcher.ray``: how the launcher starts Ray, or which cluster it joins."""
+
+    # null: start one local Ray per group of cells (on 127.0.0.1 only); else join this
+    # cluster ("127.0.0.1:6379", "ray://...") and run every cell there.
+    address: Optional[str] = None  # noqa: UP045
+    include_dashboard: bool = False  # a started dashboard binds to 127.0.0.1 only
+    log_to_driver: bool = False  # forward the cells' stdout/stderr to the launcher's terminal
+    object_store_memory_mb: Optional[int] = None  # noqa: UP045  # null: Ray's default
+
+
+@dataclass
+class RlperfTuneLauncherConf:
+    """``hydra.launcher``: every cell of a multirun is a Ray Tune trial (docs/sweeps.md)."""
+
+    _target_: str = "hydra_plugins.rlperf_tune_launcher.launcher.RlperfTuneLauncher"
+    # Cells running at the same time. 1 isolates measurements; more is an explicit
+    # choice that sweep.json and every cell.json record (concurrent_cells).
+    max_concurrent_trials: int = 1
+    # true: an infeasible cell (e.g. asks for a GPU this machine lacks) fails the sweep
+    # before anything runs, instead of being recorded as skipped.
+    strict: bool = False
+    # Retries of a failed cell (Tune's FailureConfig.max_failures; -1 = unlimited).
+    max_failures: int = 0
+    # Let a local Ray schedule more CPU bundles than cores (small machines).
+    overcommit_cpus: bool = False
+    # Keep the completed cells of an earlier run into the same sweep folder.
+    resume: bool = True
+    ray: RayConf = field(default_factory=RayConf)
+
+
+ConfigStore.instance().store(
+    group="hydra/launcher",
+    name="rlperf_tune",
+    node=RlperfTuneLauncherConf,
+    provider="rlperf_tune_launcher",
+)

@@ -1,0 +1,79 @@
+"""Identity of a sweep cell: a hash of its resolved config, not Hydra's job number.
+
+Hydra numbers the jobs of a multirun in the order it expands the overrides, so
+the same cell gets another number as soon as a sweep is extended or reordered.
+Resume therefore keys cells by :func:`cell_hash`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+#: Top-level keys left out of the hash. ``hydra`` is Hydra's own node (paths,
+#: job numbers, times); ``ray`` says how Ray is reached (address, dashboard,
+#: driver logs, overcommit permission), not what a cell measures, so the same
+#: cell run locally or on a cluster is the same cell.
+NON_IDENTITY_KEYS: tuple[str, ...] = ("hydra", "ray")
+
+#: File a cell's folder holds besides the job's own results.
+CELL_FILE = "cell.json"
+
+#: Statuses a cell can have in ``cell.json`` / ``sweep.json``.
+STATUSES: tuple[str, ...] = (
+    "pending",  # not started (yet)
+    "running",  # its trial started and has not ended
+    "completed",  # the job finished (summary.json status completed)
+    "skipped",  # not run: infeasible here (pre-flight) or the stage raised SkipCell
+    "failed",  # the job raised, or its config is invalid
+    "interrupted",  # Ctrl-C while it ran
+)
+
+#: Cells with these statuses are not run again when a sweep is resumed.
+FINAL_STATUSES: frozenset[str] = frozenset({"completed"})
+
+
+def identity_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The resolved job config minus :data:`NON_IDENTITY_KEYS` (a plain dict).
+
+    Interpolations are resolved where they can be; a config whose interpolations
+    cannot be resolved outside its job (e.g. ``${hydra:runtime.output_dir}``
+    without a Hydra config set) is hashed unresolved rather than refused.
+    """
+    if not isinstance(cfg, DictConfig):
+        return {str(k): v for k, v in cfg.items() if k not in NON_IDENTITY_KEYS}
+    out: dict[str, Any] = {}
+    for key in cfg:
+        if key in NON_IDENTITY_KEYS:
+            continue
+        # Key by key, so that the left-out nodes (Hydra's, with its own resolvers)
+        # are never resolved; interpolations still resolve against the whole config.
+        try:
+            value = cfg[key]
+            if OmegaConf.is_config(value):
+                value = OmegaConf.to_container(value, resolve=True)
+            out[str(key)] = value
+        except Exception:
+            raw = OmegaConf.to_container(cfg, resolve=False)
+            assert isinstance(raw, dict)
+            out[str(key)] = raw[key]
+    return out
+
+
+def cell_hash(cfg: DictConfig | Mapping[str, Any], length: int = 16) -> str:
+    """Stable hex digest of :func:`identity_config` (key order does not matter)."""
+    blob = json.dumps(identity_config(cfg), sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
+def is_rlperf_config(cfg: DictConfig | Mapping[str, Any]) -> bool:
+    """Whether ``cfg`` is an rlperf job config (has the keys that decide its resources).
+
+    The launcher also runs plain Hydra apps (Hydra's launcher test suites do):
+    their cells ask for one CPU and need no special Ray start.
+    """
+    return all(k in cfg for k in ("stage", "workers", "gpu_layout", "cpu_affinity", "env_runner"))

@@ -1,0 +1,159 @@
+"""``sweep.json``: what the launcher knows about every cell of a sweep folder.
+
+The index is rewritten (atomically) at every cell event, so a sweep killed at
+any point leaves an index that a re-run can trust: a cell is kept only when the
+index says ``completed`` *and* its folder's ``summary.json`` agrees.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rlperf.results.summary import write_json
+from rlperf.sweep.cells import CELL_FILE, FINAL_STATUSES
+
+INDEX_FILE = "sweep.json"
+INDEX_VERSION = 1
+
+
+def now_iso() -> str:
+    """Wall-clock time now, ISO 8601 in UTC."""
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass
+class CellRecord:
+    """One cell of a sweep, as stored in ``sweep.json`` and in its folder's ``cell.json``."""
+
+    hash: str
+    overrides: list[str]
+    subdir: str  # folder under the sweep folder
+    job_num: int
+    status: str = "pending"
+    reason: str | None = None  # why skipped / failed / interrupted
+    group: int | None = None  # index of the Ray instance (see sweep.json "groups")
+    request: list[dict[str, float]] | None = None  # the trial's resource bundles
+    runs: int = 0  # how many times a trial of it started (retries and resumes included)
+    started_at: str | None = None
+    finished_at: str | None = None
+    wall_s: float | None = None  # last run: trial start -> trial end, seen by the launcher
+    trial_entered_at: float | None = None  # epoch s when the trial function began (last run)
+    ray_address: str | None = None  # GCS address of the Ray the trial ran in
+    return_value: Any = None  # the task function's return (JSON-able or its repr)
+    concurrent_cells: int = 1  # hydra.launcher.max_concurrent_trials the cell ran under
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CellRecord:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def jsonable_return(value: Any) -> Any:
+    """``value`` if JSON can hold it (finite numbers, strings, None, bools), else its repr."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return repr(value)
+
+
+@dataclass
+class SweepIndex:
+    """The resume index of one sweep folder."""
+
+    sweep_dir: Path
+    cells: dict[str, CellRecord] = field(default_factory=dict)
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+    created_at: str = field(default_factory=now_iso)
+
+    @property
+    def path(self) -> Path:
+        return self.sweep_dir / INDEX_FILE
+
+    @classmethod
+    def load(cls, sweep_dir: Path) -> SweepIndex:
+        """The index of ``sweep_dir``, or an empty one when the folder has none yet."""
+        path = sweep_dir / INDEX_FILE
+        if not path.is_file():
+            return cls(sweep_dir)
+        data = json.loads(path.read_text())
+        return cls(
+            sweep_dir,
+            cells={h: CellRecord.from_json(r) for h, r in data.get("cells", {}).items()},
+            groups=list(data.get("groups", [])),
+            options=dict(data.get("options", {})),
+            created_at=str(data.get("created_at", now_iso())),
+        )
+
+    def save(self) -> None:
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        write_json(
+            self.path,
+            {
+                "version": INDEX_VERSION,
+                "created_at": self.created_at,
+                "updated_at": now_iso(),
+                "options": self.options,
+                "groups": self.groups,
+                "cells": {h: r.to_json() for h, r in self.cells.items()},
+            },
+        )
+
+    def subdir_owner(self, subdir: str) -> str | None:
+        """Hash of the cell whose folder is ``subdir``, if any."""
+        for h, rec in self.cells.items():
+            if rec.subdir == subdir:
+                return h
+        return None
+
+    def is_done(self, cell_hash: str) -> bool:
+        """Whether the cell finished in an earlier run and its folder still says so."""
+        rec = self.cells.get(cell_hash)
+        if rec is None or rec.status not in FINAL_STATUSES:
+            return False
+        return summary_status(self.sweep_dir / rec.subdir) == rec.status
+
+
+def summary_status(cell_dir: Path) -> str | None:
+    """``status`` of ``cell_dir/summary.json``; None when missing or unreadable."""
+    try:
+        return str(json.loads((cell_dir / "summary.json").read_text())["status"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def read_summary(cell_dir: Path) -> dict[str, Any]:
+    """``cell_dir/summary.json`` as a dict ({} when missing or unreadable)."""
+    try:
+        data = json.loads((cell_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_cell_file(cell_dir: Path, record: CellRecord) -> None:
+    """``cell_dir/cell.json``: the record of this cell (hash, overrides, status, ...)."""
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    write_json(cell_dir / CELL_FILE, record.to_json())
+
+
+def mark_summary(cell_dir: Path, status: str, error: str | None) -> None:
+    """Set ``status`` and ``error`` in ``cell_dir/summary.json``, keeping what is there.
+
+    For an outcome the job itself could not write: a cell interrupted while its
+    trial was torn down keeps every aggregate and row it had flushed.
+    """
+    summary = read_summary(cell_dir) or {"stage": None, "traceback": None}
+    summary["status"] = status
+    summary["error"] = error
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    write_json(cell_dir / "summary.json", summary)
