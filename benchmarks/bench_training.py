@@ -86,7 +86,7 @@ def bench_overhead(iterations: int, rounds: int) -> None:
     rlperf: list[float] = []
     try:
         for r in range(rounds):
-            algo = build_ppo_config(cfg, plan).training(learner_class=PPOTorchLearner).build_algo()
+            algo = build_ppo_config(cfg, plan).learners(learner_class=PPOTorchLearner).build_algo()
             stamps = []
             for _ in range(iterations):
                 algo.train()

@@ -7,6 +7,7 @@ runs imports Ray, torch or TensorFlow itself.
 from __future__ import annotations
 
 import os
+import sys
 
 import hydra
 from omegaconf import DictConfig
@@ -29,7 +30,12 @@ def main() -> None:
     os.environ.setdefault("RLLIB_TEST_NO_TF_IMPORT", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     register_configs()
-    _hydra_main()
+    try:
+        _hydra_main()
+    except KeyboardInterrupt:
+        # Completed rows and cells are on disk; summary.json says "interrupted".
+        print("rlperf: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ class AlgoConfig:
 
     name: str = "ppo"
     train_batch_size: int = 4000
-    rollout_fragment_length: Any = 200  # int or "auto"
+    rollout_fragment_length: Any = "auto"  # int or "auto" (the study's 200: see algo/ppo.yaml)
     minibatch_size: int = 128
     num_epochs: int = 30
     lr: float = 5e-5

@@ -303,11 +303,11 @@ def run_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
 
     from rlperf.envs.atari import make_atari_env
     from rlperf.models.vision_net import count_trainable_params
+    from rlperf.results.job import write_effective_config
     from rlperf.results.latency import LatencyRecorder
     from rlperf.rollout.loader import effective_config, load_trained_run
     from rlperf.rollout.policy import ACTION_SELECTION, DriverPolicy
     from rlperf.rollout.timing import measure_timer
-    from rlperf.results.job import write_effective_config
     from rlperf.training.job import env_config
 
     overrides = cli_overrides()

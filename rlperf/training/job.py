@@ -52,7 +52,11 @@ def build_ppo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
             num_gpus_per_env_runner=plan.gpus_per_worker_scheduled,
             rollout_fragment_length=a.rollout_fragment_length,
         )
-        .learners(num_learners=plan.num_learners, num_gpus_per_learner=plan.gpus_per_learner)
+        .learners(
+            num_learners=plan.num_learners,
+            num_gpus_per_learner=plan.gpus_per_learner,
+            learner_class=TimedPPOTorchLearner,
+        )
         .training(
             train_batch_size_per_learner=int(a.train_batch_size) // max(plan.num_learners, 1),
             minibatch_size=int(a.minibatch_size),
@@ -67,7 +71,6 @@ def build_ppo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
             entropy_coeff=float(a.entropy_coeff),
             vf_loss_coeff=float(a.vf_loss_coeff),
             grad_clip=a.grad_clip,
-            learner_class=TimedPPOTorchLearner,
         )
         .rl_module(
             rl_module_spec=RLModuleSpec(
