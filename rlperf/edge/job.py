@@ -100,41 +100,6 @@ def _run_model_name(run_cfg: DictConfig | None) -> str | None:
     return OmegaConf.select(run_cfg, "model.name") if run_cfg is not None else None
 
 
-def find_run(run: Path, model_name: str | None) -> Path:
-    """A training job folder: ``run`` itself, or the one job of a sweep folder for ``model_name``.
-
-    A multirun folder (``multirun/<date>/<time>``) holds one job per cell: with
-    one trained job that job is used (as the rollout stage does); with several,
-    the one trained with ``model_name`` (the edge sweep over ``model=...``).
-    """
-    from rlperf.models.vision_net import POLICY_FILE
-
-    if not run.exists():
-        raise EdgeError(f"run={run}: no such folder")
-    if (run / ".hydra" / "config.yaml").is_file() or (run / "checkpoint" / POLICY_FILE).is_file():
-        return run
-    jobs = sorted(p.parent.parent for p in run.glob("*/.hydra/config.yaml"))
-    jobs = [j for j in jobs if (j / "checkpoint" / POLICY_FILE).is_file()]
-    if not jobs:
-        raise EdgeError(
-            f"run={run} is neither a training job folder (with .hydra/config.yaml and "
-            f"checkpoint/{POLICY_FILE}) nor a sweep folder containing such jobs"
-        )
-    if len(jobs) == 1:
-        return jobs[0]
-    names = {j: _run_model_name(_load_run_cfg(j)) for j in jobs}
-    matching = [j for j in jobs if model_name is None or names[j] == model_name]
-    if len(matching) == 1:
-        return matching[0]
-    listing = ", ".join(f"{j.name} (model={names[j]})" for j in jobs)
-    if not matching:
-        raise EdgeError(f"run={run}: no job trained model={model_name}; jobs: {listing}")
-    raise EdgeError(
-        f"run={run}: {len(matching)} jobs trained model={model_name} ({listing}); "
-        f"choose one with run={run}/<job>"
-    )
-
-
 def resolve_source(cfg: DictConfig) -> EdgeSource:
     """The policy of ``run`` / ``checkpoint`` and the ``.tflite`` of ``model_path``."""
     from rlperf.models.vision_net import POLICY_FILE
@@ -152,7 +117,9 @@ def resolve_source(cfg: DictConfig) -> EdgeSource:
             if src.run_cfg is None and (run_cfg := _load_run_cfg(parent)) is not None:
                 src.run_dir, src.run_cfg = parent, run_cfg
     if cfg.get("run"):
-        src.run_dir = find_run(Path(str(cfg.run)), OmegaConf.select(cfg, "model.name"))
+        from rlperf.rollout.loader import find_run_dir  # one rule for every downstream stage
+
+        src.run_dir = find_run_dir(Path(str(cfg.run)), OmegaConf.select(cfg, "model.name"))
         src.run_cfg = _load_run_cfg(src.run_dir)
         if src.policy_path is None:
             src.policy_path = src.run_dir / "checkpoint" / POLICY_FILE
@@ -501,8 +468,9 @@ def run_edge(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         if src.run_cfg is not None:
             from rlperf.results.job import write_effective_config
 
-            effective = cfg.copy()
-            effective.model, effective.env = src.run_cfg.model, src.run_cfg.env
+            run = OmegaConf.to_container(src.run_cfg, resolve=True)
+            effective = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+            effective.model, effective.env = run["model"], run["env"]
             write_effective_config(out_dir, effective)
 
     file_info = read_tflite(src.model_file) if src.model_file is not None else None
