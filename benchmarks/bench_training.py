@@ -50,8 +50,10 @@ def bench_inference(samples: int = 2000) -> None:
     print("(a) model1 greedy single-observation inference (random weights)")
     for threads in (1, 2):
         torch.set_num_threads(threads)
-        for name, fn in (("RLModule.forward_inference", rl_module_action),
-                         ("VisionNet.greedy_action", module.net.greedy_action)):
+        for name, fn in (
+            ("RLModule.forward_inference", rl_module_action),
+            ("VisionNet.greedy_action", module.net.greedy_action),
+        ):
             with torch.inference_mode():
                 for i in range(100):
                     fn(frames[i % 64])
@@ -61,8 +63,10 @@ def bench_inference(samples: int = 2000) -> None:
                     fn(frames[i % 64])
                     ts.append(time.perf_counter_ns() - t0)
             ms = np.asarray(ts) / 1e6
-            print(f"  threads={threads} {name:28s} median {np.median(ms):.3f} ms  "
-                  f"p99 {np.percentile(ms, 99):.3f} ms  (n={samples})")
+            print(
+                f"  threads={threads} {name:28s} median {np.median(ms):.3f} ms  "
+                f"p99 {np.percentile(ms, 99):.3f} ms  (n={samples})"
+            )
 
 
 def bench_overhead(iterations: int, rounds: int) -> None:
@@ -98,13 +102,17 @@ def bench_overhead(iterations: int, rounds: int) -> None:
                 import pandas as pd
 
                 rlperf += list(pd.read_csv(Path(tmp) / "metrics.csv")["time_s"].diff().dropna())
-            print(f"  round {r + 1}/{rounds}: bare {statistics.median(bare):.3f} s/it, "
-                  f"rlperf {statistics.median(rlperf):.3f} s/it")
+            print(
+                f"  round {r + 1}/{rounds}: bare {statistics.median(bare):.3f} s/it, "
+                f"rlperf {statistics.median(rlperf):.3f} s/it"
+            )
     finally:
         ray.shutdown()
     b, p = statistics.median(bare), statistics.median(rlperf)
-    print("(b) rlperf training job vs bare RLlib algo.train() loop "
-          f"({' '.join(overrides)}, quickstart sizes)")
+    print(
+        "(b) rlperf training job vs bare RLlib algo.train() loop "
+        f"({' '.join(overrides)}, quickstart sizes)"
+    )
     print(f"  bare   median {b:.3f} s/iteration (n={len(bare)})")
     print(f"  rlperf median {p:.3f} s/iteration (n={len(rlperf)})")
     print(f"  overhead ratio rlperf/bare = {p / b:.3f} ({(p / b - 1) * 100:+.1f}%)")

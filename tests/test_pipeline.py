@@ -17,9 +17,17 @@ def test_sweep_rollout_edge_then_report(tmp_path) -> None:
 
     sweep = tmp_path / "sweep"
     train = [o for o in TINY_TRAIN if not o.startswith("workers=")]
-    proc = run_rlperf(["-m", *train, "workers=0,1", "train.iterations=2",
-                       "train.warmup_until_first_episode=false", f"hydra.sweep.dir={sweep}"],
-                      cwd=tmp_path)
+    proc = run_rlperf(
+        [
+            "-m",
+            *train,
+            "workers=0,1",
+            "train.iterations=2",
+            "train.warmup_until_first_episode=false",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     cells = sorted(p.parent for p in sweep.glob("*/summary.json"))
     assert len(cells) == 2
@@ -30,8 +38,17 @@ def test_sweep_rollout_edge_then_report(tmp_path) -> None:
 
     run = cells[0]
     rollout = tmp_path / "rollout"
-    proc = run_rlperf(["stage=rollout", f"run={run}", "rollout.steps=120", "rollout.warmup_steps=20",
-                       "workers=0", f"hydra.run.dir={rollout}"], cwd=tmp_path)
+    proc = run_rlperf(
+        [
+            "stage=rollout",
+            f"run={run}",
+            "rollout.steps=120",
+            "rollout.warmup_steps=20",
+            "workers=0",
+            f"hydra.run.dir={rollout}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     steps = pd.read_csv(rollout / "steps.csv")
     assert len(steps) == 120 and int(steps["warmup"].sum()) == 20
@@ -39,10 +56,20 @@ def test_sweep_rollout_edge_then_report(tmp_path) -> None:
     assert "name: tiny" in (rollout / "effective_config.yaml").read_text()
 
     edge = tmp_path / "edge"
-    proc = run_rlperf(["stage=edge", f"run={run}", "backend=tflite_fp32", "edge.steps=80",
-                       "edge.warmup_steps=10", "edge.calibration_size=40",
-                       "edge.fidelity_observations=40", f"edge.cache_dir={tmp_path / 'cache'}",
-                       f"hydra.run.dir={edge}"], cwd=tmp_path)
+    proc = run_rlperf(
+        [
+            "stage=edge",
+            f"run={run}",
+            "backend=tflite_fp32",
+            "edge.steps=80",
+            "edge.warmup_steps=10",
+            "edge.calibration_size=40",
+            "edge.fidelity_observations=40",
+            f"edge.cache_dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={edge}",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     es = json.loads((edge / "summary.json").read_text())
     assert es["status"] == "completed"

@@ -25,7 +25,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -468,8 +468,10 @@ def run_edge(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         if src.run_cfg is not None:
             from rlperf.results.job import write_effective_config
 
-            run = OmegaConf.to_container(src.run_cfg, resolve=True)
-            effective = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+            run = cast(dict[str, Any], OmegaConf.to_container(src.run_cfg, resolve=True))
+            effective = cast(
+                DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+            )
             effective.model, effective.env = run["model"], run["env"]
             write_effective_config(out_dir, effective)
 

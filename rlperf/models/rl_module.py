@@ -7,8 +7,9 @@ saved to (and reloaded from) a plain torch file without Ray.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+import gymnasium as gym
 import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
@@ -21,8 +22,10 @@ class VisionNetRLModule(TorchRLModule, ValueFunctionAPI):
     """PPO RLModule; ``model_config`` must hold ``conv_filters`` (``model.conv_filters``)."""
 
     def setup(self) -> None:
-        conv_filters = self.model_config["conv_filters"]
-        self.net = VisionNet(self.observation_space.shape, self.action_space.n, conv_filters)
+        conv_filters = cast(dict[str, Any], self.model_config)["conv_filters"]
+        obs_space = cast(gym.spaces.Box, self.observation_space)
+        act_space = cast(gym.spaces.Discrete, self.action_space)
+        self.net = VisionNet(obs_space.shape, int(act_space.n), conv_filters)
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {Columns.ACTION_DIST_INPUTS: self.net.logits(batch[Columns.OBS])}

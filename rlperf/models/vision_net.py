@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -41,12 +41,15 @@ class ConvTrunk(nn.Module):
         ]
         self._final_relu = final_relu
         self._final_kernel = layers[-1].kernel
-        for conv in self.convs:
+        for conv in self._conv_layers():
             nn.init.xavier_uniform_(conv.weight)
-            nn.init.zeros_(conv.bias)
+            nn.init.zeros_(cast(torch.Tensor, conv.bias))
+
+    def _conv_layers(self) -> list[nn.Conv2d]:
+        return [cast(nn.Conv2d, c) for c in self.convs]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        *hidden, last = self.convs
+        *hidden, last = self._conv_layers()
         for conv, pad in zip(hidden, self._pads, strict=False):
             if pad is not None:
                 x = F.pad(x, pad)
@@ -96,7 +99,7 @@ class VisionNet(nn.Module):
         self.vf_out = nn.Conv2d(features, 1, 1)
         for head in (self.pi_logits, self.vf_out):
             nn.init.xavier_uniform_(head.weight)
-            nn.init.zeros_(head.bias)
+            nn.init.zeros_(cast(torch.Tensor, head.bias))
 
     @staticmethod
     def to_nchw(obs: torch.Tensor) -> torch.Tensor:

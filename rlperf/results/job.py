@@ -18,7 +18,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -106,7 +106,7 @@ def run_job(
         "traceback": None,
     }
     ctx = JobContext(out_dir, plan, machine, gpu_indices, summary)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
     sampler = None
     try:
         # Visible GPUs and the affinity mask hold for the whole stage (and the Ray

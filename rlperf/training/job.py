@@ -10,7 +10,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -24,8 +24,7 @@ log = logging.getLogger(__name__)
 
 def env_config(cfg: DictConfig) -> dict[str, Any]:
     """The env subtree as a plain dict for the env creator, with the run's seed."""
-    env = OmegaConf.to_container(cfg.env, resolve=True)
-    assert isinstance(env, dict)
+    env = cast(dict[str, Any], OmegaConf.to_container(cfg.env, resolve=True))
     env["seed"] = int(cfg.seed)
     return env
 
@@ -48,7 +47,7 @@ def build_ppo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
         .env_runners(
             num_env_runners=plan.num_env_runners,
             num_envs_per_env_runner=plan.envs_per_env_runner,
-            num_cpus_per_env_runner=plan.cpus_per_env_runner,
+            num_cpus_per_env_runner=plan.cpus_per_env_runner,  # type: ignore[arg-type]
             num_gpus_per_env_runner=plan.gpus_per_worker_scheduled,
             rollout_fragment_length=a.rollout_fragment_length,
         )
@@ -98,7 +97,7 @@ class IterationCounters:
         self.trained = 0
         self.episodes = 0
 
-    def update(self, result: dict[str, Any]) -> dict[str, float]:
+    def update(self, result: dict[str, Any]) -> dict[str, int]:
         from ray.rllib.utils.metrics import (
             ALL_MODULES,
             ENV_RUNNER_RESULTS,
@@ -140,10 +139,11 @@ def probe_observations(cfg: DictConfig, n: int = PROBE_SIZE) -> Any:
     rng = np.random.default_rng(int(cfg.seed))
     try:
         obs, _ = env.reset(seed=int(cfg.seed))
-        frames = []
+        frames: list[np.ndarray] = []
+        n_actions = int(cast(Any, env.action_space).n)
         while len(frames) < n:
             frames.append(obs)
-            obs, _, term, trunc, _ = env.step(int(rng.integers(env.action_space.n)))
+            obs, _, term, trunc, _ = env.step(int(rng.integers(n_actions)))
             if term or trunc:
                 obs, _ = env.reset()
         return np.stack(frames)
