@@ -17,20 +17,15 @@ def _train(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
 
 
 def _rollout(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
-    from rlperf.rollout.job import run_rollout  # type: ignore[import-not-found]
+    from rlperf.rollout.job import run_rollout
 
     return run_rollout(cfg, out_dir, ctx)
 
 
 def _edge(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
-    from rlperf.edge import SkipCell as EdgeSkip  # type: ignore[import-not-found]
-    from rlperf.edge.job import run_edge  # type: ignore[import-not-found]
-    from rlperf.results.job import SkipCell
+    from rlperf.edge.job import run_edge
 
-    try:
-        return run_edge(cfg, out_dir)
-    except EdgeSkip as exc:
-        raise SkipCell(str(exc)) from exc
+    return run_edge(cfg, out_dir)
 
 
 STAGES = {"train": _train, "rollout": _rollout, "edge": _edge}
