@@ -127,3 +127,57 @@ def test_failure_keeps_summary_with_error(tmp_path) -> None:
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "failed"
     assert "NoSuchGame" in s["error"] and "Traceback" in s["traceback"]
+
+
+def test_ctrl_c_keeps_completed_iterations(tmp_path) -> None:
+    """SIGINT mid-run: exit 130, summary says interrupted, finished rows stay, Ray is gone."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    out = tmp_path / "interrupted"
+    # A short private Ray temp dir (Unix socket paths are limited to 107 bytes) to find
+    # this run's Ray processes afterwards.
+    ray_tmp = tempfile.mkdtemp(prefix="rlp", dir="/tmp")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", RAY_TMPDIR=ray_tmp)
+    args = [a for a in TINY_TRAIN if not a.startswith("train.iterations")]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlperf",
+            *args,
+            "workers=0",
+            "train.iterations=50",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    metrics = out / "metrics.csv"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if metrics.is_file() and len(metrics.read_text().splitlines()) >= 3:  # header + 2 rows
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        raise AssertionError(f"no iteration finished in time:\n{proc.communicate()[1][-3000:]}")
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "interrupted"
+    m = pd.read_csv(metrics)
+    assert len(m) >= 2 and list(m["iteration"]) == list(range(1, len(m) + 1))
+    assert s["iterations"] == len(m) < 50
+    # Every Ray process of this run's session is gone.
+    left = subprocess.run(["pgrep", "-f", ray_tmp], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
+    shutil.rmtree(ray_tmp, ignore_errors=True)
