@@ -70,6 +70,7 @@ def bench_inference(samples: int = 2000) -> None:
 
 
 def bench_overhead(iterations: int, rounds: int) -> None:
+    import pandas as pd
     import ray
     from hydra import compose, initialize_config_module
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
@@ -99,8 +100,6 @@ def bench_overhead(iterations: int, rounds: int) -> None:
             bare += list(np.diff(stamps))
             with tempfile.TemporaryDirectory() as tmp:
                 run_stage(cfg, Path(tmp))
-                import pandas as pd
-
                 rlperf += list(pd.read_csv(Path(tmp) / "metrics.csv")["time_s"].diff().dropna())
             print(
                 f"  round {r + 1}/{rounds}: bare {statistics.median(bare):.3f} s/it, "

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlperf.models.shapes import ConvLayerShape, conv_stack_shapes
+from rlperf.models.shapes import ConvLayerShape, conv_stack_shapes, parse_filter
 
 POLICY_FILE = "rlperf_policy.pt"
 POLICY_FORMAT_VERSION = 1
@@ -84,12 +84,9 @@ class VisionNet(nn.Module):
             raise ValueError(f"observation must be square, got {tuple(obs_shape)}")
         self.obs_shape = (dim, dim, channels)
         self.num_actions = int(num_actions)
-        self.conv_filters = [
-            [int(f[0]), [int(f[1][0]), int(f[1][1])], int(f[2])]
-            if isinstance(f[1], Sequence)
-            else [int(f[0]), [int(f[1]), int(f[1])], int(f[2])]
-            for f in conv_filters
-        ]
+        # Canonical [out, [k, k], stride] form, parsed (and validated) in one place.
+        parsed = (parse_filter(f, i) for i, f in enumerate(conv_filters))
+        self.conv_filters = [[out, [k, k], stride] for out, k, stride in parsed]
         layers = conv_stack_shapes(dim, channels, self.conv_filters)
         features = layers[-1].out_channels
         # The study's trunks end with ReLU before the 1x1 heads (RLlib VisionNetwork).
