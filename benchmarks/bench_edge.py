@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _model_cfg(name: str) -> dict[str, Any]:
-    return yaml.safe_load((ROOT / "rlperf" / "conf" / "model" / f"{name}.yaml").read_text())
+    return yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text())
 
 
 def median_invoke_us(actors: dict[str, Any], obs: np.ndarray, invokes: int, rounds: int) -> dict:

@@ -13,9 +13,10 @@ import hydra
 from omegaconf import DictConfig
 
 from rlperf.config.schema import register_configs
+from rlperf.config.search_path import SHIPPED_CONF, user_primary_config_clash
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=SHIPPED_CONF, config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
     from rlperf.stages import run_stage
 
@@ -29,6 +30,15 @@ def main() -> None:
     # workers inherit this environment). The edge stage imports TensorFlow itself.
     os.environ.setdefault("RLLIB_TEST_NO_TF_IMPORT", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    clash = user_primary_config_clash()
+    if clash is not None:
+        print(
+            f"rlperf: {clash} would replace rlperf's primary config; a conf/ folder in the "
+            f"working directory may hold group options (conf/experiment/*.yaml, ...) but "
+            f"not config.yaml (docs/configuration.md#your-own-configs)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     register_configs()
     try:
         _hydra_main()

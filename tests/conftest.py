@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from rlperf.config.schema import register_configs
 
 REPO = Path(__file__).resolve().parents[1]
-CONF = REPO / "rlperf" / "conf"
+CONF = REPO / "conf"
 
 
 def group_options(group: str) -> list[str]:

@@ -10,7 +10,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from rlperf.config.schema import BACKENDS, register_configs
 
-CONF = Path(__file__).resolve().parents[1] / "rlperf" / "conf"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 @pytest.fixture()

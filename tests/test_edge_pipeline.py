@@ -23,7 +23,7 @@ from rlperf.edge import EdgeTpuModelOnCpuError, ExportVerificationError, SkipCel
 
 pytestmark = pytest.mark.slow
 
-CONF = Path(__file__).resolve().parents[1] / "rlperf" / "conf"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 STUB_SOURCE = Path(__file__).parent / "data" / "edgetpu_stub.c"
 TOL = 1e-4
 

@@ -30,6 +30,7 @@ from omegaconf import DictConfig
 
 from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
 from rlperf.config.schema import register_configs
+from rlperf.config.search_path import SHIPPED_CONF
 from rlperf.config.validate import ConfigError, validate_config
 from rlperf.resources.plan import Machine, plan_resources
 from rlperf.sweep.cells import cell_hash, identity_config
@@ -379,7 +380,7 @@ def multirun(sweep_dir: Path, *overrides: str) -> list[Any]:
     GlobalHydra.instance().clear()
     try:
         hydra_ = Hydra.create_main_hydra_file_or_module(
-            calling_file=None, calling_module="rlperf.cli", config_path="conf", job_name="cli"
+            calling_file=None, calling_module="rlperf.cli", config_path=SHIPPED_CONF, job_name="cli"
         )
         batches = hydra_.multirun(
             config_name="config",

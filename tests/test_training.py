@@ -77,6 +77,9 @@ def test_fingerprint_and_telemetry(tiny_run) -> None:
     assert fp["affinity"] == sorted(os.sched_getaffinity(0))
     assert fp["config"]["model"]["name"] == "tiny" and fp["config"]["workers"] == 1
     assert fp["libraries"]["ray"].startswith("2.60")
+    # tiny_run starts in a temporary folder without conf/: the shipped groups only.
+    paths = [s["path"] for s in fp["config_search_path"]]
+    assert "pkg://rlperf.conf" in paths and not any(p.startswith("file://") for p in paths)
     t = pd.read_csv(tiny_run / "telemetry.csv")
     assert len(t) >= 3 and t["time_s"].is_monotonic_increasing
     assert t["cpu_util_pct"].between(0, 100).all() and (t["ram_used_mb"] > 0).all()

@@ -1,21 +1,20 @@
-"""The model presets shipped in ``rlperf/conf/model/``, readable without Hydra."""
+"""The model presets shipped in ``conf/model/``, readable without Hydra."""
 
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-MODEL_CONF_DIR = Path(__file__).resolve().parent.parent / "conf" / "model"
+from rlperf.config.search_path import shipped_conf_dir
 
 
 @cache
 def model_presets() -> dict[str, tuple[int, list[list[Any]]]]:
     """name -> (input dim, conv_filters) for every ``model`` option (model1..model6, tiny)."""
     out: dict[str, tuple[int, list[list[Any]]]] = {}
-    for path in sorted(MODEL_CONF_DIR.glob("*.yaml")):
+    for path in sorted((shipped_conf_dir() / "model").glob("*.yaml")):
         node = yaml.safe_load(path.read_text())
         out[node["name"]] = (int(node["dim"]), node["conv_filters"])
     return out

@@ -1,7 +1,7 @@
 """Structured schemas for every config group, registered in one place.
 
 The primary schema types every group, so each YAML option under
-``rlperf/conf/<group>/`` is merged into its group's dataclass: a misspelt key or a
+``conf/<group>/`` is merged into its group's dataclass: a misspelt key or a
 wrong type fails at composition time with Hydra's message naming the key. Cross-group checks
 (conv stack vs input size, GPU layout vs machine) live in
 :mod:`rlperf.config.validate`.
@@ -188,7 +188,7 @@ class EdgeConfig:
 
 @dataclass
 class RlperfConfig:
-    """The primary config; its groups are composed from ``rlperf/conf``."""
+    """The primary config; its groups are composed from ``conf/`` (:mod:`rlperf.config.search_path`)."""
 
     stage: str = "train"
     seed: int = 0

@@ -262,7 +262,9 @@ def collect_fingerprint(
     ``{index, name, memory_total_mb, uuid}``, NVML indices), ``gpu_driver``,
     ``nvml_unavailable_reason`` (None when NVML works), ``cuda_visible_devices``,
     ``edgetpu`` (``{present, reason}``), ``libraries``, ``rlperf_git_commit``,
-    ``rlperf_git_dirty``, ``config``.
+    ``rlperf_git_dirty``, ``config_search_path`` (Hydra's config sources in
+    order, e.g. a user's ``./conf`` before ``pkg://rlperf.conf``; empty outside a
+    Hydra run), ``config``.
     """
     start_time = datetime.now(UTC).isoformat()
     affinity = cpu_affinity()
@@ -288,9 +290,23 @@ def collect_fingerprint(
         "libraries": library_versions(),
         "rlperf_git_commit": commit,
         "rlperf_git_dirty": dirty,
+        "config_search_path": config_search_path(),
         "config": resolved_config,
     }
     return to_jsonable(fingerprint)  # type: ignore[no-any-return]
+
+
+def config_search_path() -> list[dict[str, str]]:
+    """Hydra's config sources of this run, in search order (``[]`` outside a Hydra run)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if not HydraConfig.initialized():
+            return []
+        sources = HydraConfig.get().runtime.config_sources
+    except Exception:  # no Hydra app around this call
+        return []
+    return [{"provider": str(s.provider), "path": str(s.path)} for s in sources]
 
 
 def write_fingerprint(path: Path | str, fp: Mapping[str, Any]) -> Path:
