@@ -10,6 +10,7 @@ checkout's ``rlperf`` cannot leak in). Commands run from a temporary folder.
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -23,6 +24,17 @@ from conftest import REPO
 
 pytestmark = pytest.mark.slow
 
+#: What the wheel is not built from: top-level run folders, venvs, caches, test data.
+_NOT_SOURCE = (".git", ".venv*", "build", "*.egg-info", "outputs", "multirun", "report", "tests",
+               "benchmarks", "__pycache__", ".*_cache", ".nox")  # fmt: skip
+
+
+def _top_level_only(folder: str, names: list[str]) -> set[str]:
+    """shutil.copytree ignore: :data:`_NOT_SOURCE` at the repository's top level only."""
+    if Path(folder) != REPO:
+        return {n for n in names if n == "__pycache__"}
+    return set(shutil.ignore_patterns(*_NOT_SOURCE)(folder, names))
+
 
 def _run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -35,10 +47,14 @@ def _run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[
 def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the venv's bin folder, the wheel) after building and installing rlperf's wheel."""
     root = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools writes build/ and *.egg-info into the source tree,
+    # and a stale build/lib would put deleted files into the next wheel.
+    source = root / "source"
+    shutil.copytree(REPO, source, ignore=_top_level_only)
     dist = root / "dist"
     build = _run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--no-index", "-q", "-w", str(dist), str(REPO)],
+         "--no-index", "-q", "-w", str(dist), str(source)],
         cwd=root,
     )  # fmt: skip
     assert build.returncode == 0, build.stderr
