@@ -43,11 +43,9 @@ def run_stage(cfg: DictConfig, out_dir: Path | None = None) -> float | None:
 
     Training returns the mean iteration time (s) over non-warm-up iterations.
     """
-    from rlperf.config.validate import ConfigError
+    from rlperf.config.names import log_deprecated_choices
 
-    stage = STAGES.get(cfg.stage)
-    if stage is None:
-        raise ConfigError(f"stage={cfg.stage!r} is not valid; choose one of: {', '.join(STAGES)}")
-    summary = run_job(cfg, out_dir or output_dir(), stage)
+    log_deprecated_choices()
+    summary = run_job(cfg, out_dir or output_dir(), STAGES[str(cfg.stage)])
     metric = summary.get("metrics", {}).get("iter_s", {}).get("mean")
     return float(metric) if metric is not None else None

@@ -3,16 +3,34 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 
 import pytest
 from hydra.errors import ConfigCompositionException
 
+from rlperf.config.names import (
+    RENAMED_GROUPS,
+    RENAMED_OPTIONS,
+    deprecated_choices,
+    log_deprecated_choices,
+)
 from rlperf.config.validate import ConfigError, validate_config
-from tests.conftest import group_options
+from rlperf.sweep.cells import cell_hash
+from tests.conftest import CONF, group_options
 
-GROUPS = ["model", "gpu_layout", "cpu_affinity", "backend", "env", "algo", "experiment"]
+GROUPS = [
+    "model",
+    "gpu_layout",
+    "cpu_affinity",
+    "backend",
+    "env",
+    "algo",
+    "experiment",
+    "study_training_row",
+    "study_rollout_row",
+]
 
 
 def test_every_group_has_options() -> None:
@@ -44,8 +62,8 @@ def test_option_composes_and_validates(compose_cfg, group: str, option: str) -> 
     if group == "experiment" and cfg.stage in ("rollout", "edge") and cfg.run is None:
         cfg.run = "/some/run"
     validate_config(cfg)
-    if group != "experiment":
-        assert cfg[group].name == option if "name" in cfg[group] else True
+    if group in cfg and "name" in cfg[group]:
+        assert cfg[group].name == option
 
 
 def test_defaults_are_quickstart_on_cpu(compose_cfg) -> None:
@@ -70,8 +88,8 @@ def test_issue_overrides_work_with_exact_names(compose_cfg) -> None:
     validate_config(cfg)
 
 
-def test_study_preset_restores_study_sizes(compose_cfg) -> None:
-    cfg = compose_cfg("experiment=study")
+def test_study_sizes_preset_restores_study_sizes(compose_cfg) -> None:
+    cfg = compose_cfg("experiment=study_sizes")
     a = cfg.algo
     assert (a.train_batch_size, a.minibatch_size, a.num_epochs, a.lr) == (4000, 128, 30, 5e-5)
     assert (a.clip_param, a.vf_clip_param, a.kl_coeff, a.entropy_coeff) == (0.3, 10.0, 0.2, 0.0)
@@ -81,9 +99,7 @@ def test_study_preset_restores_study_sizes(compose_cfg) -> None:
 @pytest.mark.parametrize(
     ("overrides", "fragment"),
     [
-        (["stage=bogus"], "stage='bogus' is not valid; choose one of: train, rollout, edge"),
         (["backend.name=tflite_int8"], "backend=tflite_int8 with stage=train"),
-        (["gpu_layout.mode=half"], "gpu_layout.mode='half' is not valid; choose one of: none"),
         (["gpu_layout=gpu0", "workers=0"], "with workers=0"),
         (
             ["gpu_layout=gpu0", "gpu_layout.driver_gpus=1.5", "workers=2"],
@@ -97,7 +113,6 @@ def test_study_preset_restores_study_sizes(compose_cfg) -> None:
         (["algo.rollout_fragment_length=0"], "algo.rollout_fragment_length=0"),
         (["algo.gamma=1.5"], "algo.gamma=1.5 must be in [0, 1]"),
         (["env.dim=42"], "env.dim=42 differs from model.dim=84"),
-        (["cpu_affinity.mode=everywhere"], "cpu_affinity.mode='everywhere' is not valid"),
         (["cpu_affinity=pinned", "ray.address=127.0.0.1:6379"], "ray.address='127.0.0.1:6379'"),
         (["stage=rollout"], "stage=rollout needs run="),
         (["stage=edge"], "stage=edge needs run="),
@@ -122,6 +137,28 @@ def test_conv_stack_not_reaching_1x1_reports_shapes(compose_cfg) -> None:
     assert "conv0: 100x100x4" in msg and "-> 25x25x16" in msg
     assert "conv1: 25x25x16" in msg and "-> 13x13x32" in msg
     assert "-> 3x3x256" in msg and "(13)" in msg
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("stage=bogus", "Invalid value 'bogus', expected one of [train, rollout, edge]"),
+        ("gpu_layout.mode=half", "expected one of [none, shared, driver]"),
+        ("cpu_affinity.mode=everywhere", "expected one of [unrestricted, ray_cpus, pinned]"),
+        ("backend.name=tpu", "expected one of [rllib, tflite_fp32"),
+        ("algo.name=a3c", "Invalid value 'a3c'"),
+        ("rollout.device=tpu", "expected one of [auto, cpu, cuda]"),
+        ("edge.int8_io=int4", "expected one of [uint8, int8]"),
+        ("edge.heads=value", "expected one of [policy, both]"),
+        ("edge.fidelity_policy=expert", "expected one of [random, trained]"),
+    ],
+)
+def test_allowed_values_are_enforced_at_composition(compose_cfg, override, fragment) -> None:
+    """Enum fields of the schema: Hydra's message names the key, the value and the choices."""
+    with pytest.raises(ConfigCompositionException) as err:
+        compose_cfg(override)
+    text = f"{err.value} {err.value.__cause__}"
+    assert fragment in text and override.split("=")[0] in text
 
 
 def test_unknown_key_and_wrong_type_fail_at_composition(compose_cfg) -> None:
@@ -160,3 +197,44 @@ def test_cli_cfg_and_help_are_fast_and_light(tmp_path) -> None:
     for line in ("gpu_layout: both, both_driver, gpu0", "model: model1", "cpu_affinity: pinned"):
         assert line in helped.stdout
     assert not (tmp_path / "outputs").exists()  # --help and --cfg run nothing
+
+
+# ------------------------------------------------------------------ names
+
+DEPRECATED = [
+    *(
+        (f"experiment={old}", f"experiment={new}")
+        for old, new in RENAMED_OPTIONS["experiment"].items()
+    ),
+    ("exp=exp3", "study_training_row=exp3"),
+    ("exp=exp10", "study_training_row=exp10"),
+    ("rollout_exp=r4", "study_rollout_row=r4"),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), DEPRECATED)
+def test_old_names_compose_the_same_config_and_say_what_to_use(
+    compose_cfg, old: str, new: str
+) -> None:
+    extra = ["run=/some/run"]
+    old_cfg, new_cfg = compose_cfg(old, *extra), compose_cfg(new, *extra)
+    assert cell_hash(old_cfg) == cell_hash(new_cfg)
+    group, option = old.split("=")
+    notes = deprecated_choices({group: option, "model": "model1"})
+    assert len(notes) == 1 and f"use {new}" in notes[0] and "removed in rlperf 0.3" in notes[0]
+    assert deprecated_choices({new.split("=")[0]: new.split("=")[1]}) == []
+
+
+def test_every_alias_file_is_a_registered_rename() -> None:
+    """An option file that is only an alias must be listed, or its users get no notice."""
+    for path in sorted(CONF.rglob("*.yaml")):
+        if not path.read_text().startswith("# @package _global_\n# Deprecated alias"):
+            continue
+        group, option = path.parent.name, path.stem
+        assert group in RENAMED_GROUPS or option in RENAMED_OPTIONS.get(group, {}), path
+
+
+def test_deprecated_name_is_logged_not_raised(caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="rlperf"):
+        notes = log_deprecated_choices({"experiment": "thesis_edge"})
+    assert notes and notes[0] in caplog.text and "experiment=study_edge" in caplog.text

@@ -1,4 +1,4 @@
-"""The edge stage's config options: backend group options and the thesis_edge preset."""
+"""The edge stage's config options: backend group options and the study_edge preset."""
 
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ def test_every_backend_option_composes(composer, backend: str) -> None:
     assert cfg.backend.name == backend
 
 
-def test_thesis_edge_preset(composer) -> None:
+def test_study_edge_preset(composer) -> None:
     cfg = composer(
         "config",
-        overrides=["experiment=thesis_edge", "run=outputs/thesis/${model.name}", "model=model4"],
+        overrides=["experiment=study_edge", "run=outputs/study/${model.name}", "model=model4"],
         return_hydra_config=True,
     )
     assert cfg.stage == "edge"
@@ -40,4 +40,4 @@ def test_thesis_edge_preset(composer) -> None:
     params = cfg.hydra.sweeper.params
     assert params.model.split(",") == ["model1", "model3", "model4"]
     assert params.backend.split(",") == ["rllib", "tflite_fp32", "tflite_int8", "edgetpu"]
-    assert cfg.run == "outputs/thesis/model4"  # the run may follow each cell's model
+    assert cfg.run == "outputs/study/model4"  # the run may follow each cell's model

@@ -127,11 +127,12 @@ def test_multirun_uses_the_launcher_and_its_options_follow_ray(compose_full) -> 
 
 # -------------------------------------------------------------------- presets
 
-# SPEC §2: cells per preset. thesis_training: Exp1..Exp10 x models 1, 3, 4. thesis_cpu:
+# Cells per preset (docs/sweeps.md). study_training: Exp1..Exp10 x models 1, 3, 4. study_cpu:
 # 3 GPU layouts x 3 CPU settings x models 1, 3, 4 (the reference's volta1_cpus runs).
-PRESET_CELLS = {"quickstart": 1, "study": 1, "thesis_training": 30, "thesis_cpu": 27}
+PRESET_CELLS = {"quickstart": 1, "study_sizes": 1, "study_training": 30, "study_cpu": 27}
 
-# SPEC §2 training matrix: row -> (workers, visible GPUs, driver GPUs, GPUs per worker).
+# The study's training matrix (docs/study.md):
+# row -> (workers, visible GPUs, driver GPUs, GPUs per worker).
 SPEC_ROWS = {
     "exp1": (8, [], 0.0, 0.0),
     "exp2": (8, [0], 0.0001, 0.1249875),
@@ -157,10 +158,10 @@ def test_every_preset_composes_and_expands(compose_full, preset: str) -> None:
     assert len({tuple(c) for c in cells}) == len(cells)  # no cell twice
 
 
-def test_exp_group_holds_the_spec_rows(compose_full) -> None:
-    assert set(group_options("exp")) == set(SPEC_ROWS)
+def test_study_training_row_group_holds_the_spec_rows(compose_full) -> None:
+    assert set(group_options("study_training_row")) == set(SPEC_ROWS)
     for row, (workers, visible, driver, per_worker) in SPEC_ROWS.items():
-        cfg = compose_full(f"exp={row}")
+        cfg = compose_full(f"study_training_row={row}")
         validate_config(cfg)
         plan = plan_resources(cfg)
         assert cfg.workers == workers, row
@@ -171,14 +172,14 @@ def test_exp_group_holds_the_spec_rows(compose_full) -> None:
         assert plan.required_gpus <= len(visible) + 1e-9, row
 
 
-def test_thesis_training_cells_are_the_spec_matrix(compose_full) -> None:
-    base = compose_full("experiment=thesis_training")
+def test_study_training_cells_are_the_spec_matrix(compose_full) -> None:
+    base = compose_full("experiment=study_training")
     cells = expand(base)
     seen = set()
     for overrides in cells:
-        cfg = compose_full("experiment=thesis_training", *overrides)
+        cfg = compose_full("experiment=study_training", *overrides)
         validate_config(cfg)
-        row = cfg.hydra.runtime.choices["exp"]
+        row = cfg.hydra.runtime.choices["study_training_row"]
         workers, visible, driver, per_worker = SPEC_ROWS[row]
         plan = plan_resources(cfg)
         assert (cfg.workers, list(plan.visible_gpus)) == (workers, visible)
@@ -200,14 +201,14 @@ def test_thesis_training_cells_are_the_spec_matrix(compose_full) -> None:
         seen.add((cfg.model.name, row))
     assert seen == {(m, r) for m in ("model1", "model3", "model4") for r in SPEC_ROWS}
     # A subset from the command line replaces the preset's axis.
-    assert len(expand(base, "model=model1", "exp=exp1,exp3")) == 2
+    assert len(expand(base, "model=model1", "study_training_row=exp1,exp3")) == 2
 
 
-def test_thesis_cpu_cells_need_nine_ray_starts(compose_full) -> None:
-    cells = expand(compose_full("experiment=thesis_cpu"))
+def test_study_cpu_cells_need_nine_ray_starts(compose_full) -> None:
+    cells = expand(compose_full("experiment=study_cpu"))
     starts = {}
     for overrides in cells:
-        cfg = compose_full("experiment=thesis_cpu", *overrides)
+        cfg = compose_full("experiment=study_cpu", *overrides)
         validate_config(cfg)
         plan = plan_resources(cfg)
         assert cfg.workers == 8 and cfg.gpu_layout.mode == "shared"
@@ -246,13 +247,13 @@ def test_cell_request_is_rllibs_own(compose_full) -> None:
     req = cell_request(compose_full("workers=2"))
     assert req.bundles == [{"CPU": 1.0}] * 3 and req.strategy == "PACK"
     assert req.ray_start == RayStart((), None, None)
-    exp10 = cell_request(compose_full("exp=exp10"))
+    exp10 = cell_request(compose_full("study_training_row=exp10"))
     assert exp10.bundles[0] == pytest.approx({"CPU": 1.0, "GPU": 0.0001})
     assert len(exp10.bundles) == 17
     assert all(b == pytest.approx({"CPU": 1.0, "GPU": 0.1249}) for b in exp10.bundles[1:])
     assert exp10.totals()["GPU"] <= 2.0 and exp10.totals()["CPU"] == 17
     # Two data-parallel learners: one whole-GPU bundle each, no CPU of their own.
-    exp9 = cell_request(compose_full("exp=exp9"))
+    exp9 = cell_request(compose_full("study_training_row=exp9"))
     assert exp9.bundles.count({"GPU": 1.0}) == 2 and exp9.totals() == {"CPU": 9.0, "GPU": 2.0}
     pinned = cell_request(compose_full("workers=3", "cpu_affinity=pinned"))
     assert pinned.ray_start == RayStart((), 4, (0, 1, 2, 3))

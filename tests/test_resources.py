@@ -1,4 +1,4 @@
-"""GPU-fraction arithmetic (SPEC §2), feasibility checks, and how Ray is started."""
+"""GPU-fraction arithmetic (docs/study.md), feasibility checks, and how Ray is started."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from rlperf.resources.plan import (
 )
 from rlperf.resources.ray_session import applied_placement, ray_init_kwargs
 
-# SPEC §2 training matrix: id -> (workers, layout, driver GPUs, GPUs per worker).
+# The study's training matrix (docs/study.md):
+# id -> (workers, layout, driver GPUs, GPUs per worker).
 SPEC_TABLE = {
     "Exp1": (8, "none", None, 0, 0),
     "Exp2": (8, "gpu0", None, 0.0001, 0.1249875),

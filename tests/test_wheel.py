@@ -19,7 +19,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -89,9 +88,7 @@ def test_wheel_lists_every_package_and_config(installed: tuple[Path, Path]) -> N
         for p in (REPO / root).rglob("__init__.py")
     }
     assert on_disk - {"rlperf.conf"} <= set(packages), "a package folder is missing in pyproject"
-    shipped = sorted(
-        str(p.relative_to(REPO / "conf")) for p in (REPO / "conf").rglob("*.yaml")
-    )
+    shipped = sorted(str(p.relative_to(REPO / "conf")) for p in (REPO / "conf").rglob("*.yaml"))
     assert shipped and all(f"rlperf/conf/{name}" in names for name in shipped)
 
 

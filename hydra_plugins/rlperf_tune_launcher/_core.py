@@ -53,6 +53,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from ray import tune
 
+from rlperf.config.names import log_deprecated_choices
 from rlperf.resources.plan import detect_machine
 from rlperf.resources.ray_session import LOOPBACK, ray_init_kwargs
 from rlperf.results.job import IN_TRIAL_ENV
@@ -165,6 +166,7 @@ def launch(
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     opts = launcher.options
     _check_options(opts)
+    log_deprecated_choices(OmegaConf.to_container(config.hydra.runtime.choices))  # type: ignore[arg-type]
     sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     index = SweepIndex.load(sweep_dir) if opts.resume else SweepIndex(sweep_dir)

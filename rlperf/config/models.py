@@ -21,5 +21,5 @@ def model_presets() -> dict[str, tuple[int, list[list[Any]]]]:
 
 
 def study_models() -> dict[str, tuple[int, list[list[Any]]]]:
-    """The study's six models (SPEC §2), without the test-only ``tiny``."""
+    """The study's six models (docs/study.md), without the test-only ``tiny``."""
     return {k: v for k, v in model_presets().items() if k.startswith("model")}

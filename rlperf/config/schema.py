@@ -10,15 +10,90 @@ wrong type fails at composition time with Hydra's message naming the key. Cross-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-STAGES = ("train", "rollout", "edge")
-GPU_LAYOUT_MODES = ("none", "shared", "driver")
-CPU_AFFINITY_MODES = ("unrestricted", "ray_cpus", "pinned")
-BACKENDS = ("rllib", "tflite_fp32", "tflite_int8", "tflite_dynamic", "tflite_fp16", "edgetpu")
+# Options that take one of a few values are Enum fields: composition rejects any
+# other value with Hydra's message naming the key and the valid values. Each
+# Enum is a StrEnum whose member names equal their values, so code compares a
+# field with a plain string (``cfg.stage == "train"``) and JSON holds the string.
+
+
+class Stage(StrEnum):
+    """``stage``: what the job does."""
+
+    train = "train"
+    rollout = "rollout"
+    edge = "edge"
+
+
+class GpuLayoutMode(StrEnum):
+    """``gpu_layout.mode``: who gets the visible GPUs (docs/configuration.md)."""
+
+    none = "none"
+    shared = "shared"
+    driver = "driver"
+
+
+class CpuAffinityMode(StrEnum):
+    """``cpu_affinity.mode``: how Ray is started with respect to the CPUs."""
+
+    unrestricted = "unrestricted"
+    ray_cpus = "ray_cpus"
+    pinned = "pinned"
+
+
+class Backend(StrEnum):
+    """``backend.name``: what executes the policy."""
+
+    rllib = "rllib"
+    tflite_fp32 = "tflite_fp32"
+    tflite_int8 = "tflite_int8"
+    tflite_dynamic = "tflite_dynamic"
+    tflite_fp16 = "tflite_fp16"
+    edgetpu = "edgetpu"
+
+
+class AlgoName(StrEnum):
+    """``algo.name``: the RLlib algorithm."""
+
+    ppo = "ppo"
+
+
+class Device(StrEnum):
+    """``rollout.device``: where the driver's policy runs."""
+
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Heads(StrEnum):
+    """``edge.heads``: which outputs the exported model computes."""
+
+    policy = "policy"
+    both = "both"
+
+
+class ObservationPolicy(StrEnum):
+    """Who plays while observation sets are recorded (``edge.*_policy``)."""
+
+    random = "random"
+    trained = "trained"
+
+
+class Int8Io(StrEnum):
+    """``edge.int8_io``: input/output type of full-integer models."""
+
+    uint8 = "uint8"
+    int8 = "int8"
+
+
+STAGES = tuple(Stage)
+BACKENDS = tuple(Backend)
 
 
 @dataclass
@@ -38,7 +113,7 @@ class GpuLayoutConfig:
 
     name: str = MISSING
     visible_gpus: list[int] = field(default_factory=list)  # physical (NVML) indices
-    mode: str = "none"  # none | shared | driver
+    mode: GpuLayoutMode = GpuLayoutMode.none
     # shared: the driver's fraction; workers split the rest. driver: ignored (all visible).
     driver_gpus: float = 0.0
 
@@ -56,7 +131,7 @@ class CpuAffinityConfig:
     """``cpu_affinity``: how Ray is started with respect to the machine's CPUs."""
 
     name: str = MISSING
-    mode: str = "unrestricted"  # unrestricted | ray_cpus | pinned
+    mode: CpuAffinityMode = CpuAffinityMode.unrestricted
     # CPUs Ray schedules on for ray_cpus / pinned; null = workers + 1 (the study's rule).
     num_cpus: int | None = None
     # pinned: first CPU of the mask (CPUs first_cpu .. first_cpu + num_cpus - 1).
@@ -67,7 +142,7 @@ class CpuAffinityConfig:
 class BackendConfig:
     """``backend``: what executes the policy (training always uses rllib)."""
 
-    name: str = "rllib"
+    name: Backend = Backend.rllib
 
 
 @dataclass
@@ -90,7 +165,7 @@ class EnvConfig:
 class AlgoConfig:
     """``algo``: PPO hyperparameters (defaults: the study's, RLlib 1.1 defaults)."""
 
-    name: str = "ppo"
+    name: AlgoName = AlgoName.ppo
     train_batch_size: int = 4000
     rollout_fragment_length: Any = "auto"  # int or "auto" (the study's 200: see algo/ppo.yaml)
     minibatch_size: int = 128
@@ -152,7 +227,7 @@ class RolloutConfig:
     torch_threads: int = 1
     # Where the driver's policy runs: auto | cpu | cuda. auto = cuda when gpu_layout
     # makes a GPU visible (as the study's RLlib 1.1 driver did), else cpu.
-    device: str = "auto"
+    device: Device = Device.auto
     # Start a PPO Algorithm with `workers` env runners and the GPU layout's resources
     # before acting (the study's setting); null = only when workers > 0.
     start_algorithm: bool | None = None
@@ -166,20 +241,22 @@ class EdgeConfig:
     steps: int | None = None
     warmup_steps: int = 50
     threads: int = 1
-    heads: str = "policy"  # policy | both (both heads: logits and value)
+    heads: Heads = Heads.policy  # both: logits and value
     calibration_size: int = 300
-    calibration_policy: str = "random"  # random | trained
+    calibration_policy: ObservationPolicy = ObservationPolicy.random
     calibration_seed: int = 0
     fidelity_observations: int = 300
-    fidelity_policy: str = "random"  # random | trained: who plays while fidelity frames are taken
+    # Who plays while fidelity frames are taken.
+    fidelity_policy: ObservationPolicy = ObservationPolicy.random
     fidelity_seed: int = 1
     # Minimum greedy-action agreement with the torch policy before a variant is flagged.
     fidelity_threshold: float = 0.9
     export_tolerance: float = 1e-4  # max abs logit error of the Keras rebuild vs torch
     cache_dir: str | None = None  # null = ~/.cache/rlperf/edge
-    # int8 models' input/output type: uint8 (SPEC, Edge TPU) or int8 (no uint8<->int8
-    # QUANTIZE ops, so XNNPACK runs every op on CPU). Both feed raw frames losslessly.
-    int8_io: str = "uint8"
+    # int8 models' input/output type: uint8 (the study's and the Edge TPU's; docs/study.md)
+    # or int8 (no uint8<->int8 QUANTIZE ops, so XNNPACK runs every op on CPU). Both feed
+    # raw frames losslessly.
+    int8_io: Int8Io = Int8Io.uint8
     xnnpack: bool = True  # apply LiteRT's XNNPACK delegate on CPU backends
     isolate: bool = True  # benchmark each variant in a fresh process (own peak memory)
     edgetpu_library: str = "libedgetpu.so.1"
@@ -188,9 +265,9 @@ class EdgeConfig:
 
 @dataclass
 class RlperfConfig:
-    """The primary config; its groups are composed from ``conf/`` (:mod:`rlperf.config.search_path`)."""
+    """The primary config; its groups come from ``conf/`` (:mod:`rlperf.config.search_path`)."""
 
-    stage: str = "train"
+    stage: Stage = Stage.train
     seed: int = 0
     model: ModelConfig = MISSING
     gpu_layout: GpuLayoutConfig = MISSING

@@ -1,6 +1,6 @@
 """The study's "VisionNetwork" as a plain torch module (no Ray needed to use it).
 
-Architecture (SPEC §2): a conv trunk with TF-style 'same' padding and ReLU for
+Architecture (docs/study.md#models): a conv trunk with TF-style 'same' padding and ReLU for
 every layer but the last, whose 'valid' conv reaches 1x1xC; policy logits from a
 1x1 conv to the actions; the value function has its own identical trunk and a
 1x1 conv to one output (no shared layers). Observations are uint8 NHWC frames,

@@ -1,8 +1,9 @@
 """Translate ``workers``, ``gpu_layout`` and ``cpu_affinity`` into what Ray and RLlib get.
 
-SPEC §2's rule: in a "shared" layout the driver (learner) gets a small fraction
-and the workers split the rest, per worker = (n_visible - driver) / workers; in
-a "driver" layout the driver gets every visible GPU and the workers none.
+The 2021 study's rule (docs/study.md, training matrix): in a "shared" layout the
+driver (learner) gets a small fraction and the workers split the rest, per
+worker = (n_visible - driver) / workers; in a "driver" layout the driver gets
+every visible GPU and the workers none.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rlperf.telemetry.fingerprint import compact_ranges as _ranges
 # Ray accounts resources in units of 1e-4 (ray_constants.MIN_RESOURCE_GRANULARITY).
 # We schedule the per-worker fraction floored to that unit, so what Ray is asked
 # for is exactly what we record (`gpus_per_worker_scheduled`) and can never round
-# up past the card (8 x 0.125 + 0.0001 > 1 would never fit); the exact SPEC value
+# up past the card (8 x 0.125 + 0.0001 > 1 would never fit); the exact value by the rule
 # is recorded next to it.
 RAY_RESOURCE_UNIT = 1e-4
 
@@ -31,7 +32,7 @@ class InfeasibleError(RuntimeError):
 def gpu_fractions(
     mode: str, n_visible: int, driver_gpus: float, workers: int
 ) -> tuple[float, float]:
-    """(driver GPUs, GPUs per worker) by SPEC §2's rule for ``gpu_layout.mode``."""
+    """(driver GPUs, GPUs per worker) by the study's rule for ``gpu_layout.mode``."""
     if mode == "none" or n_visible == 0:
         return 0.0, 0.0
     if mode == "driver":
@@ -53,8 +54,8 @@ class ResourcePlan:
     """Everything the training job needs to start Ray and configure RLlib."""
 
     visible_gpus: tuple[int, ...]
-    driver_gpus: float  # exact, by the SPEC rule
-    gpus_per_worker: float  # exact, by the SPEC rule
+    driver_gpus: float  # exact, by the study's rule
+    gpus_per_worker: float  # exact, by the study's rule
     gpus_per_worker_scheduled: float  # floored to Ray's 1e-4 unit
     num_learners: int  # 0 = the learner runs in the driver process
     gpus_per_learner: float
