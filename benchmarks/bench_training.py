@@ -76,8 +76,8 @@ def bench_overhead(iterations: int, rounds: int) -> None:
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
     from rlperf.config.schema import register_configs
-    from rlperf.resources.plan import detect_machine, plan_resources
-    from rlperf.resources.ray_session import ray_init_kwargs
+    from rlperf.resources.plan import detect_machine, plan_resources, ray_cpu_count
+    from rlperf.resources.ray_session import init_ray
     from rlperf.stages import run_stage
     from rlperf.training.job import build_ppo_config
 
@@ -86,7 +86,7 @@ def bench_overhead(iterations: int, rounds: int) -> None:
     with initialize_config_module(config_module="rlperf.conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     plan = plan_resources(cfg)
-    ray.init(**ray_init_kwargs(plan, detect_machine(), cfg.ray))
+    init_ray(cfg.ray, ray_cpu_count(plan, detect_machine(), False), plan.num_gpus)
     bare: list[float] = []
     rlperf: list[float] = []
     try:

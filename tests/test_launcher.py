@@ -26,7 +26,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
 from hydra.test_utils.launcher_common_tests import LauncherTestSuite
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
 from rlperf.config.schema import register_configs
@@ -37,7 +37,6 @@ from rlperf.sweep.cells import cell_hash, identity_config
 from rlperf.sweep.index import CellRecord, SweepIndex, jsonable_return
 from rlperf.sweep.progress import SweepProgress, format_duration, format_table
 from rlperf.sweep.resources import (
-    CellRequest,
     RayStart,
     bundle_totals,
     cell_request,
@@ -88,8 +87,9 @@ def test_plugin_is_discovered_and_registered() -> None:
     node = ConfigStore.instance().load("hydra/launcher/rlperf_tune.yaml").node
     assert node._target_ == "hydra_plugins.rlperf_tune_launcher.launcher.RlperfTuneLauncher"
     assert node.max_concurrent_trials == 1 and node.max_failures == 0
-    assert node.strict is False and node.overcommit_cpus is False and node.resume is True
-    assert node.ray.address is None and node.ray.include_dashboard is False
+    assert node.strict is False and node.resume is True
+    # Ray options are the job's ``ray`` node, not a second copy in the launcher's.
+    assert "ray" not in node and "overcommit_cpus" not in node
 
 
 def test_discovery_imports_neither_ray_nor_core() -> None:
@@ -108,21 +108,23 @@ def test_discovery_imports_neither_ray_nor_core() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_multirun_uses_the_launcher_and_its_options_follow_ray(compose_full) -> None:
+def test_multirun_uses_the_launcher_and_the_jobs_ray_options(compose_full) -> None:
+    from hydra_plugins.rlperf_tune_launcher._core import _ray_options
+
     cfg = compose_full()
     assert cfg.hydra.launcher._target_.endswith("RlperfTuneLauncher")
-    assert cfg.hydra.launcher.ray.address is None
-    assert cfg.hydra.launcher.overcommit_cpus is False
-    # The job's ray.* keys feed the launcher, so either spelling reaches a cluster.
-    cfg = compose_full("ray.address=127.0.0.1:6379", "ray.overcommit_cpus=true")
+    assert _ray_options(cfg).address is None and _ray_options(cfg).overcommit_cpus is False
+    cfg = compose_full(
+        "ray.address=127.0.0.1:6379", "ray.overcommit_cpus=true", "hydra.launcher.strict=true"
+    )
     launcher = instantiate(cfg.hydra.launcher)
     # (Hydra's plugin scanner re-executes the module: compare classes by name.)
     assert type(launcher).__qualname__ == RlperfTuneLauncher.__qualname__
-    assert launcher.options.ray.address == "127.0.0.1:6379"
-    assert launcher.options.overcommit_cpus is True
-    cfg = compose_full("hydra.launcher.ray.address=10.0.0.1:1", "hydra.launcher.strict=true")
-    launcher = instantiate(cfg.hydra.launcher)
-    assert launcher.options.ray.address == "10.0.0.1:1" and launcher.options.strict is True
+    assert launcher.options.strict is True
+    assert _ray_options(cfg).address == "127.0.0.1:6379"
+    assert _ray_options(cfg).overcommit_cpus is True
+    # A plain Hydra app (no ray node) gets RayConfig's defaults.
+    assert _ray_options(OmegaConf.create({"x": 1})).address is None
 
 
 # -------------------------------------------------------------------- presets
@@ -293,13 +295,13 @@ def test_shortfall_checks_totals_and_nodes() -> None:
 
 
 def test_cluster_refuses_ray_start_settings() -> None:
-    assert cluster_axis_error(CellRequest([{"CPU": 1.0}], ray_start=RayStart((0, 1)))) is None
-    assert cluster_axis_error(CellRequest([{"CPU": 1.0}], ray_start=RayStart(()))) is None
-    pinned = cluster_axis_error(CellRequest([], ray_start=RayStart((), 9, tuple(range(9)))))
+    assert cluster_axis_error(RayStart((0, 1))) is None
+    assert cluster_axis_error(RayStart(())) is None
+    pinned = cluster_axis_error(RayStart((), 9, tuple(range(9))))
     assert pinned is not None and "cpu_affinity" in pinned and "0-8" in pinned
-    counted = cluster_axis_error(CellRequest([], ray_start=RayStart((), 9, None)))
+    counted = cluster_axis_error(RayStart((), 9, None))
     assert counted is not None and "num_cpus=9" in counted
-    gpu1 = cluster_axis_error(CellRequest([], ray_start=RayStart((1,))))
+    gpu1 = cluster_axis_error(RayStart((1,)))
     assert gpu1 is not None and "[1]" in gpu1
 
 
@@ -535,7 +537,7 @@ def test_existing_cluster_refuses_affinity_before_running(tmp_path: Path, fake_g
             tmp_path,
             "cpu_affinity=unrestricted,pinned",
             "workers=0",
-            "hydra.launcher.ray.address=127.0.0.1:1",  # never contacted: refused first
+            "ray.address=127.0.0.1:1",  # never contacted: refused first
         )
     assert fake.groups == []
 

@@ -303,7 +303,7 @@ def test_interrupt_then_resume_and_affinity_groups(tmp_path: Path, ray_tmp: str)
 
 
 def test_sweep_on_an_existing_cluster(tmp_path: Path, ray_tmp: str) -> None:
-    """``hydra.launcher.ray.address``: the cells run on a cluster the test started (and the
+    """``ray.address``: the cells run on a cluster the test started (and the
     launcher neither starts nor stops Ray)."""
     from rlperf.resources.plan import count_nvidia_gpus
 
@@ -345,7 +345,7 @@ def test_sweep_on_an_existing_cluster(tmp_path: Path, ray_tmp: str) -> None:
             *TINY,
             "workers=0",
             "gpu_layout=none,gpu0_driver",
-            f"hydra.launcher.ray.address={address}",
+            f"ray.address={address}",
             f"hydra.sweep.dir={sweep}",
         ],
         cwd=tmp_path,

@@ -107,10 +107,16 @@ def test_pinned_mask_beyond_the_machine_is_refused(compose_cfg) -> None:
 
 def test_ray_is_started_on_loopback_without_dashboard(compose_cfg) -> None:
     cfg = compose_cfg("workers=1", "cpu_affinity=ray_cpus")
-    kwargs = ray_init_kwargs(plan_resources(cfg), SMALL, cfg.ray)
+    plan = plan_resources(cfg)
+    kwargs = ray_init_kwargs(cfg.ray, ray_cpu_count(plan, SMALL, False), plan.num_gpus)
     assert kwargs["include_dashboard"] is False
     assert kwargs["dashboard_host"] == "127.0.0.1" and kwargs["_node_ip_address"] == "127.0.0.1"
     assert (kwargs["num_cpus"], kwargs["num_gpus"]) == (2, 0)
+    big = compose_cfg("ray.object_store_memory_mb=100")
+    assert ray_init_kwargs(big.ray)["object_store_memory"] == 100 * 2**20
+    assert "num_cpus" not in ray_init_kwargs(big.ray)  # Ray detects them
+    joined = ray_init_kwargs(compose_cfg("ray.address=127.0.0.1:6379").ray, 4, 1)
+    assert joined["address"] == "127.0.0.1:6379" and "num_cpus" not in joined
 
 
 def test_placement_is_applied_and_restored(compose_cfg) -> None:

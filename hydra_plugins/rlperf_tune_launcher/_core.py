@@ -54,8 +54,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from ray import tune
 
 from rlperf.config.names import log_deprecated_choices
-from rlperf.resources.plan import detect_machine
-from rlperf.resources.ray_session import LOOPBACK, ray_init_kwargs
+from rlperf.resources.plan import detect_machine, plan_resources
+from rlperf.resources.ray_session import init_ray
 from rlperf.results.job import IN_TRIAL_ENV
 from rlperf.results.summary import write_json
 from rlperf.sweep.cells import CELL_FILE, cell_hash, is_rlperf_config
@@ -78,6 +78,7 @@ from rlperf.sweep.resources import (
     cluster_capacity,
     local_capacity,
     local_infeasibility,
+    ray_start_of,
     shortfall,
 )
 
@@ -139,6 +140,7 @@ class _Sweep:
     cells: list[Cell]
     progress: SweepProgress
     options: DictConfig
+    ray_cfg: DictConfig  # the job config's ``ray`` node (rlperf.config.schema.RayConfig)
     by_hash: dict[str, Cell] = field(default_factory=dict)
 
     @property
@@ -173,16 +175,17 @@ def launch(
     index.options = OmegaConf.to_container(opts, resolve=True)  # type: ignore[assignment]
     progress = SweepProgress(concurrency=int(opts.max_concurrent_trials))
     cells = _prepare_cells(launcher, job_overrides, initial_job_idx, sweep_dir, index)
-    sweep = _Sweep(launcher, sweep_dir, index, cells, progress, opts)
+    sweep = _Sweep(launcher, sweep_dir, index, cells, progress, opts, _ray_options(config))
     sweep.by_hash = {c.record.hash: c for c in cells}
 
     # An address, or a Ray this process already runs (a notebook, a test): join, never start.
-    existing = opts.ray.address is not None or ray.is_initialized()
+    existing = sweep.ray_cfg.address is not None or ray.is_initialized()
     joined = False
     try:
         groups = _preflight(sweep, existing)
         if existing and not ray.is_initialized():
-            _join_cluster(opts)
+            log.info("joining the Ray cluster at %s", sweep.ray_cfg.address)
+            init_ray(sweep.ray_cfg)
             joined = True
         if existing:
             _cluster_preflight(sweep, groups)
@@ -210,6 +213,14 @@ def launch(
         if any(c.record.status != "pending" or c.kept for c in cells):
             progress.say("cells:\n" + format_table(sweep.records))
     return [_job_return(c) for c in cells]
+
+
+def _ray_options(config: DictConfig) -> DictConfig:
+    """The ``ray`` node of the sweep's config; RayConfig's defaults for other Hydra apps."""
+    from rlperf.config.schema import RayConfig
+
+    node = OmegaConf.select(config, "ray")
+    return node if node is not None else OmegaConf.structured(RayConfig)
 
 
 def _check_options(opts: DictConfig) -> None:
@@ -331,7 +342,7 @@ def _preflight(sweep: _Sweep, existing: bool) -> list[Group]:
     """
     from rlperf.config.validate import validate_config
 
-    opts = sweep.options
+    overcommit = bool(sweep.ray_cfg.overcommit_cpus)
     machine = detect_machine()
     by_start: dict[RayStart, list[Cell]] = {}
     axis_errors: list[str] = []
@@ -339,6 +350,11 @@ def _preflight(sweep: _Sweep, existing: bool) -> list[Group]:
         if cell.kept:
             continue
         rec = cell.record
+        # Checked before validation, which would call the same cell merely invalid.
+        reason = _cluster_axis_reason(cell) if existing else None
+        if reason is not None:
+            axis_errors.append(f"  #{rec.job_num} {' '.join(rec.overrides)}: {reason}")
+            continue
         try:
             if cell.rlperf:
                 validate_config(cell.task_cfg)
@@ -349,12 +365,9 @@ def _preflight(sweep: _Sweep, existing: bool) -> list[Group]:
             continue
         rec.request = cell.request.bundles
         if existing:
-            reason = cluster_axis_error(cell.request)
-            if reason is not None:
-                axis_errors.append(f"  #{rec.job_num} {' '.join(rec.overrides)}: {reason}")
             by_start.setdefault(RayStart(), []).append(cell)
             continue
-        reason = local_infeasibility(cell.request, machine, bool(opts.overcommit_cpus))
+        reason = local_infeasibility(cell.request, machine, overcommit)
         if reason is not None:
             rec.status, rec.reason = "skipped", reason
             continue
@@ -369,44 +382,20 @@ def _preflight(sweep: _Sweep, existing: bool) -> list[Group]:
         capacity = None
         if not existing:
             requests = [c.request for c in cells if c.request is not None]
-            capacity = local_capacity(start, requests, machine, bool(opts.overcommit_cpus))
+            capacity = local_capacity(start, requests, machine, overcommit)
         groups.append(Group(-1, start, cells, capacity))
     return groups
 
 
-def _join_cluster(opts: DictConfig) -> None:
-    address = str(opts.ray.address)
-    log.info("joining the Ray cluster at %s", address)
-    with _loopback_kept(address):
-        ray.init(
-            address=address,
-            log_to_driver=bool(opts.ray.log_to_driver),
-            logging_level=logging.WARNING,
-        )
-
-
-@contextlib.contextmanager
-def _loopback_kept(address: str) -> Iterator[None]:
-    """Connect to a loopback address as given.
-
-    Ray rewrites 127.0.0.1 / localhost to this machine's network IP before it
-    connects (ray-project/ray#59110), which misses a cluster started with
-    ``ray start --head --node-ip-address=127.0.0.1``. Ray asks
-    ``ray_constants.ENABLE_RAY_CLUSTER`` whether to do so at call time; it is
-    switched off for the duration of ``ray.init`` only.
-    """
-    from ray._private import ray_constants
-
-    host = address.split("://")[-1].rsplit(":", 1)[0].strip("[]")
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        yield
-        return
-    saved = ray_constants.ENABLE_RAY_CLUSTER
-    ray_constants.ENABLE_RAY_CLUSTER = False
+def _cluster_axis_reason(cell: Cell) -> str | None:
+    """Why an existing cluster cannot run ``cell`` as configured (affinity, named GPUs)."""
+    if not cell.rlperf:
+        return None
     try:
-        yield
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved
+        plan = plan_resources(cell.task_cfg)
+    except Exception:  # an invalid config: validation reports it
+        return None
+    return cluster_axis_error(ray_start_of(plan))
 
 
 def _cluster_preflight(sweep: _Sweep, groups: list[Group]) -> None:
@@ -436,7 +425,7 @@ def _register_groups(sweep: _Sweep, groups: list[Group]) -> None:
                 "started_at": None,
                 "ray_start": group.start.to_json(),
                 "describe": group.start.describe(),
-                "address": sweep.options.ray.address,
+                "address": sweep.ray_cfg.address,
                 "capacity": group.capacity,
                 "cells": [c.record.hash for c in group.cells],
                 "ray_start_s": None,
@@ -516,7 +505,7 @@ def _announce(sweep: _Sweep, groups: list[Group], existing: bool) -> None:
     failed = sum(1 for r in recs if r.status == "failed")
     to_run = sum(len(g.cells) for g in groups)
     where = (
-        f"on the Ray cluster at {sweep.options.ray.address or '(already connected)'}"
+        f"on the Ray cluster at {sweep.ray_cfg.address or '(already connected)'}"
         if existing
         else f"in {sum(1 for g in groups if g.cells)} local Ray instance(s)"
     )
@@ -601,41 +590,15 @@ def _local_ray(sweep: _Sweep, group: Group) -> Iterator[float]:
     """
     from rlperf.resources.ray_session import applied_placement
 
-    opts = sweep.options
-    machine = detect_machine()
     plan = next((c.request.plan for c in group.cells if c.request and c.request.plan), None)
     assert group.capacity is not None
-    capacity = group.capacity
-    ray_cfg = OmegaConf.create(
-        {
-            "address": None,
-            "include_dashboard": bool(opts.ray.include_dashboard),
-            "overcommit_cpus": bool(opts.overcommit_cpus),
-            "object_store_memory_mb": opts.ray.object_store_memory_mb,
-            "log_to_driver": bool(opts.ray.log_to_driver),
-        }
-    )
     placement = applied_placement(plan) if plan is not None else contextlib.nullcontext()
     with placement:
-        if plan is not None:
-            kwargs = ray_init_kwargs(plan, machine, ray_cfg)
-            kwargs["num_gpus"] = int(capacity["GPU"])
-        else:
-            kwargs = {
-                "include_dashboard": bool(opts.ray.include_dashboard),
-                "dashboard_host": LOOPBACK,
-                "_node_ip_address": LOOPBACK,
-                "log_to_driver": bool(opts.ray.log_to_driver),
-                "logging_level": logging.WARNING,
-            }
-            if opts.ray.object_store_memory_mb is not None:
-                kwargs["object_store_memory"] = int(opts.ray.object_store_memory_mb) * 2**20
-        kwargs["num_cpus"] = int(capacity["CPU"])
-        log.debug("starting Ray for group %d: %s", group.gid, kwargs)
-        t0 = time.perf_counter()
-        ray.init(**kwargs)
+        seconds = init_ray(
+            sweep.ray_cfg, int(group.capacity["CPU"]), int(group.capacity.get("GPU", 0))
+        )
         try:
-            yield time.perf_counter() - t0
+            yield seconds
         finally:
             ray.shutdown()
 

@@ -8,22 +8,9 @@ Hydra's scanner executes this module without registering it in ``sys.modules``,
 and ``dataclasses`` resolves string annotations through ``sys.modules``.
 """
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass
 
 from hydra.core.config_store import ConfigStore
-
-
-@dataclass
-class RayConf:
-    """``hydra.launcher.ray``: how the launcher starts Ray, or which cluster it joins."""
-
-    # null: start one local Ray per group of cells (on 127.0.0.1 only); else join this
-    # cluster ("127.0.0.1:6379", "ray://...") and run every cell there.
-    address: Optional[str] = None  # noqa: UP045
-    include_dashboard: bool = False  # a started dashboard binds to 127.0.0.1 only
-    log_to_driver: bool = False  # forward the cells' stdout/stderr to the launcher's terminal
-    object_store_memory_mb: Optional[int] = None  # noqa: UP045  # null: Ray's default
 
 
 @dataclass
@@ -39,11 +26,10 @@ class RlperfTuneLauncherConf:
     strict: bool = False
     # Retries of a failed cell (Tune's FailureConfig.max_failures; -1 = unlimited).
     max_failures: int = 0
-    # Let a local Ray schedule more CPU bundles than cores (small machines).
-    overcommit_cpus: bool = False
     # Keep the completed cells of an earlier run into the same sweep folder.
     resume: bool = True
-    ray: RayConf = field(default_factory=RayConf)
+    # How Ray is started (or which cluster is joined) is the job config's ``ray`` node
+    # (rlperf.config.schema.RayConfig): one definition for single runs and sweeps.
 
 
 ConfigStore.instance().store(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -40,13 +41,23 @@ def applied_placement(plan: ResourcePlan) -> Iterator[None]:
         os.sched_setaffinity(0, prev_mask)
 
 
-def ray_init_kwargs(plan: ResourcePlan, machine: Machine, ray_cfg: DictConfig) -> dict[str, Any]:
-    """Arguments for ``ray.init`` (``ray.*`` config); nothing binds beyond 127.0.0.1."""
+def ray_init_kwargs(
+    ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = None
+) -> dict[str, Any]:
+    """Arguments for ``ray.init`` from the ``ray`` node (:class:`~rlperf.config.schema.RayConfig`).
+
+    With ``ray.address`` the cluster there is joined (``num_cpus`` / ``num_gpus``
+    are its own); otherwise a local Ray is started with ``num_cpus`` CPUs and
+    ``num_gpus`` GPUs (``None``: Ray detects them) and nothing binds beyond
+    127.0.0.1. The one builder for single runs and for the sweep launcher.
+    """
     if ray_cfg.address is not None:
-        return {"address": ray_cfg.address, "log_to_driver": ray_cfg.log_to_driver}
+        return {
+            "address": str(ray_cfg.address),
+            "log_to_driver": bool(ray_cfg.log_to_driver),
+            "logging_level": logging.WARNING,
+        }
     kwargs: dict[str, Any] = {
-        "num_cpus": ray_cpu_count(plan, machine, ray_cfg.overcommit_cpus),
-        "num_gpus": plan.num_gpus,
         "include_dashboard": bool(ray_cfg.include_dashboard),
         "dashboard_host": LOOPBACK,
         "_node_ip_address": LOOPBACK,
@@ -54,14 +65,55 @@ def ray_init_kwargs(plan: ResourcePlan, machine: Machine, ray_cfg: DictConfig) -
         "configure_logging": True,
         "logging_level": logging.WARNING,
     }
+    if num_cpus is not None:
+        kwargs["num_cpus"] = int(num_cpus)
+    if num_gpus is not None:
+        kwargs["num_gpus"] = int(num_gpus)
     if ray_cfg.object_store_memory_mb is not None:
         kwargs["object_store_memory"] = int(ray_cfg.object_store_memory_mb) * 2**20
     return kwargs
 
 
+def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = None) -> float:
+    """``ray.init`` with :func:`ray_init_kwargs`; returns the seconds it took."""
+    import ray
+
+    kwargs = ray_init_kwargs(ray_cfg, num_cpus, num_gpus)
+    log.info("starting Ray: %s", kwargs)
+    t0 = time.perf_counter()
+    with _loopback_kept(kwargs.get("address")):
+        ray.init(**kwargs)
+    return time.perf_counter() - t0
+
+
+@contextmanager
+def _loopback_kept(address: str | None) -> Iterator[None]:
+    """Connect to a loopback ``address`` as given.
+
+    Ray rewrites 127.0.0.1 / localhost to this machine's network IP before it
+    connects (ray-project/ray#59110), which misses a cluster started with
+    ``ray start --head --node-ip-address=127.0.0.1``. Ray asks
+    ``ray_constants.ENABLE_RAY_CLUSTER`` whether to do so at call time; it is
+    switched off for the duration of ``ray.init`` only (a private constant:
+    fragile across Ray versions).
+    """
+    host = (address or "").split("://")[-1].rsplit(":", 1)[0].strip("[]")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        yield
+        return
+    from ray._private import ray_constants
+
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
 @contextmanager
 def ray_session(plan: ResourcePlan, machine: Machine, ray_cfg: DictConfig) -> Iterator[None]:
-    """Start (or join) Ray; always shut it down.
+    """Start (or join) Ray for one job; always shut it down.
 
     Call it inside :func:`applied_placement` (the job wrapper does) so that Ray
     inherits the plan's visible GPUs and affinity mask.
@@ -73,9 +125,7 @@ def ray_session(plan: ResourcePlan, machine: Machine, ray_cfg: DictConfig) -> It
         # launcher with the group's placement; the trial neither starts nor stops it.
         yield
         return
-    kwargs = ray_init_kwargs(plan, machine, ray_cfg)
-    log.info("starting Ray: %s", kwargs)
-    ray.init(**kwargs)
+    init_ray(ray_cfg, ray_cpu_count(plan, machine, bool(ray_cfg.overcommit_cpus)), plan.num_gpus)
     try:
         yield
     finally:

@@ -125,6 +125,11 @@ def algorithm_bundles(cfg: DictConfig, plan: ResourcePlan) -> tuple[list[Bundle]
     return bundles, str(pgf.strategy)
 
 
+def ray_start_of(plan: ResourcePlan) -> RayStart:
+    """How Ray must be started for a cell with this resource plan."""
+    return RayStart(plan.visible_gpus, plan.ray_num_cpus, plan.affinity)
+
+
 def cell_request(cfg: DictConfig) -> CellRequest:
     """The request and Ray start of one cell (config subtrees: ``stage``, ``workers``,
     ``env_runner``, ``gpu_layout``, ``cpu_affinity`` and what the algorithm needs).
@@ -135,7 +140,7 @@ def cell_request(cfg: DictConfig) -> CellRequest:
     if not is_rlperf_config(cfg):
         return CellRequest([{"CPU": 1.0}])
     plan = plan_resources(cfg)
-    start = RayStart(plan.visible_gpus, plan.ray_num_cpus, plan.affinity)
+    start = ray_start_of(plan)
     if cfg.stage in ("train", "rollout"):
         bundles, strategy = algorithm_bundles(cfg, plan)
     else:
@@ -199,17 +204,16 @@ def local_infeasibility(
     capacity = local_capacity(request.ray_start, [request], machine, overcommit_cpus)
     reason = shortfall(request.bundles, capacity)
     if reason is not None and not overcommit_cpus and "CPU" in reason:
-        reason += "; hydra.launcher.overcommit_cpus=true lets Ray schedule more bundles than cores"
+        reason += "; ray.overcommit_cpus=true lets Ray schedule more bundles than cores"
     return reason
 
 
-def cluster_axis_error(request: CellRequest) -> str | None:
-    """Why an existing Ray cluster cannot honour how this cell wants Ray started."""
-    start = request.ray_start
+def cluster_axis_error(start: RayStart) -> str | None:
+    """Why an existing Ray cluster cannot honour how a cell wants Ray started (``start``)."""
     if start.affinity is not None or start.num_cpus is not None:
         return (
             f"cpu_affinity asks Ray to be started with {start.describe()}, but the sweep "
-            "runs on an existing Ray cluster (hydra.launcher.ray.address) whose CPUs are "
+            "runs on an existing Ray cluster (ray.address) whose CPUs are "
             "already set; use cpu_affinity=unrestricted or a local sweep"
         )
     gpus = start.visible_gpus
