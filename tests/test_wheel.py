@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import site
 import subprocess
 import sys
 import tomllib
@@ -65,7 +64,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     purelib = _run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=root
     ).stdout.strip()
-    ours = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    # Every site-packages this interpreter sees (a venv layered over another has two).
+    ours = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
     (Path(purelib) / "reuse_test_env.pth").write_text("\n".join(ours) + "\n")
     inst = _run(
         [sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps",

@@ -306,7 +306,7 @@ def config_search_path() -> list[dict[str, str]]:
         sources = HydraConfig.get().runtime.config_sources
     except Exception:  # no Hydra app around this call
         return []
-    return [{"provider": str(s.provider), "path": str(s.path)} for s in sources]
+    return [{"provider": str(s.provider), "path": f"{s.schema}://{s.path}"} for s in sources]
 
 
 def write_fingerprint(path: Path | str, fp: Mapping[str, Any]) -> Path:
