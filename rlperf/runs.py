@@ -599,6 +599,20 @@ def merge_run_config(
     return out
 
 
+def upstream_run(cfg: DictConfig, *, rllib: bool = True) -> tuple[TrainedRun, DictConfig]:
+    """The checked training run of a downstream job, and the job's effective config.
+
+    Config keys used: ``run``, ``checkpoint``, ``model`` (an explicit ``model=``
+    picks the job of a sweep folder and must match the run's); ``env.*`` given on
+    the command line apply on top of the run's env (:func:`merge_run_config`).
+    ``rllib`` as for :func:`load_trained_run`.
+    """
+    overrides = command_line_overrides()
+    model_name = explicit_model(cfg, overrides)
+    trained = load_trained_run(cfg.run, cfg.checkpoint, model_name=model_name, rllib=rllib)
+    return trained, merge_run_config(cfg, trained, overrides)
+
+
 def write_effective_config(out_dir: Path, cfg: DictConfig) -> Path:
     """A downstream job's config with the upstream run's ``model`` / ``env`` in force.
 

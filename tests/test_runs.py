@@ -38,6 +38,7 @@ from rlperf.runs import (
     override_keys,
     read_probe,
     resolve_paths,
+    upstream_run,
     write_effective_config,
     write_probe,
 )
@@ -88,15 +89,21 @@ def test_no_run_and_no_checkpoint(tmp_path: Path) -> None:
         resolve_paths(None, None, base=tmp_path)
 
 
-def test_sweep_folder_resolves_to_the_job_of_the_model(tmp_path: Path) -> None:
-    sweep = tmp_path / "sweep"
+def _sweep(root: Path) -> Path:
+    """A sweep folder with two trained jobs: 0 (model=tiny) and 1 (model=other)."""
+    sweep = root / "sweep"
+    sweep.mkdir()
     for job, name in (("0", "tiny"), ("1", "other")):
-        run = make_run(tmp_path / job)
+        run = make_run(root / job)
         cfg = OmegaConf.load(run / CONFIG_FILE)
         cfg.model.name = name
         OmegaConf.save(cfg, run / CONFIG_FILE)
-        sweep.mkdir(exist_ok=True)
         shutil.move(run, sweep / job)
+    return sweep
+
+
+def test_sweep_folder_resolves_to_the_job_of_the_model(tmp_path: Path) -> None:
+    sweep = _sweep(tmp_path)
     assert find_run_dir(sweep, "other") == sweep / "1"
     assert load_trained_run(sweep, None, model_name="tiny", rllib=False).run_dir == sweep / "0"
     with pytest.raises(CheckpointError) as err:
@@ -209,6 +216,20 @@ def test_explicit_other_model_is_an_error_for_every_stage(
     wider = compose_cfg(f"stage={stage}", f"run={run}", "model=tiny", "model.dim=84")
     with pytest.raises(ConfigError, match=r"model\.dim=84 was given"):
         merge_run_config(wider, trained, ["model.dim=84"])
+
+
+def test_upstream_run_reads_the_command_line(compose_cfg, tmp_path: Path, monkeypatch) -> None:
+    """A downstream job's run: model= picks the sweep's job, env.* apply on top."""
+    sweep = _sweep(tmp_path)
+    given = [f"run={sweep}", "model=tiny", "env.max_episode_steps=100"]
+    cfg = compose_cfg("stage=edge", *given)
+    monkeypatch.setattr("rlperf.runs.command_line_overrides", lambda: ["stage=edge", *given])
+    trained, ecfg = upstream_run(cfg, rllib=False)
+    assert trained.run_dir == sweep / "0" and trained.config.model.name == "tiny"
+    assert (ecfg.env.max_episode_steps, ecfg.env.dim, ecfg.model.dim) == (100, 42, 42)
+    monkeypatch.setattr("rlperf.runs.command_line_overrides", lambda: [f"run={sweep}"])
+    with pytest.raises(CheckpointError, match="sweep folder with 2 trained jobs"):
+        upstream_run(cfg, rllib=False)  # the composed model1 is no choice
 
 
 def test_effective_config_file(compose_cfg, tmp_path: Path) -> None:

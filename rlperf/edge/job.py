@@ -126,21 +126,9 @@ def load_trained_policy(cell: EdgeCell) -> DictConfig:
     from rlperf.edge.cache import ArtifactCache
     from rlperf.edge.export import torch_outputs
     from rlperf.models.vision_net import count_trainable_params, load_policy
-    from rlperf.runs import (
-        check_probe,
-        command_line_overrides,
-        explicit_model,
-        load_trained_run,
-        merge_run_config,
-        write_effective_config,
-    )
+    from rlperf.runs import check_probe, upstream_run, write_effective_config
 
-    cfg = cell.cfg
-    overrides = command_line_overrides()
-    trained = load_trained_run(
-        cfg.run, cfg.checkpoint, model_name=explicit_model(cfg, overrides), rllib=False
-    )
-    ecfg = merge_run_config(cfg, trained, overrides)
+    trained, ecfg = upstream_run(cell.cfg, rllib=False)
     net = load_policy(trained.policy_path)
     probe = check_probe(trained.probe, lambda obs: torch_outputs(net, obs)[0])
     cell.trained, cell.net = trained, net

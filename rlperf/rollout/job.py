@@ -279,17 +279,9 @@ class Rollout:
 
 def resolve_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> Rollout:
     """Find and check the run, write ``effective_config.yaml``, check the hardware."""
-    from rlperf.runs import (
-        command_line_overrides,
-        explicit_model,
-        load_trained_run,
-        merge_run_config,
-        write_effective_config,
-    )
+    from rlperf.runs import upstream_run, write_effective_config
 
-    overrides = command_line_overrides()
-    trained = load_trained_run(cfg.run, cfg.checkpoint, model_name=explicit_model(cfg, overrides))
-    ecfg = merge_run_config(cfg, trained, overrides)
+    trained, ecfg = upstream_run(cfg)
     write_effective_config(out_dir, ecfg)
     device = check_hardware(cfg, ctx)
     start_algorithm = (
