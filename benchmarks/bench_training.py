@@ -75,11 +75,11 @@ def bench_overhead(iterations: int, rounds: int) -> None:
     from hydra import compose, initialize_config_module
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
+    from rlperf.algos import build_algo_config
     from rlperf.config.schema import register_configs
     from rlperf.resources.plan import detect_machine, plan_resources, ray_cpu_count
     from rlperf.resources.ray_session import init_ray
     from rlperf.stages import run_stage
-    from rlperf.training.job import build_ppo_config
 
     register_configs()
     overrides = ["model=model1", "workers=1", f"train.iterations={iterations}"]
@@ -91,7 +91,7 @@ def bench_overhead(iterations: int, rounds: int) -> None:
     rlperf: list[float] = []
     try:
         for r in range(rounds):
-            algo = build_ppo_config(cfg, plan).learners(learner_class=PPOTorchLearner).build_algo()
+            algo = build_algo_config(cfg, plan).learners(learner_class=PPOTorchLearner).build_algo()
             stamps = []
             for _ in range(iterations):
                 algo.train()

@@ -1,34 +1,31 @@
-"""Dispatch a composed config to its stage inside the job wrapper."""
+"""Dispatch a composed config to its stage inside the job wrapper.
+
+Every stage's entry point has one signature, ``run_<stage>(cfg, out_dir, ctx) ->
+dict`` (:data:`rlperf.job.Stage`), and is imported only when its stage runs.
+"""
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig
 
-from rlperf.results.job import JobContext, run_job
+from rlperf.job import Stage, execute_stage
+
+#: ``stage`` -> ``module:function`` of its entry point.
+STAGES = {
+    "train": "rlperf.training.job:run_training",
+    "rollout": "rlperf.rollout.job:run_rollout",
+    "edge": "rlperf.edge.job:run_edge",
+}
 
 
-def _train(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
-    from rlperf.training.job import run_training
-
-    return run_training(cfg, out_dir, ctx)
-
-
-def _rollout(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
-    from rlperf.rollout.job import run_rollout
-
-    return run_rollout(cfg, out_dir, ctx)
-
-
-def _edge(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
-    from rlperf.edge.job import run_edge
-
-    return run_edge(cfg, out_dir)
-
-
-STAGES = {"train": _train, "rollout": _rollout, "edge": _edge}
+def stage_function(name: str) -> Stage:
+    """The entry point of stage ``name`` (its module imported now)."""
+    module, function = STAGES[name].split(":")
+    stage: Stage = getattr(import_module(module), function)
+    return stage
 
 
 def output_dir() -> Path:
@@ -46,6 +43,6 @@ def run_stage(cfg: DictConfig, out_dir: Path | None = None) -> float | None:
     from rlperf.config.names import log_deprecated_choices
 
     log_deprecated_choices()
-    summary = run_job(cfg, out_dir or output_dir(), STAGES[str(cfg.stage)])
+    summary = execute_stage(cfg, out_dir or output_dir(), stage_function(str(cfg.stage)))
     metric = summary.get("metrics", {}).get("iter_s", {}).get("mean")
     return float(metric) if metric is not None else None

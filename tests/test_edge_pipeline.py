@@ -224,6 +224,14 @@ def _job_overrides(run: dict[str, Any], cache: Path, *extra: str) -> list[str]:
     ]
 
 
+def run_edge(cfg: Any, out_dir: Path) -> dict[str, Any]:
+    """The edge stage's entry point, with the job context the job wrapper gives it."""
+    from rlperf.edge.job import run_edge as edge_stage
+    from rlperf.job import JobContext
+
+    return edge_stage(cfg, out_dir, JobContext.for_job(cfg, out_dir))
+
+
 def _csv(path: Path) -> list[dict[str, str]]:
     with path.open() as f:
         return list(csv.DictReader(f))
@@ -232,8 +240,6 @@ def _csv(path: Path) -> list[dict[str, str]]:
 def test_job_int8_then_other_backends_reuse_the_export(
     trained_run, shared_cache, compose_edge, tmp_path
 ) -> None:
-    from rlperf.edge.job import run_edge
-
     out = tmp_path / "int8"
     s = run_edge(
         compose_edge(*_job_overrides(trained_run, shared_cache, "backend=tflite_int8")), out
@@ -292,7 +298,6 @@ def test_job_flags_a_variant_that_acts_differently(
 
     from rlperf.edge.convert import convert_keras
     from rlperf.edge.export import build_keras_policy
-    from rlperf.edge.job import run_edge
     from rlperf.edge.testing import SMALL_MODEL
     from rlperf.models.vision_net import VisionNet
 
@@ -314,7 +319,6 @@ def test_job_flags_a_variant_that_acts_differently(
 
 
 def test_job_benchmarks_the_study_file(compose_edge, tmp_path) -> None:
-    from rlperf.edge.job import run_edge
     from rlperf.edge.testing import study_reference_file
 
     path = study_reference_file("exported_models/model1_quant.tflite")
@@ -347,8 +351,6 @@ def test_job_benchmarks_the_study_file(compose_edge, tmp_path) -> None:
 
 
 def test_edgetpu_cell_skipped_without_runtime(trained_run, compose_edge, tmp_path) -> None:
-    from rlperf.edge.job import run_edge
-
     cfg = compose_edge(
         *_job_overrides(trained_run, tmp_path / "cache", "backend=edgetpu"),
         f"edge.edgetpu_library={tmp_path / 'libedgetpu.so.1'}",
@@ -364,7 +366,6 @@ def test_edgetpu_cell_with_stub_runtime_and_fake_compiler(
     trained_run, shared_cache, compose_edge, tmp_path, monkeypatch
 ) -> None:
     """The whole edgetpu path without hardware: the delegate that takes nothing is reported."""
-    from rlperf.edge.job import run_edge
     from rlperf.edge.testing import build_stub_runtime, install_fake_compiler
 
     stub = build_stub_runtime(STUB_SOURCE, tmp_path / "stub")
@@ -420,10 +421,9 @@ def test_sweep_through_entry_point_reuses_cache(trained_run, tmp_path) -> None:
 
 def test_probe_of_the_training_job_is_checked(trained_run, tmp_path) -> None:
     """probe.npz (logits saved at training time) must match the reloaded policy."""
-    from rlperf.edge import EdgeError
     from rlperf.edge.export import torch_outputs
-    from rlperf.edge.job import probe_check
     from rlperf.models.vision_net import load_policy
+    from rlperf.runs import PROBE_ATOL, CheckpointError, check_probe, read_probe
 
     net = load_policy(trained_run["policy"])
     obs = _frames(42, 8, seed=9)
@@ -432,9 +432,15 @@ def test_probe_of_the_training_job_is_checked(trained_run, tmp_path) -> None:
     ckpt.mkdir()
     policy = ckpt / "rlperf_policy.pt"
     policy.write_bytes(Path(trained_run["policy"]).read_bytes())
-    assert probe_check(policy, net, TOL) is None  # no probe: nothing to check
+
+    def logits_of(o: np.ndarray) -> np.ndarray:
+        return torch_outputs(load_policy(policy), o)[0]
+
+    assert check_probe(read_probe(ckpt), logits_of) is None  # no probe: nothing to check
     np.savez(ckpt / "probe.npz", obs=obs, logits=logits, actions=logits.argmax(1))
-    assert probe_check(policy, net, TOL)["passed"]
+    check = check_probe(read_probe(ckpt), logits_of)
+    assert check["max_abs_logit_err"] <= check["tolerance"] == PROBE_ATOL["cpu"]
+    assert check["greedy_agreement"] == 1.0 and check["observations"] == 8
     np.savez(ckpt / "probe.npz", obs=obs, logits=logits + 0.5, actions=logits.argmax(1))
-    with pytest.raises(EdgeError, match="does not reproduce the logits saved"):
-        probe_check(policy, net, TOL)
+    with pytest.raises(CheckpointError, match="does not reproduce the logits saved"):
+        check_probe(read_probe(ckpt), logits_of)

@@ -15,7 +15,7 @@ import torch
 from rlperf.envs.atari import make_atari_env
 from rlperf.models.vision_net import POLICY_FILE, load_policy
 from rlperf.resources.plan import count_nvidia_gpus
-from rlperf.rollout.loader import CheckpointError, load_trained_run
+from rlperf.runs import CheckpointError, load_trained_run
 from tests.conftest import run_rlperf
 
 pytestmark = pytest.mark.slow
@@ -238,8 +238,8 @@ def test_truncated_rllib_module_names_the_path(tiny_run: Path, tmp_path: Path) -
 
 
 def test_probe_mismatch_is_detected(tiny_run: Path, tmp_path: Path) -> None:
-    from rlperf.rollout.job import _check_probe
     from rlperf.rollout.policy import DriverPolicy
+    from rlperf.runs import check_probe
 
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
@@ -249,4 +249,4 @@ def test_probe_mismatch_is_detected(tiny_run: Path, tmp_path: Path) -> None:
     trained = load_trained_run(str(run), None)
     policy = DriverPolicy.from_checkpoint(trained.checkpoint_dir, torch.device("cpu"))
     with pytest.raises(CheckpointError, match="different trainings"):
-        _check_probe(policy, trained)
+        check_probe(trained.probe, policy.logits, policy.device.type)

@@ -15,18 +15,13 @@ import torch
 from omegaconf import OmegaConf
 
 from rlperf.config.validate import ConfigError, validate_config
+from rlperf.job import SkipCell
 from rlperf.models.vision_net import POLICY_FILE, VisionNet, save_policy
 from rlperf.resources.plan import Machine, plan_resources
-from rlperf.results.job import SkipCell
 from rlperf.results.latency import LatencyRecorder
 from rlperf.rollout.job import check_hardware, play
-from rlperf.rollout.loader import (
-    CheckpointError,
-    effective_config,
-    load_trained_run,
-    resolve_paths,
-)
 from rlperf.rollout.timing import measure_timer
+from rlperf.runs import CheckpointError, load_trained_run, merge_run_config, resolve_paths
 from tests.conftest import CONF, group_options
 
 TINY_FILTERS = [[4, [8, 8], 4], [8, [4, 4], 2], [16, [6, 6], 1]]
@@ -213,7 +208,7 @@ def test_model_and_env_come_from_the_run(compose_cfg, run_dir: Path) -> None:
     cfg = compose_cfg("stage=rollout", f"run={run_dir}", "seed=3", "workers=0")
     assert cfg.model.name == "model1"  # the job's default, not what the run trained
     trained = load_trained_run(cfg.run, cfg.checkpoint)
-    eff = effective_config(cfg, trained, overrides=["stage=rollout", f"run={run_dir}"])
+    eff = merge_run_config(cfg, trained, overrides=["stage=rollout", f"run={run_dir}"])
     assert eff.model.name == "tiny" and list(eff.model.conv_filters) == TINY_FILTERS
     assert eff.env.dim == 42 and eff.env.max_episode_steps is None
     assert eff.algo.train_batch_size == 256  # the run's algo
@@ -223,17 +218,17 @@ def test_model_and_env_come_from_the_run(compose_cfg, run_dir: Path) -> None:
 
 def test_command_line_env_keys_apply_on_top(compose_cfg, run_dir: Path) -> None:
     cfg = compose_cfg("stage=rollout", f"run={run_dir}", "env.max_episode_steps=100")
-    eff = effective_config(cfg, load_trained_run(cfg.run, None), ["env.max_episode_steps=100"])
+    eff = merge_run_config(cfg, load_trained_run(cfg.run, None), ["env.max_episode_steps=100"])
     assert eff.env.max_episode_steps == 100 and eff.env.noop_max == 30 and eff.env.dim == 42
 
 
 def test_explicit_other_model_is_an_error(compose_cfg, run_dir: Path) -> None:
     cfg = compose_cfg("stage=rollout", f"run={run_dir}", "model=model3")
     with pytest.raises(ConfigError) as err:
-        effective_config(cfg, load_trained_run(cfg.run, None), ["model=model3"])
+        merge_run_config(cfg, load_trained_run(cfg.run, None), ["model=model3"])
     assert "model=model3 was given" in str(err.value) and "trained model=tiny" in str(err.value)
     same = compose_cfg("stage=rollout", f"run={run_dir}", "model=tiny")
-    assert effective_config(same, load_trained_run(cfg.run, None), ["model=tiny"]).model.dim == 42
+    assert merge_run_config(same, load_trained_run(cfg.run, None), ["model=tiny"]).model.dim == 42
 
 
 @pytest.mark.parametrize(
@@ -279,9 +274,9 @@ def test_study_rollout_rows(compose_cfg, row: str) -> None:
     assert cfg.rollout.episodes == 10 and cfg.rollout.start_algorithm is True
     # The row's Algorithm passes RLlib's validation (the sweep plans resources with it):
     # one bundle for the driver, one per env runner, one per remote learner.
-    from rlperf.training.job import build_ppo_config
+    from rlperf.algos import build_algo_config
 
-    algo_config = build_ppo_config(cfg, plan)
+    algo_config = build_algo_config(cfg, plan)
     bundles = algo_config.algo_class.default_resource_request(algo_config).bundles
     assert len(bundles) == 1 + workers + plan.num_learners
 

@@ -54,10 +54,11 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from ray import tune
 
 from rlperf.config.names import log_deprecated_choices
+from rlperf.job import IN_TRIAL_ENV
 from rlperf.resources.plan import detect_machine, plan_resources
 from rlperf.resources.ray_session import init_ray
-from rlperf.results.job import IN_TRIAL_ENV
 from rlperf.results.summary import write_json
+from rlperf.runs import SUMMARY_FILE
 from rlperf.sweep.cells import CELL_FILE, cell_hash, is_rlperf_config
 from rlperf.sweep.index import (
     CellRecord,
@@ -469,7 +470,7 @@ def _record_not_run(sweep: _Sweep) -> None:
                 # A fresh summary: an earlier run's files in this folder are not this outcome.
                 tb = "".join(traceback.format_exception(cell.error)) if cell.error else None
                 write_json(
-                    cell.out_dir / "summary.json",
+                    cell.out_dir / SUMMARY_FILE,
                     {
                         "status": rec.status,
                         "stage": str(cell.task_cfg.get("stage")),
@@ -762,7 +763,7 @@ def _job_return(cell: Cell) -> JobReturn:
     if rec.status in ("completed", "skipped"):
         ret.status, ret.return_value = JobStatus.COMPLETED, rec.return_value
     else:
-        where = cell.out_dir / "summary.json" if cell.rlperf else cell.out_dir
+        where = cell.out_dir / SUMMARY_FILE if cell.rlperf else cell.out_dir
         error = cell.error or CellFailed(
             f"cell #{rec.job_num} ({' '.join(rec.overrides)}) {rec.status}: {rec.reason} "
             f"(see {where})"
@@ -850,4 +851,4 @@ def _record_failure(out_dir: Path, cfg: Any, exc: BaseException) -> None:
         traceback="".join(traceback.format_exception(exc)),
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "summary.json", summary)
+    write_json(out_dir / SUMMARY_FILE, summary)

@@ -13,7 +13,7 @@ imported by the functions that use them.
 from __future__ import annotations
 
 # One skip signal for every stage: the job wrapper records it as status "skipped".
-from rlperf.results.job import SkipCell
+from rlperf.job import SkipCell
 
 
 class EdgeError(RuntimeError):

@@ -1,21 +1,22 @@
 """The edge stage as a Hydra job: ``rlperf stage=edge run=<training run> backend=<backend>``.
 
-Config keys: ``run`` / ``checkpoint`` (the trained policy), ``backend.name``,
-``seed`` (episode ``i`` is reset with ``seed + i``), ``env.*`` (only keys given
-on the command line override the run's env), and ``edge.*``:
-``model_path``, ``episodes``, ``steps``, ``warmup_steps``, ``threads``,
-``heads``, ``calibration_size``, ``calibration_policy``, ``calibration_seed``,
-``fidelity_observations``, ``fidelity_seed``, ``fidelity_threshold``,
-``export_tolerance``, ``cache_dir``; read with defaults until the schema has
-them: ``fidelity_policy`` (random), ``int8_io`` (uint8), ``xnnpack`` (true),
-``isolate`` (true), ``edgetpu_library`` (libedgetpu.so.1), ``edgetpu_device``
-(null).
+Config keys: ``run`` / ``checkpoint`` (the trained policy, see :mod:`rlperf.runs`),
+``model_path`` (an existing ``.tflite``), ``backend.name``, ``seed`` (episode
+``i`` is reset with ``seed + i``), ``env.*`` (only keys given on the command
+line override the run's env), and ``edge.*``: ``episodes``, ``steps``,
+``warmup_steps``, ``threads``, ``heads``, ``calibration_size``,
+``calibration_policy``, ``calibration_seed``, ``fidelity_observations``,
+``fidelity_seed``, ``fidelity_threshold``, ``export_tolerance``, ``cache_dir``;
+read with defaults until the schema has them: ``fidelity_policy`` (random),
+``int8_io`` (uint8), ``xnnpack`` (true), ``isolate`` (true),
+``edgetpu_library`` (libedgetpu.so.1), ``edgetpu_device`` (null).
 
-Flow: resolve the policy and its run config -> (``edgetpu``: check runtime and
-device first, skip the cell if absent) -> fidelity set -> build or reuse the
-variant in the cache (export verified against torch, calibration, conversion,
-compilation) -> benchmark in a fresh process -> fidelity and return parity ->
-summary dict (the job wrapper writes it to ``summary.json``). See ``docs/edge.md``.
+Steps (:func:`run_edge`): resolve the policy, its run config and the env →
+(``edgetpu``: check runtime and device first, skip the cell if absent) →
+prepare the variant (fidelity set, then build or reuse it in the cache: export
+verified against torch, calibration, conversion, compilation) → benchmark in a
+fresh process → check fidelity and return parity → summary dict (the job
+wrapper writes it to ``summary.json``). See ``docs/edge.md``.
 """
 
 from __future__ import annotations
@@ -30,28 +31,12 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.edge import EdgeError, SkipCell
+from rlperf.runs import TrainedRun
 
 log = logging.getLogger("rlperf.edge")
 
 CPU_TFLITE_BACKENDS = ("tflite_fp32", "tflite_int8", "tflite_dynamic", "tflite_fp16")
 FIDELITY_STRIDE = 4
-
-
-@dataclass
-class EdgeSource:
-    """Where the policy comes from."""
-
-    policy_path: Path | None = None  # rlperf_policy.pt
-    run_dir: Path | None = None
-    run_cfg: DictConfig | None = None
-    model_file: Path | None = None  # model_path: an existing .tflite
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "policy": str(self.policy_path) if self.policy_path else None,
-            "run": str(self.run_dir) if self.run_dir else None,
-            "model_path": str(self.model_file) if self.model_file else None,
-        }
 
 
 @dataclass
@@ -69,129 +54,125 @@ class Variant:
     timings_s: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class EdgeCell:
+    """What the steps of one edge cell share."""
+
+    cfg: DictConfig
+    out_dir: Path
+    backend: str
+    cache_root: Path
+    # The "source" entry of summary.json: policy, run, model_path (and the policy's checks).
+    source: dict[str, Any] = field(
+        default_factory=lambda: {"policy": None, "run": None, "model_path": None}
+    )
+    trained: TrainedRun | None = None  # run= / checkpoint=
+    net: Any = None  # its torch policy (VisionNet)
+    model: dict[str, Any] | None = None  # the "model" entry of summary.json
+    cache: Any = None  # the policy's ArtifactCache
+    model_file: Path | None = None  # model_path=
+    file_info: Any = None  # what read_tflite says about model_path=
+    env: dict[str, Any] = field(default_factory=dict)
+    num_actions: int = 0
+    edgetpu: dict[str, Any] | None = None  # runtime and device, for backend=edgetpu
+    fidelity: Any = None  # the fidelity ObservationSet with the torch logits
+    fidelity_name: str | None = None
+    variant: Variant | None = None
+
+    @property
+    def benchmarked_file(self) -> Path:
+        """``rlperf_policy.pt`` for ``backend=rllib``, else the variant's ``.tflite``."""
+        if self.backend == "rllib":
+            assert self.trained is not None
+            return self.trained.policy_path
+        assert self.variant is not None
+        return self.variant.path
+
+
 # --------------------------------------------------------------------------
-# Configuration helpers
+# Resolve: the policy, the file, the backend and the env
 # --------------------------------------------------------------------------
 
 
-def explicit_overrides() -> set[str]:
-    """Keys set on the command line of this job (empty outside a Hydra run)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
+def resolve_cell(cfg: DictConfig, out_dir: Path) -> EdgeCell:
+    """The cell's policy (``run`` / ``checkpoint``), file (``model_path``), backend and env."""
+    from rlperf.edge.cache import resolve_cache_root
+    from rlperf.envs.atari import env_spaces
 
-        if not HydraConfig.initialized():
-            return set()
-        task = HydraConfig.get().overrides.task
-    except Exception:
-        return set()
-    return {str(o).split("=", 1)[0].lstrip("+~") for o in task}
-
-
-def _load_run_cfg(run_dir: Path) -> DictConfig | None:
-    path = run_dir / ".hydra" / "config.yaml"
-    if not path.is_file():
-        return None
-    cfg = OmegaConf.load(path)
-    assert isinstance(cfg, DictConfig)
-    return cfg
-
-
-def _run_model_name(run_cfg: DictConfig | None) -> str | None:
-    return OmegaConf.select(run_cfg, "model.name") if run_cfg is not None else None
+    cell = EdgeCell(cfg, out_dir, str(cfg.backend.name), resolve_cache_root(cfg.edge.cache_dir))
+    if cfg.model_path:
+        cell.model_file = Path(str(cfg.model_path))
+        if not cell.model_file.is_file():
+            raise EdgeError(f"model_path={cfg.model_path}: no such file")
+    cell.source["model_path"] = str(cell.model_file) if cell.model_file else None
+    ecfg = load_trained_policy(cell) if cfg.run or cfg.checkpoint else cfg
+    if cell.model_file is not None:
+        inspect_model_file(cell)
+    if cell.file_info is not None:
+        obs_shape = cell.file_info.inputs[0].shape[1:]
+    else:
+        obs_shape = cell.net.obs_shape
+    cell.env = play_env(ecfg, tuple(obs_shape))
+    cell.num_actions = int(env_spaces(cell.env)[1].n)
+    return cell
 
 
-def resolve_source(cfg: DictConfig) -> EdgeSource:
-    """The policy of ``run`` / ``checkpoint`` and the ``.tflite`` of ``model_path``."""
-    from rlperf.models.vision_net import POLICY_FILE
+def load_trained_policy(cell: EdgeCell) -> DictConfig:
+    """Load and check the run's policy (``probe.npz`` too); write ``effective_config.yaml``.
 
-    src = EdgeSource()
-    model_file = cfg.model_path
-    if model_file:
-        src.model_file = Path(str(model_file))
-        if not src.model_file.is_file():
-            raise EdgeError(f"model_path={model_file}: no such file")
-    if cfg.get("checkpoint"):
-        ckpt = Path(str(cfg.checkpoint))
-        src.policy_path = ckpt / POLICY_FILE if ckpt.is_dir() else ckpt
-        for parent in (ckpt.parent, ckpt.parent.parent):
-            if src.run_cfg is None and (run_cfg := _load_run_cfg(parent)) is not None:
-                src.run_dir, src.run_cfg = parent, run_cfg
-    if cfg.get("run"):
-        from rlperf.rollout.loader import find_run_dir  # one rule for every downstream stage
-
-        src.run_dir = find_run_dir(Path(str(cfg.run)), OmegaConf.select(cfg, "model.name"))
-        src.run_cfg = _load_run_cfg(src.run_dir)
-        if src.policy_path is None:
-            src.policy_path = src.run_dir / "checkpoint" / POLICY_FILE
-    if src.policy_path is not None and not src.policy_path.is_file():
-        raise EdgeError(f"no trained policy at {src.policy_path} (expected {POLICY_FILE})")
-    if src.policy_path is None and src.model_file is None:
-        raise EdgeError("stage=edge needs run=, checkpoint= or model_path=")
-    return src
-
-
-def check_model_matches(cfg: DictConfig, src: EdgeSource, net_config: dict[str, Any]) -> None:
-    """An explicit ``model=`` that differs from the run's model is an error (wrong run)."""
-    run_model = _run_model_name(src.run_cfg)
-    wanted = OmegaConf.select(cfg, "model.name")
-    if "model" in explicit_overrides() and run_model is not None and run_model != wanted:
-        raise EdgeError(
-            f"model={wanted} was requested but run={src.run_dir} trained model={run_model}; "
-            f"give the run of {wanted} (or a sweep folder containing it)"
-        )
-    if run_model is None and "model" in explicit_overrides():
-        filters = OmegaConf.to_container(cfg.model.conv_filters)
-        if filters != net_config["conv_filters"]:
-            raise EdgeError(
-                f"model={wanted} has conv_filters={filters}, the policy "
-                f"{src.policy_path} has {net_config['conv_filters']}"
-            )
-
-
-def probe_check(policy_path: Path, net: Any, tolerance: float) -> dict[str, Any] | None:
-    """Compare the policy with the training job's ``probe.npz`` (logits saved at checkpoint time).
-
-    Raises:
-        EdgeError: the reloaded policy's logits differ from the saved ones.
+    Returns the effective config: the run's model, env and algo, with ``env.*``
+    of the command line on top.
     """
-    import numpy as np
+    from rlperf.edge.cache import ArtifactCache
+    from rlperf.edge.export import torch_outputs
+    from rlperf.models.vision_net import count_trainable_params, load_policy
+    from rlperf.runs import check_probe, upstream_run, write_effective_config
 
-    from rlperf.edge.export import compare_logits, torch_outputs
+    trained, ecfg = upstream_run(cell.cfg, rllib=False)
+    net = load_policy(trained.policy_path)
+    probe = check_probe(trained.probe, lambda obs: torch_outputs(net, obs)[0])
+    cell.trained, cell.net = trained, net
+    cell.cache = ArtifactCache.for_policy(cell.cache_root, trained.policy_path)
+    name = str(trained.config.model.name)
+    cell.model = {"name": name, **net.model_config(), "params": count_trainable_params(net)}
+    cell.source.update(
+        policy=str(trained.policy_path),
+        run=str(trained.run_dir),
+        model=name,
+        policy_sha256_16=cell.cache.key,
+        probe=probe,
+    )
+    write_effective_config(cell.out_dir, ecfg)
+    return ecfg
 
-    probe = policy_path.parent / "probe.npz"
-    if not probe.is_file():
-        return None
-    with np.load(probe) as data:
-        obs, saved = data["obs"], data["logits"]
-    check = compare_logits(torch_outputs(net, obs)[0], saved, tolerance)
-    if not check.passed:
+
+def inspect_model_file(cell: EdgeCell) -> None:
+    """``model_path``: the backend for it, runnable there, the policy's input shape."""
+    from rlperf.edge.tflite_model import ensure_cpu_runnable, read_tflite
+
+    assert cell.model_file is not None
+    cell.file_info = info = read_tflite(cell.model_file)
+    cell.backend = _backend_for_file(cell.backend, info)
+    if cell.backend != "edgetpu":
+        ensure_cpu_runnable(info, cell.backend)
+    in_shape = info.inputs[0].shape[1:]
+    if cell.net is not None and tuple(cell.net.obs_shape) != tuple(in_shape):
         raise EdgeError(
-            f"{policy_path} does not reproduce the logits saved in {probe} at training time "
-            f"(max abs error {check.max_abs_logit_err:.3g}): the policy file and the "
-            f"checkpoint disagree"
+            f"model_path input {list(in_shape)} does not match the policy's "
+            f"observation shape {list(cell.net.obs_shape)}"
         )
-    return {"file": str(probe), **check.to_dict()}
 
 
-def edge_env_config(
-    cfg: DictConfig, run_cfg: DictConfig | None, obs_shape: tuple[int, ...] | None
-) -> dict[str, Any]:
-    """The env to play: the run's ``env`` (as trained), with command-line ``env.*`` on top.
+def play_env(ecfg: DictConfig, obs_shape: tuple[int, ...]) -> dict[str, Any]:
+    """The env to play: ``ecfg.env`` (the run's, as trained, with command-line ``env.*``).
 
     ``dim`` and ``framestack`` always follow the network's input.
     """
     from rlperf.envs.atari import DEFAULT_ENV_CONFIG
 
-    source = run_cfg if run_cfg is not None and "env" in run_cfg else cfg
-    env: dict[str, Any] = dict(OmegaConf.to_container(source.env, resolve=True))  # type: ignore[arg-type]
-    if source is not cfg:
-        given: dict[str, Any] = dict(OmegaConf.to_container(cfg.env, resolve=True))  # type: ignore[arg-type]
-        for key in explicit_overrides():
-            if key.startswith("env.") and key[4:] in given:
-                env[key[4:]] = given[key[4:]]
+    env = cast(dict[str, Any], OmegaConf.to_container(ecfg.env, resolve=True))
     out = {k: env[k] for k in DEFAULT_ENV_CONFIG if k in env and k != "seed"}
-    if obs_shape is not None:
-        out["dim"], out["framestack"] = int(obs_shape[0]), int(obs_shape[2])
+    out["dim"], out["framestack"] = int(obs_shape[0]), int(obs_shape[2])
     return out
 
 
@@ -393,7 +374,7 @@ def compile_variant(cache: Any, int8: Variant) -> Variant:
 
 
 # --------------------------------------------------------------------------
-# The job
+# Backend checks
 # --------------------------------------------------------------------------
 
 
@@ -424,146 +405,80 @@ def _edgetpu_preflight(cfg: DictConfig) -> dict[str, Any]:
     return {"runtime": runtime.to_dict(), "library": library, "device": device}
 
 
-def run_edge(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
-    """Build (or reuse), benchmark and check one variant of a trained policy.
+# --------------------------------------------------------------------------
+# Prepare, measure, check, summarise
+# --------------------------------------------------------------------------
 
-    Writes ``steps.csv``, ``episodes.csv`` and a copy of the benchmarked model
-    file into ``out_dir``; returns the summary dict (see ``docs/results.md`` and
-    ``docs/edge.md``).
 
-    Raises:
-        SkipCell: ``backend=edgetpu`` without runtime, device or compiler.
-        EdgeError: bad inputs, an export that fails verification, an Edge-TPU
-            file given to a CPU backend.
-    """
-    from rlperf.edge.benchmark import BenchmarkSpec, reference_returns, run_isolated
-    from rlperf.edge.cache import ArtifactCache, resolve_cache_root, settings_hash
-    from rlperf.edge.convert import BACKEND_VARIANTS
-    from rlperf.edge.fidelity import logit_fidelity, return_parity
-    from rlperf.edge.tflite_model import ensure_cpu_runnable, input_distortion, read_tflite
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    backend = str(cfg.backend.name)
-    src = resolve_source(cfg)
-    root = resolve_cache_root(cfg.edge.cache_dir)
-    threads = int(cfg.edge.threads)
-    summary: dict[str, Any] = {"stage": "edge", "source": src.to_dict()}
-
-    net = None
-    cache = None
-    if src.policy_path is not None:
-        from rlperf.models.vision_net import count_trainable_params, load_policy
-
-        net = load_policy(src.policy_path)
-        check_model_matches(cfg, src, net.model_config())
-        probe = probe_check(src.policy_path, net, float(cfg.edge.export_tolerance))
-        cache = ArtifactCache.for_policy(root, src.policy_path)
-        model_name = _run_model_name(src.run_cfg)
-        summary["model"] = {
-            "name": model_name,
-            **net.model_config(),
-            "params": count_trainable_params(net),
-        }
-        summary["source"].update(model=model_name, policy_sha256_16=cache.key, probe=probe)
-        if src.run_cfg is not None:
-            from rlperf.results.job import write_effective_config
-
-            run = cast(dict[str, Any], OmegaConf.to_container(src.run_cfg, resolve=True))
-            effective = cast(
-                DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-            )
-            effective.model, effective.env = run["model"], run["env"]
-            write_effective_config(out_dir, effective)
-
-    file_info = read_tflite(src.model_file) if src.model_file is not None else None
-    if file_info is not None:
-        backend = _backend_for_file(backend, file_info)
-        if backend != "edgetpu":
-            ensure_cpu_runnable(file_info, backend)
-        in_shape = file_info.inputs[0].shape[1:]
-        if net is not None and tuple(net.obs_shape) != tuple(in_shape):
-            raise EdgeError(
-                f"model_path input {list(in_shape)} does not match the policy's "
-                f"observation shape {list(net.obs_shape)}"
-            )
-        obs_shape: tuple[int, ...] = tuple(in_shape)
-    else:
-        assert net is not None
-        obs_shape = tuple(net.obs_shape)
-    summary["backend"] = backend
-    env_cfg = edge_env_config(cfg, src.run_cfg, obs_shape)
-    summary["env"] = env_cfg
-
-    edgetpu: dict[str, Any] | None = None
-    if backend == "edgetpu":
-        edgetpu = _edgetpu_preflight(cfg)
-
-    from rlperf.envs.atari import env_spaces
-
-    num_actions = int(env_spaces(env_cfg)[1].n)
-
-    fidelity = None
-    fidelity_name = None
-    variant: Variant | None = None
-    if net is not None and cache is not None and backend != "rllib":
+def prepare_variant(cell: EdgeCell) -> None:
+    """The model file the backend runs: built (or reused) in the policy's cache with the
+    fidelity set, or ``model_path`` (compiled for the Edge TPU where needed)."""
+    cfg, backend, cache = cell.cfg, cell.backend, cell.cache
+    if cell.net is not None and backend != "rllib":
         with cache.lock():
-            fidelity, fidelity_name, fidelity_new = fidelity_set(cache, cfg, env_cfg, net)
-            if src.model_file is None:
+            cell.fidelity, cell.fidelity_name, new = fidelity_set(cache, cfg, cell.env, cell.net)
+            if cell.model_file is None:
                 int8_backend = "tflite_int8" if backend == "edgetpu" else backend
-                variant = build_variant(cache, cfg, int8_backend, net, env_cfg, fidelity)
-                (variant.built if fidelity_new else variant.reused).insert(0, fidelity_name)
-                if backend == "edgetpu":
-                    variant = compile_variant(cache, variant)
-    if src.model_file is not None:
-        assert file_info is not None
-        variant = Variant(src.model_file, file_info.variant)
-        expected = BACKEND_VARIANTS.get(backend)
-        if expected is not None and expected != file_info.variant and backend != "edgetpu":
-            log.warning(
-                "backend=%s but %s is a %s model; it is benchmarked as it is",
-                backend, src.model_file.name, file_info.variant,
-            )  # fmt: skip
-        if backend == "edgetpu" and not file_info.is_edgetpu_compiled:
-            from rlperf.edge.cache import file_sha256
+                variant = build_variant(cache, cfg, int8_backend, cell.net, cell.env, cell.fidelity)
+                (variant.built if new else variant.reused).insert(0, cell.fidelity_name)
+                cell.variant = compile_variant(cache, variant) if backend == "edgetpu" else variant
+    if cell.model_file is not None:
+        cell.variant = file_variant(cell)
 
-            file_cache = ArtifactCache(root, "file-" + file_sha256(src.model_file)[:16])
-            with file_cache.lock():
-                variant = compile_variant(file_cache, variant)
 
-    # ---- benchmark ---------------------------------------------------------
-    isolate = bool(cfg.edge.isolate)
+def file_variant(cell: EdgeCell) -> Variant:
+    """``model_path`` as it is, or its Edge-TPU-compiled twin for ``backend=edgetpu``."""
+    from rlperf.edge.cache import ArtifactCache, file_sha256
+    from rlperf.edge.convert import BACKEND_VARIANTS
+
+    assert cell.model_file is not None and cell.file_info is not None
+    variant = Variant(cell.model_file, cell.file_info.variant)
+    expected = BACKEND_VARIANTS.get(cell.backend)
+    if expected is not None and expected != variant.variant and cell.backend != "edgetpu":
+        log.warning(
+            "backend=%s but %s is a %s model; it is benchmarked as it is",
+            cell.backend, cell.model_file.name, variant.variant,
+        )  # fmt: skip
+    if cell.backend == "edgetpu" and not cell.file_info.is_edgetpu_compiled:
+        file_cache = ArtifactCache(cell.cache_root, "file-" + file_sha256(cell.model_file)[:16])
+        with file_cache.lock():
+            variant = compile_variant(file_cache, variant)
+    return variant
+
+
+def benchmark(cell: EdgeCell) -> tuple[Any, dict[str, Any], float]:
+    """Play the episodes with the cell's model in a fresh process: (spec, result, seconds)."""
+    from rlperf.edge.benchmark import BenchmarkSpec, run_isolated
+
+    cfg = cell.cfg
     common: dict[str, Any] = {
-        "env_config": env_cfg,
-        "num_actions": num_actions,
-        "out_dir": str(out_dir),
+        "env_config": cell.env,
+        "num_actions": cell.num_actions,
+        "out_dir": str(cell.out_dir),
         "episodes": int(cfg.edge.episodes),
         "steps": int(cfg.edge.steps) if cfg.edge.steps is not None else None,
         "warmup_steps": int(cfg.edge.warmup_steps),
         "seed": int(cfg.seed),
-        "threads": threads,
+        "threads": int(cfg.edge.threads),
         "xnnpack": bool(cfg.edge.xnnpack),
     }
-    fidelity_path = str(cache.path(fidelity_name)) if cache and fidelity_name else None
-    if backend == "rllib":
-        assert src.policy_path is not None
-        spec = BenchmarkSpec("torch", str(src.policy_path), **common)
-        model_file = src.policy_path
+    if cell.backend == "rllib":
+        spec = BenchmarkSpec("torch", str(cell.benchmarked_file), **common)
     else:
-        assert variant is not None
+        edgetpu = cell.edgetpu or {}
+        fidelity = cell.cache.path(cell.fidelity_name) if cell.fidelity_name else None
         spec = BenchmarkSpec(
             "tflite",
-            str(variant.path),
-            fidelity_path=fidelity_path,
+            str(cell.benchmarked_file),
+            fidelity_path=str(fidelity) if fidelity else None,
             **common,
-            edgetpu_library=edgetpu["library"] if edgetpu else None,
-            edgetpu_device=edgetpu["device"] if edgetpu else None,
+            edgetpu_library=edgetpu.get("library"),
+            edgetpu_device=edgetpu.get("device"),
         )
-        model_file = variant.path
-    log.info("benchmarking %s (%s)", backend, model_file.name)
+    log.info("benchmarking %s (%s)", cell.backend, cell.benchmarked_file.name)
     t0 = time.perf_counter()
-    result = run_isolated(spec, isolate)
+    result = run_isolated(spec, bool(cfg.edge.isolate))
     bench_s = time.perf_counter() - t0
-
     delegate = result["delegate"] or {}
     if delegate.get("status") in ("partial", "none") or delegate.get("edgetpu_status") not in (
         None,
@@ -571,101 +486,156 @@ def run_edge(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     ):
         log.warning(
             "%s: delegate status %s: %s",
-            backend,
+            cell.backend,
             delegate.get("edgetpu_status") or delegate.get("status"),
             delegate.get("note"),
         )
+    return spec, result, bench_s
 
-    # ---- fidelity and return parity ----------------------------------------
-    returns = [float(r["return"]) for r in result["episode_rows"]]
-    ref_returns: list[float] | None = None
-    if src.policy_path is not None and cache is not None:
-        ref_settings = {
-            "env": env_cfg,
-            "episodes": spec.episodes,
-            "steps": spec.steps,
-            "seed": spec.seed,
-        }
-        ref_name = f"reference-returns-{settings_hash(ref_settings)}.json"
-        if backend == "rllib":
-            ref_returns = returns
-            if not cache.has(ref_name):
-                cache.write_json(ref_name, {"returns": returns, **ref_settings})
-        elif cache.has(ref_name):
-            ref_returns = [float(r) for r in cache.read_json(ref_name)["returns"]]
-        else:
-            log.info("playing the torch policy on the same episodes for return parity")
-            ref_returns = reference_returns(
-                src.policy_path, env_cfg, spec.episodes, spec.steps, spec.seed, threads
-            )
-            cache.write_json(ref_name, {"returns": ref_returns, **ref_settings})
-    fid: dict[str, Any] | None = None
-    threshold = float(cfg.edge.fidelity_threshold)
-    if backend != "rllib" and fidelity is not None and "fidelity_logits" in result:
-        fid = logit_fidelity(result["fidelity_logits"], fidelity.extra["logits"], threshold)
-        fid.update(return_parity(returns, ref_returns or []))
-        fid["fidelity_set"] = fidelity.metadata()
-        if fid["flagged"]:
-            log.warning("%s is FLAGGED: %s", backend, fid["flag_reason"])
 
-    # ---- artifacts in the job folder ---------------------------------------
-    copied = out_dir / model_file.name
+def reference_returns_of(cell: EdgeCell, spec: Any, returns: list[float]) -> list[float] | None:
+    """Returns of the torch policy on the same seeded episodes (cached per settings)."""
+    from rlperf.edge.benchmark import reference_returns
+    from rlperf.edge.cache import settings_hash
+
+    if cell.trained is None or cell.cache is None:
+        return None
+    cache = cell.cache
+    ref_settings = {
+        "env": cell.env,
+        "episodes": spec.episodes,
+        "steps": spec.steps,
+        "seed": spec.seed,
+    }
+    ref_name = f"reference-returns-{settings_hash(ref_settings)}.json"
+    if cell.backend == "rllib":
+        if not cache.has(ref_name):
+            cache.write_json(ref_name, {"returns": returns, **ref_settings})
+        return returns
+    if cache.has(ref_name):
+        return [float(r) for r in cache.read_json(ref_name)["returns"]]
+    log.info("playing the torch policy on the same episodes for return parity")
+    ref_returns = reference_returns(
+        cell.trained.policy_path, cell.env, spec.episodes, spec.steps, spec.seed, spec.threads
+    )
+    cache.write_json(ref_name, {"returns": ref_returns, **ref_settings})
+    return ref_returns
+
+
+def check_fidelity(
+    cell: EdgeCell, result: dict[str, Any], returns: list[float], ref_returns: list[float] | None
+) -> dict[str, Any] | None:
+    """Logit fidelity on the fidelity set and return parity against the torch policy."""
+    from rlperf.edge.fidelity import logit_fidelity, return_parity
+
+    if cell.backend == "rllib" or cell.fidelity is None or "fidelity_logits" not in result:
+        return None
+    threshold = float(cell.cfg.edge.fidelity_threshold)
+    fid = logit_fidelity(result["fidelity_logits"], cell.fidelity.extra["logits"], threshold)
+    fid.update(return_parity(returns, ref_returns or []))
+    fid["fidelity_set"] = cell.fidelity.metadata()
+    if fid["flagged"]:
+        log.warning("%s is FLAGGED: %s", cell.backend, fid["flag_reason"])
+    return fid
+
+
+def copy_artifacts(cell: EdgeCell) -> Path:
+    """The benchmarked model file (and the Edge TPU compiler's log) into the job folder."""
+    model_file = cell.benchmarked_file
+    copied = cell.out_dir / model_file.name
     if model_file.resolve() != copied.resolve():
         shutil.copy2(model_file, copied)
-    if variant is not None and variant.compiler_log is not None:
-        shutil.copy2(variant.compiler_log, out_dir / "edgetpu_compiler.txt")
+    if cell.variant is not None and cell.variant.compiler_log is not None:
+        shutil.copy2(cell.variant.compiler_log, cell.out_dir / "edgetpu_compiler.txt")
+    return copied
 
-    info = read_tflite(model_file) if backend != "rllib" else None
-    summary.update(
-        {
-            "variant": variant.variant if variant is not None else "torch",
-            # The rllib cell computes the policy branch only (VisionNet.logits).
-            "heads": (
-                None
-                if src.model_file is not None
-                else "policy"
-                if backend == "rllib"
-                else str(cfg.edge.heads)
-            ),
-            "threads": threads,
-            "seed": int(cfg.seed),
-            "latency": result["latency"],
-            "warmup_steps": spec.warmup_steps,
-            "steps": result["steps"],
-            "episodes": result["episodes"],
-            "timer_overhead_ns": result["timer_overhead_ns"],
-            "fidelity": fid,
-            "reference_returns": ref_returns,
-            "model_file": copied.name,
-            "model_size_bytes": model_file.stat().st_size,
-            "model_info": info.to_dict() if info is not None else None,
-            "input": (
-                {**info.inputs[0].to_dict(), **input_distortion(info.inputs[0])}
-                if info is not None
-                else {"dtype": "uint8", "note": "torch scales by 1/255 inside"}
-            ),
-            "delegate": result["delegate"]
-            or {"delegates": ["torch"], "status": "n/a", "threads": threads},
-            "memory": result["memory"],
-            "export": variant.export if variant is not None else None,
-            "calibration": variant.calibration if variant is not None else None,
-            "edgetpu": (
-                {**edgetpu, "compiler": variant.compiler if variant is not None else None}
-                if edgetpu is not None
-                else None
-            ),
-            "cache": {
-                "dir": str(cache.dir) if cache is not None else None,
-                "built": variant.built if variant is not None else [],
-                "reused": variant.reused if variant is not None else [],
-            },
-            "timings_s": {
-                **(variant.timings_s if variant is not None else {}),
-                "benchmark_s": bench_s,
-            },
-        }
-    )
-    return summary
+
+def _heads(cell: EdgeCell) -> str | None:
+    if cell.model_file is not None:
+        return None  # a given file: whatever heads it has
+    # The rllib cell computes the policy branch only (VisionNet.logits).
+    return "policy" if cell.backend == "rllib" else str(cell.cfg.edge.heads)
+
+
+def summarise(
+    cell: EdgeCell, result: dict[str, Any], bench_s: float, checks: dict[str, Any]
+) -> dict[str, Any]:
+    """The edge cell's ``summary.json`` entries (``checks``: fidelity, reference returns)."""
+    from rlperf.edge.tflite_model import input_distortion, read_tflite
+
+    threads, variant = int(cell.cfg.edge.threads), cell.variant
+    copied = copy_artifacts(cell)
+    info = read_tflite(cell.benchmarked_file) if cell.backend != "rllib" else None
+    model = {"model": cell.model} if cell.model is not None else {}
+    return {
+        "stage": "edge",
+        "source": cell.source,
+        **model,
+        "backend": cell.backend,
+        "env": cell.env,
+        "variant": variant.variant if variant is not None else "torch",
+        "heads": _heads(cell),
+        "threads": threads,
+        "seed": int(cell.cfg.seed),
+        "latency": result["latency"],
+        "warmup_steps": int(cell.cfg.edge.warmup_steps),
+        "steps": result["steps"],
+        "episodes": result["episodes"],
+        "timer_overhead_ns": result["timer_overhead_ns"],
+        **checks,
+        "model_file": copied.name,
+        "model_size_bytes": cell.benchmarked_file.stat().st_size,
+        "model_info": info.to_dict() if info is not None else None,
+        "input": (
+            {**info.inputs[0].to_dict(), **input_distortion(info.inputs[0])}
+            if info is not None
+            else {"dtype": "uint8", "note": "torch scales by 1/255 inside"}
+        ),
+        "delegate": result["delegate"]
+        or {"delegates": ["torch"], "status": "n/a", "threads": threads},
+        "memory": result["memory"],
+        "export": variant.export if variant is not None else None,
+        "calibration": variant.calibration if variant is not None else None,
+        "edgetpu": (
+            {**cell.edgetpu, "compiler": variant.compiler if variant is not None else None}
+            if cell.edgetpu is not None
+            else None
+        ),
+        "cache": {
+            "dir": str(cell.cache.dir) if cell.cache is not None else None,
+            "built": variant.built if variant is not None else [],
+            "reused": variant.reused if variant is not None else [],
+        },
+        "timings_s": {**(variant.timings_s if variant is not None else {}), "benchmark_s": bench_s},
+    }
+
+
+def run_edge(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
+    """Build (or reuse), benchmark and check one variant of a trained policy.
+
+    Writes ``steps.csv``, ``episodes.csv`` and a copy of the benchmarked model
+    file into ``out_dir``; returns the summary dict (see ``docs/results.md`` and
+    ``docs/edge.md``). ``ctx`` is the job context (:class:`rlperf.job.JobContext`).
+
+    Raises:
+        SkipCell: ``backend=edgetpu`` without runtime, device or compiler.
+        EdgeError: bad inputs, an export that fails verification, an Edge-TPU
+            file given to a CPU backend.
+        rlperf.runs.CheckpointError: a run or checkpoint that cannot be used.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cell = resolve_cell(cfg, out_dir)
+    if cell.backend == "edgetpu":
+        cell.edgetpu = _edgetpu_preflight(cfg)
+    prepare_variant(cell)
+    spec, result, bench_s = benchmark(cell)
+    returns = [float(r["return"]) for r in result["episode_rows"]]
+    ref_returns = reference_returns_of(cell, spec, returns)
+    checks = {
+        "fidelity": check_fidelity(cell, result, returns, ref_returns),
+        "reference_returns": ref_returns,
+    }
+    return summarise(cell, result, bench_s, checks)
 
 
 __all__ = ["SkipCell", "run_edge"]

@@ -19,8 +19,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlperf.models.shapes import ConvLayerShape, conv_stack_shapes, parse_filter
+from rlperf.runs import POLICY_FILE
 
-POLICY_FILE = "rlperf_policy.pt"
 POLICY_FORMAT_VERSION = 1
 
 

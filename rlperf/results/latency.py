@@ -18,6 +18,7 @@ import numpy as np
 
 from rlperf.results.columns import LATENCY_COLUMNS
 from rlperf.results.csvlog import CsvLog
+from rlperf.runs import EPISODES_FILE, STEPS_FILE
 
 STEP_COLUMNS = ("episode", "step", "warmup", "forward_ms", "action_ms", "env_step_ms", "action")
 EPISODE_COLUMNS = ("episode", "return", "length", "wall_s")
@@ -89,8 +90,8 @@ class LatencyRecorder:
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         self.warmup_steps = int(warmup_steps)
-        self._steps = CsvLog(out_dir / "steps.csv", STEP_COLUMNS)
-        self._episodes = CsvLog(out_dir / "episodes.csv", EPISODE_COLUMNS)
+        self._steps = CsvLog(out_dir / STEPS_FILE, STEP_COLUMNS)
+        self._episodes = CsvLog(out_dir / EPISODES_FILE, EPISODE_COLUMNS)
         self._values: dict[str, list[float]] = {c: [] for c in LATENCY_COLUMNS}
         self._actions: list[int] = []
         self._episode_of_step: list[int] = []

@@ -1,13 +1,12 @@
 """The rollout stage: a trained policy acting inside RLlib, timed per step.
 
-:mod:`~rlperf.rollout.loader` finds and checks the training run (``run=`` /
-``checkpoint=``) and builds the rollout's effective config from the run's own
-``.hydra/config.yaml``; :mod:`~rlperf.rollout.policy` is RLlib's new-API-stack
-action path (connectors → ``RLModule.forward_inference`` → connectors) for one
-observation; :mod:`~rlperf.rollout.timing` holds the nanosecond timers and their
-measured cost; :func:`rlperf.rollout.job.run_rollout` is the Hydra job. See
-``docs/rollout.md``. Importing this package is cheap: Ray and torch are imported
-by the modules that use them.
+The training run (``run=`` / ``checkpoint=``) is found, checked and merged into
+the rollout's effective config by :mod:`rlperf.runs`; :mod:`~rlperf.rollout.policy`
+is RLlib's new-API-stack action path (connectors → ``RLModule.forward_inference``
+→ connectors) for one observation; :mod:`~rlperf.rollout.timing` holds the
+nanosecond timers and their measured cost; :func:`rlperf.rollout.job.run_rollout`
+is the Hydra job. See ``docs/rollout.md``. Importing this package is cheap: Ray
+and torch are imported by the modules that use them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rollout job (``stage=rollout``): a trained policy playing Pong inside RLlib, timed per step.
 
 Config keys used: ``run`` / ``checkpoint`` (the training job to load, see
-:mod:`rlperf.rollout.loader`), ``rollout.*`` (``episodes``, ``steps``,
+:mod:`rlperf.runs`), ``rollout.*`` (``episodes``, ``steps``,
 ``warmup_steps``, ``explore``, ``torch_threads``, ``device``,
 ``start_algorithm``), ``seed``, ``workers``, ``env_runner``, ``gpu_layout``,
 ``cpu_affinity``, ``ray``; ``model``, ``env`` and ``algo`` come from the run's
@@ -15,18 +15,23 @@ always computed in the driver, one observation at a time — as the 2021 study's
 env runners and the GPU layout's resources is started and restored from the
 checkpoint first (the study's setting); ``summary.json`` then records whether
 those env runners did anything during the rollout (env steps and CPU seconds).
+
+Steps (:func:`run_rollout`): resolve the run and the effective config → restore
+the policy (in an Algorithm or alone) and check it against ``probe.npz`` → play
+and time → summarise.
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
-from rlperf.rollout.loader import PROBE_ATOL, CheckpointError, TrainedRun
+from rlperf.runs import CheckpointError, TrainedRun
 
 PROGRESS_EVERY_S = 30.0
 
@@ -54,28 +59,11 @@ SUMMARY_KEYS = (
 )
 
 
-def cli_overrides() -> list[str]:
-    """This job's command-line overrides (empty outside a Hydra run)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        if not HydraConfig.initialized():
-            return []
-        return [str(o) for o in HydraConfig.get().overrides.task]
-    except Exception:  # no Hydra app around this call
-        return []
-
-
-def _explicit_model_name(cfg: DictConfig, overrides: list[str]) -> str | None:
-    keys = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
-    return str(cfg.model.name) if "model" in keys else None
-
-
 def check_hardware(cfg: DictConfig, ctx: Any) -> Any:
     """The torch device of ``rollout.device``; :class:`SkipCell` where the GPUs are absent."""
     import torch
 
-    from rlperf.results.job import SkipCell
+    from rlperf.job import SkipCell
     from rlperf.rollout.policy import resolve_device
 
     plan, machine = ctx.plan, ctx.machine
@@ -266,184 +254,207 @@ def play(
 # --------------------------------------------------------------------------
 
 
-def _check_probe(policy: Any, trained: TrainedRun) -> dict[str, Any] | None:
-    """The restored policy gives the logits saved with the checkpoint (``probe.npz``)."""
-    import numpy as np
+@dataclass
+class Rollout:
+    """What the steps of one rollout share."""
 
-    if trained.probe is None:
-        return None
-    logits = policy.logits(trained.probe["obs"])
-    err = float(np.abs(logits - trained.probe["logits"]).max())
-    agreement = float((logits.argmax(axis=1) == trained.probe["actions"]).mean())
-    atol = PROBE_ATOL[policy.device.type]
-    if not err <= atol:
-        raise CheckpointError(
-            f"the RLModule restored from {trained.checkpoint_dir} gives logits up to {err:.3g} "
-            f"away from the ones saved with it in probe.npz (tolerance {atol}); the RLlib "
-            f"checkpoint and rlperf_policy.pt / probe.npz come from different trainings"
+    cfg: DictConfig  # the job's own config
+    out_dir: Path
+    trained: TrainedRun
+    ecfg: DictConfig  # the effective config: the run's model, env and algo
+    device: Any  # torch.device of rollout.device
+    start_algorithm: bool
+    algo: Any = None  # the Algorithm, when one was started
+    recorder: Any = None  # the LatencyRecorder, once playing started
+
+    def announcement(self) -> str:
+        r = self.cfg.rollout
+        return (
+            f"rollout of {self.trained.checkpoint_dir} (model={self.ecfg.model.name}) on "
+            f"{self.device}, "
+            + (f"{r.steps} steps" if r.steps is not None else f"{r.episodes} episodes")
+            + (f", Algorithm with {self.cfg.workers} env runner(s)" if self.start_algorithm else "")
         )
-    return {
-        "observations": int(len(logits)),
-        "max_abs_logit_err": err,
-        "greedy_agreement": agreement,
-        "tolerance": atol,
-    }
 
 
-def run_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
-    """Roll out the policy of ``run`` / ``checkpoint``; write steps.csv and episodes.csv.
+def resolve_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> Rollout:
+    """Find and check the run, write ``effective_config.yaml``, check the hardware."""
+    from rlperf.runs import upstream_run, write_effective_config
 
-    ``ctx`` is the job context (:class:`rlperf.results.job.JobContext`): resource
-    plan, machine, progress lines, and ``ctx.summary``, which receives the
-    partial results even if the rollout fails or is interrupted.
-
-    Returns the stage's part of ``summary.json`` (see ``docs/rollout.md``).
-    """
-    import torch
-
-    from rlperf.envs.atari import make_atari_env
-    from rlperf.models.vision_net import count_trainable_params
-    from rlperf.results.job import write_effective_config
-    from rlperf.results.latency import LatencyRecorder
-    from rlperf.rollout.loader import effective_config, load_trained_run
-    from rlperf.rollout.policy import ACTION_SELECTION, DriverPolicy
-    from rlperf.rollout.timing import measure_timer
-    from rlperf.training.job import env_config
-
-    overrides = cli_overrides()
-    trained = load_trained_run(
-        cfg.run, cfg.checkpoint, model_name=_explicit_model_name(cfg, overrides)
-    )
-    ecfg = effective_config(cfg, trained, overrides)
+    trained, ecfg = upstream_run(cfg)
     write_effective_config(out_dir, ecfg)
     device = check_hardware(cfg, ctx)
-    plan = ctx.plan
     start_algorithm = (
         bool(cfg.rollout.start_algorithm)
         if cfg.rollout.start_algorithm is not None
         else int(cfg.workers) > 0
     )
-    r = cfg.rollout
-    summary = ctx.summary
+    return Rollout(cfg, out_dir, trained, ecfg, device, start_algorithm)
+
+
+def record_settings(rollout: Rollout, summary: dict[str, Any]) -> None:
+    """What is rolled out, and how: the settings part of ``summary.json``."""
+    from rlperf.envs.from_config import env_config
+    from rlperf.rollout.policy import ACTION_SELECTION
+
+    r = rollout.cfg.rollout
     summary.update(
-        source=trained.describe(),
-        seed=int(cfg.seed),
+        source=rollout.trained.describe(),
+        seed=int(rollout.cfg.seed),
         explore=bool(r.explore),
         action_selection=ACTION_SELECTION[bool(r.explore)],
-        algorithm_started=start_algorithm,
+        algorithm_started=rollout.start_algorithm,
         warmup_steps=int(r.warmup_steps),
         warmup={
             "rule": f"the first {int(r.warmup_steps)} steps of the run",
             "steps": int(r.warmup_steps),
             "excluded_from_summary": True,
         },
-        env=env_config(ecfg),
+        env=env_config(rollout.ecfg),
     )
-    ctx.progress(
-        f"rollout of {trained.checkpoint_dir} (model={ecfg.model.name}) on {device}, "
-        + (f"{r.steps} steps" if r.steps is not None else f"{r.episodes} episodes")
-        + (f", Algorithm with {cfg.workers} env runner(s)" if start_algorithm else "")
+
+
+def restore_policy(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
+    """The :class:`~rlperf.rollout.policy.DriverPolicy`, checked against ``probe.npz``.
+
+    With ``rollout.start_algorithm`` an Algorithm is started and restored first
+    and the policy acts with its driver module; otherwise the module is restored
+    from the checkpoint alone.
+    """
+    from rlperf.models.vision_net import count_trainable_params
+    from rlperf.rollout.policy import DriverPolicy
+    from rlperf.runs import check_probe
+
+    ckpt, explore = rollout.trained.checkpoint_dir, bool(rollout.cfg.rollout.explore)
+    if rollout.start_algorithm:
+        rollout.algo = _start_algorithm(rollout, ctx, stack)
+        policy = DriverPolicy.from_checkpoint(
+            ckpt,
+            rollout.device,
+            explore,
+            module=rollout.algo.get_module(),
+            source="Algorithm.get_module() (the driver's EnvRunner module) after "
+            "Algorithm.restore_from_path",
+        )
+        ctx.summary["learner"] = _learner_info(rollout.algo, ctx.plan)
+    else:
+        policy = DriverPolicy.from_checkpoint(ckpt, rollout.device, explore)
+    ctx.summary["model_params"] = count_trainable_params(policy.module)
+    ctx.summary["probe"] = check_probe(rollout.trained.probe, policy.logits, policy.device.type)
+    return policy
+
+
+def play_timed(rollout: Rollout, policy: Any, ctx: Any, stack: ExitStack) -> None:
+    """Play with the policy, every step timed into ``steps.csv`` / ``episodes.csv``.
+
+    Records the timer, the executor, the step counts and what the env runners
+    did meanwhile in ``ctx.summary``.
+    """
+    import torch
+
+    from rlperf.envs.atari import make_atari_env
+    from rlperf.envs.from_config import env_config
+    from rlperf.results.latency import LatencyRecorder
+    from rlperf.rollout.timing import measure_timer
+
+    cfg, r, summary = rollout.cfg, rollout.cfg.rollout, ctx.summary
+    torch.set_num_threads(int(r.torch_threads))
+    torch.manual_seed(int(cfg.seed))  # explore=true samples with torch's RNG
+    env = make_atari_env(env_config(rollout.ecfg))
+    stack.callback(env.close)
+    timer = measure_timer()
+    summary["timer_overhead_ns"] = timer.overhead_ns
+    summary["timer"] = timer.to_dict()
+    summary["executor"] = {**policy.describe(), **_process_role()}
+    watch = EnvRunnerWatch(rollout.algo) if rollout.algo is not None else None
+    driver_cpu0 = time.process_time()
+    rollout.recorder = stack.enter_context(LatencyRecorder(rollout.out_dir, int(r.warmup_steps)))
+    steps = int(r.steps) if r.steps is not None else None
+    summary.update(play(policy, env, rollout.recorder, int(r.episodes), steps, ctx.progress))
+    driver_cpu_s = time.process_time() - driver_cpu0
+    summary["env_runners"] = (
+        watch.finish(driver_cpu_s)
+        if watch is not None
+        else {
+            "started": 0,
+            "used": False,
+            "env_steps_during_rollout": 0,
+            "cpu_s_during_rollout": 0.0,
+            "driver_cpu_s_during_rollout": driver_cpu_s,
+            "runners": [],
+        }
     )
+
+
+def record_latency(recorder: Any, summary: dict[str, Any]) -> None:
+    """Steps, latency and episode aggregates of what was played (also after a failure)."""
+    summary["steps"] = recorder.steps
+    summary["latency"] = recorder.latency_summary()
+    summary["episodes"] = recorder.episode_summary()
+
+
+def run_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
+    """Roll out the policy of ``run`` / ``checkpoint``; write steps.csv and episodes.csv.
+
+    ``ctx`` is the job context (:class:`rlperf.job.JobContext`): resource plan,
+    machine, progress lines, and ``ctx.summary``, which receives the partial
+    results even if the rollout fails or is interrupted.
+
+    Returns the stage's part of ``summary.json`` (see ``docs/rollout.md``).
+    """
+    import torch
+
+    rollout = resolve_rollout(cfg, out_dir, ctx)
+    record_settings(rollout, ctx.summary)
+    ctx.progress(rollout.announcement())
     prev_threads = torch.get_num_threads()
-    recorder: LatencyRecorder | None = None
     try:
         with ExitStack() as stack:
-            algo = None
-            if start_algorithm:
-                algo = _start_algorithm(cfg, ecfg, trained, ctx, stack)
-                policy = DriverPolicy.from_checkpoint(
-                    trained.checkpoint_dir,
-                    device,
-                    bool(r.explore),
-                    module=algo.get_module(),
-                    source="Algorithm.get_module() (the driver's EnvRunner module) after "
-                    "Algorithm.restore_from_path",
-                )
-                summary["learner"] = _learner_info(algo, plan)
-            else:
-                policy = DriverPolicy.from_checkpoint(
-                    trained.checkpoint_dir, device, bool(r.explore)
-                )
-            summary["model_params"] = count_trainable_params(policy.module)
-            summary["probe"] = _check_probe(policy, trained)
-            torch.set_num_threads(int(r.torch_threads))
-            torch.manual_seed(int(cfg.seed))  # explore=true samples with torch's RNG
-            env = make_atari_env(env_config(ecfg))
-            stack.callback(env.close)
-            timer = measure_timer()
-            summary["timer_overhead_ns"] = timer.overhead_ns
-            summary["timer"] = timer.to_dict()
-            summary["executor"] = {**policy.describe(), **_process_role()}
-            watch = EnvRunnerWatch(algo) if algo is not None else None
-            driver_cpu0 = time.process_time()
-            recorder = stack.enter_context(LatencyRecorder(out_dir, int(r.warmup_steps)))
-            counts = play(
-                policy,
-                env,
-                recorder,
-                int(r.episodes),
-                int(r.steps) if r.steps is not None else None,
-                ctx.progress,
-            )
-            driver_cpu_s = time.process_time() - driver_cpu0
-            summary.update(counts)
-            summary["env_runners"] = (
-                watch.finish(driver_cpu_s)
-                if watch is not None
-                else {
-                    "started": 0,
-                    "used": False,
-                    "env_steps_during_rollout": 0,
-                    "cpu_s_during_rollout": 0.0,
-                    "driver_cpu_s_during_rollout": driver_cpu_s,
-                    "runners": [],
-                }
-            )
+            policy = restore_policy(rollout, ctx, stack)
+            play_timed(rollout, policy, ctx, stack)
     finally:
         torch.set_num_threads(prev_threads)
-        if recorder is not None:
+        if rollout.recorder is not None:
             # Partial results too (failure, Ctrl-C): the job wrapper writes ctx.summary.
-            summary["steps"] = recorder.steps
-            summary["latency"] = recorder.latency_summary()
-            summary["episodes"] = recorder.episode_summary()
+            record_latency(rollout.recorder, ctx.summary)
+    summary = ctx.summary
     ctx.progress(
         f"done: {summary['steps']} steps, {summary['episodes']['count']} episodes, action "
         f"p50 {summary['latency']['action_ms']['p50']:.3f} ms, forward p50 "
-        f"{summary['latency']['forward_ms']['p50']:.3f} ms (first {r.warmup_steps} steps "
-        f"excluded)"
+        f"{summary['latency']['forward_ms']['p50']:.3f} ms (first {cfg.rollout.warmup_steps} "
+        f"steps excluded)"
     )
     return {k: summary[k] for k in SUMMARY_KEYS if k in summary}
 
 
-def _start_algorithm(
-    cfg: DictConfig, ecfg: DictConfig, trained: TrainedRun, ctx: Any, stack: ExitStack
-) -> Any:
-    """Start Ray and a PPO Algorithm with the plan's env runners and GPUs; restore the ckpt."""
+def _start_algorithm(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
+    """Start Ray and the run's Algorithm with the plan's env runners and GPUs; restore the ckpt."""
     import ray
 
+    from rlperf.algos import build_algo_config
     from rlperf.resources.plan import check_feasible
     from rlperf.resources.ray_session import ray_session
-    from rlperf.training.job import build_ppo_config
 
     if not ray.is_initialized():
         # A Ray we start ourselves; in a sweep trial the launcher checked its Ray.
-        check_feasible(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
-    stack.enter_context(ray_session(ctx.plan, ctx.machine, cfg.ray))
+        check_feasible(ctx.plan, ctx.machine, bool(rollout.cfg.ray.overcommit_cpus))
+    stack.enter_context(ray_session(ctx.plan, ctx.machine, rollout.cfg.ray))
     ctx.progress(f"starting an Algorithm with {ctx.plan.num_env_runners} env runner(s)")
     # Nothing is sampled or trained: 'auto' keeps RLlib's check of the run's batch size
     # against rollout_fragment_length x env runners from failing for other worker counts.
-    ecfg = ecfg.copy()
+    ecfg = rollout.ecfg.copy()
     ecfg.algo.rollout_fragment_length = "auto"
-    algo = build_ppo_config(ecfg, ctx.plan).build_algo()
+    algo = build_algo_config(ecfg, ctx.plan).build_algo()
     stack.callback(algo.stop)
+    ckpt = rollout.trained.checkpoint_dir
     try:
-        algo.restore_from_path(str(trained.checkpoint_dir.resolve()))
+        algo.restore_from_path(str(ckpt.resolve()))
     except Exception as exc:
         raise CheckpointError(
-            f"Algorithm.restore_from_path({trained.checkpoint_dir}) failed "
-            f"({type(exc).__name__}: {exc}); expected an RLlib PPO checkpoint of this model"
+            f"Algorithm.restore_from_path({ckpt}) failed ({type(exc).__name__}: {exc}); "
+            f"expected an RLlib {str(ecfg.algo.name).upper()} checkpoint of this model"
         ) from exc
     return algo
 
 
-__all__ = ["EnvRunnerWatch", "check_hardware", "cli_overrides", "play", "run_rollout"]
+__all__ = ["EnvRunnerWatch", "Rollout", "check_hardware", "play", "run_rollout"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlperf.results.summary import write_json
+from rlperf.runs import SUMMARY_FILE
 from rlperf.sweep.cells import CELL_FILE, FINAL_STATUSES
 
 INDEX_FILE = "sweep.json"
@@ -126,7 +127,7 @@ class SweepIndex:
 def summary_status(cell_dir: Path) -> str | None:
     """``status`` of ``cell_dir/summary.json``; None when missing or unreadable."""
     try:
-        return str(json.loads((cell_dir / "summary.json").read_text())["status"])
+        return str(json.loads((cell_dir / SUMMARY_FILE).read_text())["status"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -134,7 +135,7 @@ def summary_status(cell_dir: Path) -> str | None:
 def read_summary(cell_dir: Path) -> dict[str, Any]:
     """``cell_dir/summary.json`` as a dict ({} when missing or unreadable)."""
     try:
-        data = json.loads((cell_dir / "summary.json").read_text())
+        data = json.loads((cell_dir / SUMMARY_FILE).read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -156,4 +157,4 @@ def mark_summary(cell_dir: Path, status: str, error: str | None) -> None:
     summary["status"] = status
     summary["error"] = error
     cell_dir.mkdir(parents=True, exist_ok=True)
-    write_json(cell_dir / "summary.json", summary)
+    write_json(cell_dir / SUMMARY_FILE, summary)

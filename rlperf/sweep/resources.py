@@ -117,9 +117,9 @@ def algorithm_bundles(cfg: DictConfig, plan: ResourcePlan) -> tuple[list[Bundle]
     Imports RLlib; builds the ``AlgorithmConfig`` only (nothing starts).
     """
     with _quiet():
-        from rlperf.training.job import build_ppo_config
+        from rlperf.algos import build_algo_config
 
-        algo_config = build_ppo_config(cfg, plan)
+        algo_config = build_algo_config(cfg, plan)
         pgf = algo_config.algo_class.default_resource_request(algo_config)
     bundles = [{str(k): float(v) for k, v in b.items()} for b in pgf.bundles]
     return bundles, str(pgf.strategy)

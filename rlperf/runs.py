@@ -1,61 +1,106 @@
-"""Find, check and load the trained policy a rollout plays (``run=`` / ``checkpoint=``).
+"""The run-folder contract every stage shares: what a job folder holds, and how a
+downstream stage (rollout, edge) finds, checks and reuses a training run.
 
-A training job folder (``outputs/<date>/<time>`` or one job of a sweep) holds
-``.hydra/config.yaml`` (the resolved config it trained with) and ``checkpoint/``
-(the RLlib checkpoint plus ``rlperf_policy.pt`` and ``probe.npz``, see
-:func:`rlperf.training.job.save_checkpoint`). The rollout takes the model, env and
-algo settings from that config, so nothing has to be repeated on its command
-line; ``env.*`` keys given on the command line are applied on top (e.g.
-``env.max_episode_steps=500``), an explicit ``model=`` that differs from the
-run's is an error.
+A job folder (``outputs/<date>/<time>`` or ``multirun/<date>/<time>/<n>``, see
+``docs/results.md``) holds Hydra's ``.hydra/config.yaml``, ``fingerprint.json``,
+``summary.json``, the stage's CSV files, and for a training job ``checkpoint/``:
+the RLlib checkpoint plus ``rlperf_policy.pt`` (torch weights, reloads without
+Ray) and ``probe.npz`` (observations with the logits the policy gave when it
+was saved).
 
-Everything is checked before Ray or an env starts, and every error names the
-path and what was expected: a missing folder or file, a truncated file, a
-checkpoint of another model than its run's config, a checkpoint written by an
-incompatible rlperf or Ray version.
+A downstream stage names its training run with ``run=`` (a training job folder,
+or a sweep folder holding such jobs) or ``checkpoint=`` (the ``checkpoint/``
+folder of a training job, or its ``rlperf_policy.pt``; the run is then the
+folder the checkpoint was written into). It takes ``model``, ``env`` and
+``algo`` from the run's config (:func:`merge_run_config`: ``env.*`` given on the
+command line on top, an explicit ``model=`` that differs from the run's is an
+error) and checks the restored policy against ``probe.npz``
+(:func:`check_probe`). Everything is checked before Ray or an env starts, and
+every error names the path and what was expected.
+
+Importing this module is cheap: numpy, torch and Ray are imported by the
+functions that need them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# --------------------------------------------------------------------------
+# Layout of a job folder
+# --------------------------------------------------------------------------
+
+#: Hydra's snapshot of the composed, resolved config (downstream stages reload it).
+CONFIG_FILE = Path(".hydra", "config.yaml")
+#: A downstream job's config with the upstream run's model / env / algo in force.
+EFFECTIVE_CONFIG_FILE = "effective_config.yaml"
+FINGERPRINT_FILE = "fingerprint.json"
+SUMMARY_FILE = "summary.json"
+TELEMETRY_FILE = "telemetry.csv"
+METRICS_FILE = "metrics.csv"  # training: one row per iteration
+STEPS_FILE = "steps.csv"  # rollout, edge: one row per step
+EPISODES_FILE = "episodes.csv"  # rollout, edge: one row per finished episode
+
+#: A training job's checkpoint folder and the rlperf files in it.
+CHECKPOINT_DIR = "checkpoint"
+POLICY_FILE = "rlperf_policy.pt"
+PROBE_FILE = "probe.npz"
 
 #: Where the parts of an RLlib Algorithm checkpoint the rollout needs live.
 RLLIB_METADATA = "rllib_checkpoint.json"
 RL_MODULE_DIR = Path("learner_group", "learner", "rl_module", "default_policy")
 ENV_TO_MODULE_DIR = Path("env_runner", "env_to_module_connector")
 MODULE_TO_ENV_DIR = Path("env_runner", "module_to_env_connector")
-PROBE_FILE = "probe.npz"
-CONFIG_FILE = Path(".hydra", "config.yaml")
 
-# Logits of the restored RLModule on the probe observations must match the ones
-# saved with the checkpoint to this tolerance (float32 on CPU is bit-identical in
-# practice; GPUs reorder sums).
+#: Max abs logit error allowed between a reloaded policy and ``probe.npz``, by the
+#: torch device the reloaded policy runs on. The probe is the same float32 network
+#: on the same observations: on the CPU that is bit-identical in practice (1e-5
+#: leaves room for another thread count's summation order), while GPU kernels
+#: reorder and fuse sums (TF32 convolutions included), hence 1e-3. Both are far
+#: below what another training's weights give (logits differ by ~1e-1 and more).
 PROBE_ATOL = {"cpu": 1e-5, "cuda": 1e-3}
 
 
 class CheckpointError(ValueError):
-    """A run folder or checkpoint that cannot be rolled out; the message says why and where."""
+    """A run folder or checkpoint that cannot be used; the message says why and where."""
+
+
+@dataclass
+class Probe:
+    """``probe.npz``: observations with the logits and greedy actions of the saved policy."""
+
+    path: Path
+    obs: np.ndarray
+    logits: np.ndarray
+    actions: np.ndarray
 
 
 @dataclass
 class TrainedRun:
     """A checked training run: its folders, its config, and what its checkpoint says."""
 
-    run_dir: Path | None
+    run_dir: Path
     checkpoint_dir: Path
     config: DictConfig  # the run's .hydra/config.yaml (interpolations resolved)
     rlperf_version: str
-    ray_version: str
+    ray_version: str | None  # of rllib_checkpoint.json; None where the RLlib parts were not read
     model_config: dict[str, Any]  # obs_shape, num_actions, conv_filters of rlperf_policy.pt
     trained_iterations: int | None
-    probe: dict[str, Any] | None = None  # obs, logits, actions (numpy) from probe.npz
+    probe: Probe | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def policy_path(self) -> Path:
+        return self.checkpoint_dir / POLICY_FILE
 
     @property
     def module_dir(self) -> Path:
@@ -70,10 +115,10 @@ class TrainedRun:
         return self.checkpoint_dir / MODULE_TO_ENV_DIR
 
     def describe(self) -> dict[str, Any]:
-        """The ``source`` entry of ``summary.json``."""
+        """The ``source`` entry of a rollout's ``summary.json``."""
         model = self.config.model
         return {
-            "run": str(self.run_dir) if self.run_dir is not None else None,
+            "run": str(self.run_dir),
             "checkpoint": str(self.checkpoint_dir),
             "model": {
                 "name": str(model.name),
@@ -89,15 +134,42 @@ class TrainedRun:
 
 
 # --------------------------------------------------------------------------
-# Paths
+# Command-line overrides
 # --------------------------------------------------------------------------
 
 
-def _as_path(value: str | Path, base: Path | None) -> Path:
+def command_line_overrides() -> list[str]:
+    """This job's command-line overrides, sweep parameters included (empty outside Hydra)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if not HydraConfig.initialized():
+            return []
+        return [str(o) for o in HydraConfig.get().overrides.task]
+    except Exception:  # no Hydra app around this call
+        return []
+
+
+def override_keys(overrides: Iterable[str]) -> set[str]:
+    """The config keys ``overrides`` set: ``+env.noop_max=0`` -> ``env.noop_max``."""
+    return {str(o).split("=", 1)[0].lstrip("+~") for o in overrides}
+
+
+def explicit_model(cfg: DictConfig, overrides: Iterable[str]) -> str | None:
+    """``model.name`` where ``model=`` is among ``overrides``, else None."""
+    return str(cfg.model.name) if "model" in override_keys(overrides) else None
+
+
+# --------------------------------------------------------------------------
+# Finding a run
+# --------------------------------------------------------------------------
+
+_EXPECTED_CHECKPOINT = f"the {CHECKPOINT_DIR}/ folder of a training job (or its {POLICY_FILE})"
+
+
+def _as_path(value: str | Path, base: Path) -> Path:
     path = Path(str(value)).expanduser()
-    if not path.is_absolute() and base is not None:
-        path = base / path
-    return path
+    return path if path.is_absolute() else base / path
 
 
 def find_run_dir(run: Path, model_name: str | None = None) -> Path:
@@ -109,21 +181,21 @@ def find_run_dir(run: Path, model_name: str | None = None) -> Path:
     if not run.exists():
         raise CheckpointError(
             f"run={run}: no such folder; expected a training job folder "
-            f"(outputs/<date>/<time>) holding {CONFIG_FILE} and checkpoint/"
+            f"(outputs/<date>/<time>) holding {CONFIG_FILE} and {CHECKPOINT_DIR}/"
         )
     if not run.is_dir():
         raise CheckpointError(
             f"run={run} is a file; expected a training job folder holding {CONFIG_FILE} "
-            f"and checkpoint/ (use checkpoint=<path> for a checkpoint folder)"
+            f"and {CHECKPOINT_DIR}/ (use checkpoint=<path> for a checkpoint folder)"
         )
-    if (run / CONFIG_FILE).is_file() or (run / "checkpoint").is_dir():
+    if (run / CONFIG_FILE).is_file() or (run / CHECKPOINT_DIR).is_dir():
         return run
     jobs = sorted(p.parent.parent for p in run.glob(f"*/{CONFIG_FILE}"))
-    jobs = [j for j in jobs if (j / "checkpoint").is_dir()]
+    jobs = [j for j in jobs if (j / CHECKPOINT_DIR).is_dir()]
     if not jobs:
         raise CheckpointError(
             f"run={run} is neither a training job folder (with {CONFIG_FILE} and "
-            f"checkpoint/) nor a sweep folder containing such jobs"
+            f"{CHECKPOINT_DIR}/) nor a sweep folder containing such jobs"
         )
     names = {j: OmegaConf.select(OmegaConf.load(j / CONFIG_FILE), "model.name") for j in jobs}
     matching = [j for j in jobs if model_name is None or names[j] == model_name]
@@ -138,6 +210,21 @@ def find_run_dir(run: Path, model_name: str | None = None) -> Path:
     )
 
 
+def _checkpoint_dir(checkpoint: str | Path, base: Path) -> Path:
+    ckpt = _as_path(checkpoint, base)
+    if ckpt.is_file() and ckpt.name == POLICY_FILE:
+        return ckpt.parent
+    if not ckpt.exists():
+        raise CheckpointError(
+            f"checkpoint={checkpoint}: no such folder {ckpt}; expected {_EXPECTED_CHECKPOINT}"
+        )
+    if not ckpt.is_dir():
+        raise CheckpointError(
+            f"checkpoint={checkpoint}: {ckpt} is a file; expected {_EXPECTED_CHECKPOINT}"
+        )
+    return ckpt
+
+
 def resolve_paths(
     run: str | Path | None,
     checkpoint: str | Path | None,
@@ -148,47 +235,36 @@ def resolve_paths(
 
     ``checkpoint=`` may name the checkpoint folder or its ``rlperf_policy.pt``;
     without ``run=`` the run folder is the one the checkpoint was written into
-    (its parent).
+    (its parent), or None where that folder holds no run config.
     """
-    from rlperf.models.vision_net import POLICY_FILE
-
+    base = base if base is not None else Path.cwd()
     if run is None and checkpoint is None:
-        raise CheckpointError("stage=rollout needs run=<training job folder> or checkpoint=<path>")
+        raise CheckpointError(
+            f"no training run given: pass run=<training job folder> or checkpoint=<path> "
+            f"({_EXPECTED_CHECKPOINT})"
+        )
     run_dir = find_run_dir(_as_path(run, base), model_name) if run is not None else None
     if checkpoint is not None:
-        ckpt = _as_path(checkpoint, base)
-        if ckpt.is_file() and ckpt.name == POLICY_FILE:
-            ckpt = ckpt.parent
-        if not ckpt.exists():
-            raise CheckpointError(
-                f"checkpoint={checkpoint}: no such folder {ckpt}; expected the checkpoint/ "
-                f"folder of a training job (RLlib checkpoint + {POLICY_FILE})"
-            )
-        if not ckpt.is_dir():
-            raise CheckpointError(
-                f"checkpoint={checkpoint}: {ckpt} is a file; expected the checkpoint/ folder "
-                f"of a training job (RLlib checkpoint + {POLICY_FILE})"
-            )
-        if run_dir is None:
-            run_dir = ckpt.parent if (ckpt.parent / CONFIG_FILE).is_file() else None
-    else:
-        assert run_dir is not None
-        ckpt = run_dir / "checkpoint"
-        if not ckpt.is_dir():
-            raise CheckpointError(
-                f"run={run}: {ckpt} does not exist; a training job writes its checkpoint at "
-                f"the end of training{_run_status(run_dir)}"
-            )
+        ckpt = _checkpoint_dir(checkpoint, base)
+        if run_dir is None and (ckpt.parent / CONFIG_FILE).is_file():
+            run_dir = ckpt.parent
+        return run_dir, ckpt
+    assert run_dir is not None
+    ckpt = run_dir / CHECKPOINT_DIR
+    if not ckpt.is_dir():
+        raise CheckpointError(
+            f"run={run}: {ckpt} does not exist; a training job writes its checkpoint at "
+            f"the end of training{_run_status(run_dir)}"
+        )
     return run_dir, ckpt
 
 
 def _run_status(run_dir: Path) -> str:
-    summary = run_dir / "summary.json"
     try:
-        status = json.loads(summary.read_text()).get("status")
+        status = json.loads((run_dir / SUMMARY_FILE).read_text()).get("status")
     except (OSError, ValueError):
         return ""
-    return f" (its summary.json says status={status})" if status else ""
+    return f" (its {SUMMARY_FILE} says status={status})" if status else ""
 
 
 # --------------------------------------------------------------------------
@@ -211,7 +287,7 @@ def load_run_config(run_dir: Path) -> DictConfig:
     if not path.is_file():
         raise CheckpointError(
             f"{path} does not exist; expected the training job's config written by Hydra "
-            f"(the rollout reads the model and env settings from it)"
+            f"(downstream stages read the model and env settings from it)"
         )
     try:
         cfg = OmegaConf.load(path)
@@ -239,24 +315,28 @@ def load_run_config(run_dir: Path) -> DictConfig:
     return cfg
 
 
-def check_checkpoint_files(ckpt: Path) -> dict[str, Any]:
-    """The RLlib parts and rlperf files are there; returns ``rllib_checkpoint.json``."""
-    from rlperf.models.vision_net import POLICY_FILE
+def check_checkpoint_files(ckpt: Path, rllib: bool = True) -> dict[str, Any] | None:
+    """The rlperf files (and with ``rllib`` the RLlib parts) are there.
 
-    needed: list[str | Path] = [
-        RLLIB_METADATA,
-        POLICY_FILE,
-        RL_MODULE_DIR,
-        ENV_TO_MODULE_DIR,
-        MODULE_TO_ENV_DIR,
-    ]
+    Returns ``rllib_checkpoint.json`` with ``rllib``, else None: a stage that
+    only plays ``rlperf_policy.pt`` (edge) needs no RLlib part.
+    """
+    needed: list[str | Path] = [POLICY_FILE]
+    if rllib:
+        needed = [RLLIB_METADATA, POLICY_FILE, RL_MODULE_DIR, ENV_TO_MODULE_DIR, MODULE_TO_ENV_DIR]
     missing = [str(p) for p in needed if not (ckpt / p).exists()]
     if missing:
-        raise CheckpointError(
-            f"checkpoint {ckpt} is incomplete: missing {', '.join(missing)}; expected an RLlib "
-            f"Algorithm checkpoint written by rlperf's training job ({RLLIB_METADATA}, "
+        what = (
+            f"an RLlib Algorithm checkpoint written by rlperf's training job ({RLLIB_METADATA}, "
             f"{RL_MODULE_DIR}/, {ENV_TO_MODULE_DIR}/, {MODULE_TO_ENV_DIR}/, {POLICY_FILE})"
+            if rllib
+            else f"the checkpoint folder of rlperf's training job (with {POLICY_FILE})"
         )
+        raise CheckpointError(
+            f"checkpoint {ckpt} is incomplete: missing {', '.join(missing)}; expected {what}"
+        )
+    if not rllib:
+        return None
     meta_path = ckpt / RLLIB_METADATA
     try:
         meta = json.loads(meta_path.read_text())
@@ -288,7 +368,7 @@ def read_policy_payload(ckpt: Path) -> dict[str, Any]:
     import torch
 
     from rlperf import __version__
-    from rlperf.models.vision_net import POLICY_FILE, POLICY_FORMAT_VERSION
+    from rlperf.models.vision_net import POLICY_FORMAT_VERSION
 
     path = ckpt / POLICY_FILE
     try:
@@ -345,55 +425,70 @@ def check_same_model(ckpt: Path, run_cfg: DictConfig, model_config: dict[str, An
         )
 
 
+def read_probe(ckpt: Path) -> Probe | None:
+    """``probe.npz`` of a checkpoint folder; None where there is none."""
+    import numpy as np
+
+    path = ckpt / PROBE_FILE
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as data:
+            return Probe(path, data["obs"], data["logits"], data["actions"])
+    except Exception as exc:
+        raise CheckpointError(
+            f"{path} is truncated or unreadable ({type(exc).__name__}: {exc}); "
+            f"expected the probe observations and logits saved with the checkpoint"
+        ) from exc
+
+
+def write_probe(ckpt: Path, obs: np.ndarray, logits: np.ndarray) -> Path:
+    """Save ``probe.npz``: observations, the policy's logits and its greedy actions."""
+    import numpy as np
+
+    path = ckpt / PROBE_FILE
+    np.savez(path, obs=obs, logits=logits, actions=logits.argmax(axis=1))
+    return path
+
+
 def load_trained_run(
     run: str | Path | None,
     checkpoint: str | Path | None,
     base: Path | None = None,
     model_name: str | None = None,
+    *,
+    rllib: bool = True,
 ) -> TrainedRun:
     """Resolve and check ``run=`` / ``checkpoint=`` (no Ray started, no weights built).
 
     Args:
         run: ``run`` of the config: a training job folder or a sweep folder.
-        checkpoint: ``checkpoint`` of the config: a checkpoint folder.
+        checkpoint: ``checkpoint`` of the config: a checkpoint folder or its policy file.
         base: folder relative paths are taken from (default: the working directory).
-        model_name: an explicit ``model=`` of the rollout job, used to pick a job of a
-            sweep folder.
+        model_name: an explicit ``model=`` of the downstream job, used to pick a job of
+            a sweep folder.
+        rllib: check the RLlib parts of the checkpoint and its Ray version too (the
+            rollout restores them; the edge stage reads ``rlperf_policy.pt`` only).
 
     Raises:
         CheckpointError: naming the path and what was expected.
     """
-    import numpy as np
-
-    base = base if base is not None else Path.cwd()
     run_dir, ckpt = resolve_paths(run, checkpoint, base, model_name)
     if run_dir is None:
         raise CheckpointError(
             f"checkpoint={checkpoint}: no {CONFIG_FILE} in {ckpt.parent} (the job folder the "
-            f"checkpoint was written into); the rollout reads the model and env settings "
-            f"from it: pass run=<training job folder> as well"
+            f"checkpoint was written into); downstream stages read the model and env "
+            f"settings from it: pass run=<training job folder> as well"
         )
     run_cfg = load_run_config(run_dir)
-    meta = check_checkpoint_files(ckpt)
-    ray_version = check_ray_version(ckpt, meta)
+    meta = check_checkpoint_files(ckpt, rllib)
+    ray_version = check_ray_version(ckpt, meta) if meta is not None else None
     payload = read_policy_payload(ckpt)
     check_same_model(ckpt, run_cfg, payload["model_config"])
     resolved = OmegaConf.create(OmegaConf.to_container(run_cfg, resolve=True))
     assert isinstance(resolved, DictConfig)
-    probe = None
-    notes: list[str] = []
-    probe_path = ckpt / PROBE_FILE
-    if probe_path.is_file():
-        try:
-            with np.load(probe_path) as data:
-                probe = {k: data[k] for k in ("obs", "logits", "actions")}
-        except Exception as exc:
-            raise CheckpointError(
-                f"{probe_path} is truncated or unreadable ({type(exc).__name__}: {exc}); "
-                f"expected the probe observations and logits saved with the checkpoint"
-            ) from exc
-    else:
-        notes.append(f"no {PROBE_FILE}: the restored policy was not checked against it")
+    probe = read_probe(ckpt)
+    notes = [] if probe else [f"no {PROBE_FILE}: the restored policy was not checked against it"]
     extra = payload.get("extra") or {}
     return TrainedRun(
         run_dir=run_dir,
@@ -408,8 +503,42 @@ def load_trained_run(
     )
 
 
+def check_probe(
+    probe: Probe | None, logits_of: Callable[[np.ndarray], np.ndarray], device: str = "cpu"
+) -> dict[str, Any] | None:
+    """The reloaded policy gives the logits saved with the checkpoint (``probe.npz``).
+
+    ``logits_of`` maps the probe observations to the reloaded policy's logits;
+    ``device`` (``cpu`` / ``cuda``) picks the tolerance in :data:`PROBE_ATOL`.
+    Returns the ``probe`` entry of ``summary.json`` (None without a probe).
+
+    Raises:
+        CheckpointError: the logits differ by more than the tolerance.
+    """
+    import numpy as np
+
+    if probe is None:
+        return None
+    logits = np.asarray(logits_of(probe.obs))
+    err = float(np.abs(logits - probe.logits).max())
+    agreement = float((logits.argmax(axis=1) == probe.actions).mean())
+    atol = PROBE_ATOL[device]
+    if not err <= atol:
+        raise CheckpointError(
+            f"the policy restored from {probe.path.parent} does not reproduce the logits saved "
+            f"with it in {probe.path} (max abs error {err:.3g}, tolerance {atol} on {device}): "
+            f"the checkpoint's policy and {PROBE_FILE} come from different trainings"
+        )
+    return {
+        "observations": int(len(logits)),
+        "max_abs_logit_err": err,
+        "greedy_agreement": agreement,
+        "tolerance": atol,
+    }
+
+
 # --------------------------------------------------------------------------
-# The rollout's effective config
+# A downstream job's effective config
 # --------------------------------------------------------------------------
 
 
@@ -420,26 +549,11 @@ def _plain(cfg: DictConfig, key: str) -> dict[str, Any]:
     return {str(k): v for k, v in out.items()}
 
 
-def _override_key(override: str) -> str:
-    return str(override).split("=", 1)[0].lstrip("+~")
+def _check_explicit_model(cfg: DictConfig, trained: TrainedRun, keys: set[str]) -> None:
+    from rlperf.config.validate import ConfigError
 
-
-def effective_config(
-    cfg: DictConfig, trained: TrainedRun, overrides: Iterable[str] = ()
-) -> DictConfig:
-    """The rollout job's config with ``model``, ``env`` and ``algo`` taken from the run.
-
-    Everything else (``seed``, ``workers``, ``gpu_layout``, ``cpu_affinity``,
-    ``ray``, ``rollout``) is the rollout job's own. ``overrides`` are the job's
-    command-line overrides: an ``env=`` / ``env.<key>=`` among them is applied on
-    top of the run's env; a ``model=`` / ``model.<key>=`` that disagrees with the
-    run's model is an error.
-    """
-    from rlperf.config.validate import ConfigError, validate_model
-
-    keys = [_override_key(o) for o in overrides]
     run_model = model_geometry(trained.config.model)
-    for key in keys:
+    for key in sorted(keys):
         if (key == "model" or key.startswith("model.")) and (
             model_geometry(cfg.model) != run_model
             or (key == "model" and cfg.model.name != trained.config.model.name)
@@ -448,16 +562,31 @@ def effective_config(
             raise ConfigError(
                 f"{key}={given} was given, but the run {trained.run_dir} trained "
                 f"model={trained.config.model.name} (input {run_model['obs_shape']}, "
-                f"conv_filters {run_model['conv_filters']}); the rollout takes the model "
+                f"conv_filters {run_model['conv_filters']}); the {cfg.stage} takes the model "
                 f"from the run: drop {key}= or give that model's run"
             )
+
+
+def merge_run_config(
+    cfg: DictConfig, trained: TrainedRun, overrides: Iterable[str] = ()
+) -> DictConfig:
+    """A downstream job's config with ``model``, ``env`` and ``algo`` taken from the run.
+
+    Everything else (``seed``, ``workers``, ``gpu_layout``, ``rollout``, ``edge``,
+    ...) is the job's own. ``overrides`` are the job's command-line overrides: an
+    ``env=`` / ``env.<key>=`` among them is applied on top of the run's env; a
+    ``model=`` / ``model.<key>=`` that disagrees with the run's model is a
+    :class:`~rlperf.config.validate.ConfigError`.
+    """
+    from rlperf.config.validate import validate_model
+
+    keys = override_keys(overrides)
+    _check_explicit_model(cfg, trained, keys)
     plain = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(plain, dict)
     own_env = dict(plain["env"])
     # The run's values over the job's defaults (keys newer than the run keep defaults).
-    env = {**own_env, **_plain(trained.config, "env")}
-    if "env" in keys:
-        env = dict(own_env)
+    env = dict(own_env) if "env" in keys else {**own_env, **_plain(trained.config, "env")}
     for key in keys:
         if key.startswith("env.") and key[4:] in own_env:
             env[key[4:]] = own_env[key[4:]]
@@ -468,3 +597,28 @@ def effective_config(
     OmegaConf.set_struct(out, True)
     validate_model(out)
     return out
+
+
+def upstream_run(cfg: DictConfig, *, rllib: bool = True) -> tuple[TrainedRun, DictConfig]:
+    """The checked training run of a downstream job, and the job's effective config.
+
+    Config keys used: ``run``, ``checkpoint``, ``model`` (an explicit ``model=``
+    picks the job of a sweep folder and must match the run's); ``env.*`` given on
+    the command line apply on top of the run's env (:func:`merge_run_config`).
+    ``rllib`` as for :func:`load_trained_run`.
+    """
+    overrides = command_line_overrides()
+    model_name = explicit_model(cfg, overrides)
+    trained = load_trained_run(cfg.run, cfg.checkpoint, model_name=model_name, rllib=rllib)
+    return trained, merge_run_config(cfg, trained, overrides)
+
+
+def write_effective_config(out_dir: Path, cfg: DictConfig) -> Path:
+    """A downstream job's config with the upstream run's ``model`` / ``env`` in force.
+
+    ``.hydra/config.yaml`` holds what was composed (the default model, say); this
+    file holds what actually ran, and the report reads it first.
+    """
+    path = out_dir / EFFECTIVE_CONFIG_FILE
+    OmegaConf.save(cfg, path, resolve=True)
+    return path

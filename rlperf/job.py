@@ -31,11 +31,12 @@ from rlperf.resources.plan import (
 )
 from rlperf.resources.ray_session import applied_placement
 from rlperf.results.summary import write_json
+from rlperf.runs import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE
 
 log = logging.getLogger("rlperf")
 
 #: Set to "1" by the sweep launcher (hydra_plugins/rlperf_tune_launcher) in the
-#: process of a Ray Tune trial: see ``in_trial`` of :func:`run_job`.
+#: process of a Ray Tune trial: see ``in_trial`` of :func:`execute_stage`.
 IN_TRIAL_ENV = "RLPERF_IN_TUNE_TRIAL"
 
 
@@ -56,6 +57,21 @@ class JobContext:
     rows: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
+    @classmethod
+    def for_job(cls, cfg: DictConfig, out_dir: Path) -> JobContext:
+        """The context of a job of ``cfg``: its resource plan, this machine, a fresh summary."""
+        plan = plan_resources(cfg)
+        machine = detect_machine()
+        summary: dict[str, Any] = {
+            "status": "running",
+            "stage": str(cfg.stage),
+            "backend": str(cfg.backend.name),
+            "error": None,
+            "traceback": None,
+        }
+        gpu_indices = [i for i in plan.visible_gpus if i < machine.gpus]
+        return cls(out_dir, plan, machine, gpu_indices, summary)
+
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
 
@@ -75,7 +91,7 @@ class JobContext:
 Stage = Callable[[DictConfig, Path, JobContext], dict[str, Any]]
 
 
-def run_job(
+def execute_stage(
     cfg: DictConfig, out_dir: Path, stage: Stage, *, in_trial: bool | None = None
 ) -> dict[str, Any]:
     """Validate, check feasibility, then run ``stage`` with fingerprint, telemetry and summary.
@@ -92,29 +108,20 @@ def run_job(
     if in_trial is None:
         in_trial = os.environ.get(IN_TRIAL_ENV) == "1"
     validate_config(cfg)
-    plan = plan_resources(cfg)
-    machine = detect_machine()
+    ctx = JobContext.for_job(cfg, out_dir)
     if cfg.stage == "train" and not in_trial:
-        check_feasible(plan, machine, bool(cfg.ray.overcommit_cpus))
-    gpu_indices = [i for i in plan.visible_gpus if i < machine.gpus]
+        check_feasible(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {
-        "status": "running",
-        "stage": str(cfg.stage),
-        "backend": str(cfg.backend.name),
-        "error": None,
-        "traceback": None,
-    }
-    ctx = JobContext(out_dir, plan, machine, gpu_indices, summary)
+    summary = ctx.summary
     resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
     sampler = None
     try:
         # Visible GPUs and the affinity mask hold for the whole stage (and the Ray
         # it starts); the fingerprint records the mask in force.
-        with nullcontext() if in_trial else applied_placement(plan):
-            write_fingerprint(out_dir / "fingerprint.json", collect_fingerprint(resolved))
-            write_json(out_dir / "summary.json", summary)
-            sampler = _start_telemetry(cfg, out_dir, gpu_indices, ctx.started)
+        with nullcontext() if in_trial else applied_placement(ctx.plan):
+            write_fingerprint(out_dir / FINGERPRINT_FILE, collect_fingerprint(resolved))
+            write_json(out_dir / SUMMARY_FILE, summary)
+            sampler = _start_telemetry(cfg, out_dir, ctx.gpu_indices, ctx.started)
             ctx.sampler = sampler
             summary.update(stage(cfg, out_dir, ctx))
         summary["status"] = "completed"
@@ -133,22 +140,8 @@ def run_job(
             sampler.stop()
         summary["wall_s"] = ctx.elapsed_s()
         summary.setdefault("iterations", len(ctx.rows))
-        write_json(out_dir / "summary.json", summary)
+        write_json(out_dir / SUMMARY_FILE, summary)
     return summary
-
-
-EFFECTIVE_CONFIG = "effective_config.yaml"
-
-
-def write_effective_config(out_dir: Path, cfg: DictConfig) -> Path:
-    """A downstream job's config with the upstream run's ``model`` / ``env`` in force.
-
-    ``.hydra/config.yaml`` holds what was composed (the default model, say); this
-    file holds what actually ran, and the report reads it first.
-    """
-    path = out_dir / EFFECTIVE_CONFIG
-    OmegaConf.save(cfg, path, resolve=True)
-    return path
 
 
 def _start_telemetry(
@@ -159,7 +152,7 @@ def _start_telemetry(
     from rlperf.telemetry.sampler import TelemetrySampler
 
     sampler = TelemetrySampler(
-        out_dir / "telemetry.csv",
+        out_dir / TELEMETRY_FILE,
         interval_s=float(cfg.telemetry.interval_s),
         gpu_indices=gpu_indices,
         time_origin=time_origin,  # telemetry.csv and metrics.csv share "seconds since job start"

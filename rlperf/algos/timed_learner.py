@@ -1,4 +1,4 @@
-"""Exact per-iteration phase times.
+"""Exact per-iteration phase times (the learner class PPO is built with, and the driver clock).
 
 RLlib 2.60 reports its timers as EMAs (coefficient 0.01), not per-iteration
 values, so rlperf times the phases itself:

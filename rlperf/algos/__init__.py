@@ -1,0 +1,45 @@
+"""RLlib algorithm configs, one module per ``algo.name``.
+
+:func:`build_algo_config` turns the composed config and a resource plan into an
+RLlib ``AlgorithmConfig`` (nothing started). The training job trains with it,
+the rollout restores its checkpoint into it, and the sweep pre-flight asks it
+which resources a cell needs. To add an algorithm: a module beside
+:mod:`rlperf.algos.ppo` with ``build_config(cfg, plan)``, its line in
+:data:`ALGORITHMS`, and its member in ``AlgoName`` (:mod:`rlperf.config.schema`,
+which makes composition accept the name). Importing this package is cheap: RLlib is imported by the
+algorithm's module.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig
+
+if TYPE_CHECKING:
+    from rlperf.resources.plan import ResourcePlan
+
+#: ``algo.name`` -> the module whose ``build_config(cfg, plan)`` builds its AlgorithmConfig.
+ALGORITHMS = {
+    "ppo": "rlperf.algos.ppo",
+}
+
+
+def build_algo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
+    """The RLlib ``AlgorithmConfig`` of ``cfg.algo.name`` for the config and resource plan.
+
+    Config subtrees used: ``algo``, ``model``, ``env``, ``seed`` (and what the
+    algorithm's module documents); ``plan`` gives env runners, learners and GPUs.
+    """
+    from rlperf.config.validate import ConfigError
+
+    name = str(cfg.algo.name)
+    if name not in ALGORITHMS:
+        raise ConfigError(
+            f"algo.name={name!r} is not valid; choose one of: {', '.join(ALGORITHMS)}"
+        )
+    return import_module(ALGORITHMS[name]).build_config(cfg, plan)
+
+
+__all__ = ["ALGORITHMS", "build_algo_config"]
