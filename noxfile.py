@@ -42,8 +42,12 @@ def smoke(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
-    """Benchmarks that print figures (all, or `nox -s bench -- benchmarks/bench_x.py`)."""
+    """Benchmarks that print figures (all, or `nox -s bench -- benchmarks/bench_x.py`).
+
+    `tests/` goes on the path: the report and edge benchmarks build their inputs with the
+    test kits in `tests/support/`, which are not part of the package (docs/development.md).
+    """
     _install(session)
     scripts = session.posargs or sorted(glob.glob("benchmarks/bench_*.py"))
     for script in scripts:
-        session.run("python", script)
+        session.run("python", script, env={"PYTHONPATH": "tests"})

@@ -1,10 +1,11 @@
 """Edge-stage figures: int8 vs fp32 latency, policy-only vs both heads, pipeline time, fidelity.
 
-Usage::
+Usage (the supervised-trained policy comes from the tests' kit, tests/support/edge_kit.py,
+so ``PYTHONPATH=tests``; ``nox -s bench`` sets it)::
 
-    python benchmarks/bench_edge.py                   # model1, a supervised-trained policy
-    python benchmarks/bench_edge.py --run outputs/...  # a real training run's policy
-    python benchmarks/bench_edge.py --json bench.json
+    PYTHONPATH=tests python benchmarks/bench_edge.py                   # model1
+    PYTHONPATH=tests python benchmarks/bench_edge.py --run outputs/...  # a training run's policy
+    PYTHONPATH=tests python benchmarks/bench_edge.py --json bench.json
 
 Targets (the edge issue): model1 int8 median invoke latency <= 0.5 x fp32 on one
 thread (XNNPACK int8 kernels); the policy-only export >= 1.7x faster than both
@@ -65,11 +66,19 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
-    from rlperf.edge.testing import make_run_folder
     from rlperf.models.vision_net import load_policy
 
     tmp = Path(tempfile.mkdtemp(prefix="rlperf-bench-edge-"))
     if args.run is None:
+        try:
+            from support.edge_kit import make_run_folder
+        except ModuleNotFoundError as exc:
+            if exc.name != "support":
+                raise
+            raise SystemExit(
+                "without --run, bench_edge.py trains a policy with the tests' kit: run it "
+                "with PYTHONPATH=tests (docs/development.md, Benchmarks)"
+            ) from exc
         t0 = time.perf_counter()
         run = make_run_folder(tmp / "run", _model_cfg(args.model), train_steps=args.train_steps)
         print(

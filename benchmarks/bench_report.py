@@ -1,14 +1,15 @@
 """Benchmark of ``rlperf-report``: reading N cells x M iterations, tables, figures.
 
 The issue's target: reading 100 cells x 1,000 iterations takes under 10 s.
-Cells are written in rlperf's result format (docs/results.md) by
-:mod:`rlperf.report.synthetic`, replaying the 2021 study's measured iterations
-(tests/data/thesis), so every column holds realistic values.
+Cells are written in rlperf's result format (docs/results.md) by the tests'
+kit ``tests/support/synthetic.py``, replaying the 2021 study's measured iterations
+(tests/data/thesis), so every column holds realistic values. The kit is not part
+of the package: run with ``PYTHONPATH=tests`` (``nox -s bench`` sets it).
 
 Usage::
 
-    python benchmarks/bench_report.py                  # 100 cells x 1000 iterations
-    python benchmarks/bench_report.py --cells 20 --iterations 200 --figures
+    PYTHONPATH=tests python benchmarks/bench_report.py       # 100 cells x 1000 iterations
+    PYTHONPATH=tests python benchmarks/bench_report.py --cells 20 --iterations 200 --figures
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ def main() -> None:
     p.add_argument("--keep", type=Path, default=None, help="write the sweep here and keep it")
     args = p.parse_args()
 
-    from rlperf.report import synthetic
+    try:
+        from support import synthetic
+    except ModuleNotFoundError as exc:
+        if exc.name != "support":
+            raise
+        raise SystemExit(
+            "bench_report.py writes its cells with the tests' kit: run it with "
+            "PYTHONPATH=tests (docs/development.md, Benchmarks)"
+        ) from exc
     from rlperf.report.build import build_report, load_cells
     from rlperf.report.discover import discover
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.edge_kit import build_stub_runtime, install_fake_compiler, study_reference_file
 
 from rlperf.edge import SkipCell
 from rlperf.edge.edgetpu import (
@@ -25,7 +26,6 @@ from rlperf.edge.edgetpu import (
     load_edgetpu_delegate,
     parse_compiler_output,
 )
-from rlperf.edge.testing import build_stub_runtime, install_fake_compiler, study_reference_file
 
 STUB_SOURCE = Path(__file__).parent / "data" / "edgetpu_stub.c"
 

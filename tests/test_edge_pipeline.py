@@ -123,7 +123,7 @@ def test_export_fails_loudly_on_wrong_weights(monkeypatch) -> None:
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from rlperf.edge.testing import SMALL_MODEL, make_run_folder
+    from support.edge_kit import SMALL_MODEL, make_run_folder
 
     run = make_run_folder(
         tmp_path_factory.mktemp("runs") / "small",
@@ -295,10 +295,10 @@ def test_job_flags_a_variant_that_acts_differently(
 ) -> None:
     """A .tflite of another policy, checked against the trained one, is flagged."""
     import torch
+    from support.edge_kit import SMALL_MODEL
 
     from rlperf.edge.convert import convert_keras
     from rlperf.edge.export import build_keras_policy
-    from rlperf.edge.testing import SMALL_MODEL
     from rlperf.models.vision_net import VisionNet
 
     torch.manual_seed(123)
@@ -319,7 +319,7 @@ def test_job_flags_a_variant_that_acts_differently(
 
 
 def test_job_benchmarks_the_study_file(compose_edge, tmp_path) -> None:
-    from rlperf.edge.testing import study_reference_file
+    from support.edge_kit import study_reference_file
 
     path = study_reference_file("exported_models/model1_quant.tflite")
     twin = study_reference_file("exported_models/model1_quant_edgetpu.tflite")
@@ -366,7 +366,7 @@ def test_edgetpu_cell_with_stub_runtime_and_fake_compiler(
     trained_run, shared_cache, compose_edge, tmp_path, monkeypatch
 ) -> None:
     """The whole edgetpu path without hardware: the delegate that takes nothing is reported."""
-    from rlperf.edge.testing import build_stub_runtime, install_fake_compiler
+    from support.edge_kit import build_stub_runtime, install_fake_compiler
 
     stub = build_stub_runtime(STUB_SOURCE, tmp_path / "stub")
     if stub is None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.edge_kit import study_reference_file
 
 from rlperf.edge import EdgeTpuModelOnCpuError
-from rlperf.edge.testing import study_reference_file
 from rlperf.edge.tflite_model import (
     TensorInfo,
     dequantize_output,

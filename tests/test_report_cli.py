@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import synthetic
 
-from rlperf.report import MixedFingerprintsError, build_report, synthetic
+from rlperf.report import MixedFingerprintsError, build_report
 from rlperf.report.cli import main
 
 THESIS = Path(__file__).parent / "data" / "thesis"

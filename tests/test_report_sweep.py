@@ -1,7 +1,7 @@
 """The report on rlperf's own result format: a tiny sweep written in the test.
 
 The cells replay the 2021 study's measured iterations and per-episode
-latencies (tests/data/thesis) through :mod:`rlperf.report.synthetic`, so the
+latencies (tests/data/thesis) through :mod:`support.synthetic` (tests/support), so the
 numbers are real ones; a corrupt, a torn and a failed cell are added.
 """
 
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support import synthetic
 
-from rlperf.report import build_report, synthetic
+from rlperf.report import build_report
 from rlperf.report.stats import Estimate, bootstrap_ci, rank_with_ties, speedup_ci
 
 THESIS = Path(__file__).parent / "data" / "thesis"

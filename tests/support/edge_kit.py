@@ -1,4 +1,8 @@
-"""Policies with trained (not freshly initialised) weights, for tests and benchmarks.
+"""Edge-stage test kit: trained policies, the study's reference files, a stub Edge TPU
+runtime and a fake ``edgetpu_compiler``. Lives with the tests (``tests/support``), not in
+the package.
+
+Policies with trained (not freshly initialised) weights, for tests and benchmarks.
 
 A freshly initialised VisionNet has zero biases and near-equal logits: almost
 any perturbation flips its greedy action, so it says little about how
@@ -136,30 +140,20 @@ def make_run_folder(
     }
 
 
-def _study_candidates() -> list[Path]:
-    import os
-
-    repo = Path(__file__).resolve().parents[2]
-    found = [
-        os.environ.get("RLPERF_THESIS_DIR"),
-        repo / "tests" / "data" / "thesis",
-        repo.parent / "shared" / "reference" / "thesis",
-    ]
-    return [Path(c) for c in found if c]
+#: The 2021 study's reference files kept with the tests (a partial copy; MIT, see its README).
+STUDY_DATA = Path(__file__).resolve().parents[1] / "data" / "thesis"
 
 
 def study_reference_file(relative: str) -> Path | None:
     """A file of the 2021 study's reference data, e.g. ``exported_models/model1_quant.tflite``.
 
-    Looked up in ``$RLPERF_THESIS_DIR``, ``tests/data/thesis`` (a partial copy)
-    and the shared ``../shared/reference/thesis`` next to a source checkout. The
+    Looked up in ``tests/data/thesis`` only (the copies the tests ship, listed in
+    its README); ``None`` where that copy lacks the file, so a test can skip. The
     files are MIT licensed (J. Guzmán Muñoz, 2021); keep their README's
     attribution with any copy.
     """
-    for base in _study_candidates():
-        if (base / relative).is_file():
-            return base / relative
-    return None
+    path = STUDY_DATA / relative
+    return path if path.is_file() else None
 
 
 def build_stub_runtime(source: Path, out_dir: Path) -> Path | None:

@@ -1,46 +1,76 @@
 """Write cell folders in rlperf's result format (docs/results.md) from given numbers.
 
-For tests and benchmarks of the report, which must not wait for Ray: the
+A test kit (``tests/support``), not part of the package. For tests and
+benchmarks of the report, which must not wait for Ray: the
 folders look exactly like a Hydra multirun of rlperf (``multirun.yaml``,
 numbered cells with ``.hydra/config.yaml`` + ``overrides.yaml``,
 ``fingerprint.json``, ``metrics.csv`` or ``steps.csv`` / ``episodes.csv``,
 ``summary.json``). The numbers come from the caller; the tests derive them
 from the 2021 study's data (:func:`train_metrics_from` resamples a legacy
 cell's per-iteration rows), so the timings are real ones, not invented.
+
+Nothing of the format is declared here: column names, summaries, config group
+options and models come from rlperf's own definitions (``rlperf.results``,
+``rlperf.telemetry.sampler``, the shipped ``conf/`` groups), so a change of the
+result format reaches the report's tests (tests/test_report_kit.py checks it).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rlperf.report.cells import SPEC_MODELS
+from rlperf.config.models import study_models
+from rlperf.config.search_path import shipped_conf_dir
+from rlperf.results.columns import LATENCY_COLUMNS, PHASES, TRAIN_COLUMNS
+from rlperf.results.latency import EPISODE_COLUMNS, STEP_COLUMNS, summarize_latency
+from rlperf.results.summary import summarize_rows
+from rlperf.sweep.cells import CELL_FILE
+from rlperf.sweep.index import CellRecord
+from rlperf.telemetry.sampler import gpu_columns
 
-#: Trainable parameters of the study's models (SPEC §2), where the SPEC states them.
+#: The study's models: name -> (input dim, conv_filters), from the shipped ``conf/model``.
+STUDY_MODELS = study_models()
+
+#: Trainable parameters of the study's models, as the study states them
+#: (docs/configuration.md, ``model`` group), for ``summary.json["model_params"]``.
 MODEL_PARAMS = {"model1": 2_009_447, "model3": 1_108_359, "model4": 2_042_279}
 
-GPU_LAYOUTS: dict[str, dict[str, Any]] = {
-    "none": {"visible_gpus": [], "mode": "none", "driver_gpus": 0.0},
-    "gpu0": {"visible_gpus": [0], "mode": "shared", "driver_gpus": 0.0001},
-    "gpu1": {"visible_gpus": [1], "mode": "shared", "driver_gpus": 0.0001},
-    "both": {"visible_gpus": [0, 1], "mode": "shared", "driver_gpus": 0.001},
-    "gpu0_driver": {"visible_gpus": [0], "mode": "driver", "driver_gpus": 1.0},
-    "gpu1_driver": {"visible_gpus": [1], "mode": "driver", "driver_gpus": 1.0},
-    "both_driver": {"visible_gpus": [0, 1], "mode": "driver", "driver_gpus": 2.0},
-}
+#: ``metrics.csv`` columns before the per-GPU ones (the canonical list).
+METRIC_COLUMNS = TRAIN_COLUMNS
 
-METRIC_COLUMNS = [
-    "iteration", "time_s", "warmup", "sample_s", "load_s", "learn_s", "sync_s", "iter_s",
-    "other_s", "env_steps", "env_steps_per_s", "trained_steps", "trained_steps_per_s",
-    "episodes", "episode_return_mean", "cpu_util_pct", "ram_util_pct",
-]  # fmt: skip
-GPU_COLUMNS = ["util_pct", "mem_util_pct", "mem_used_mb", "power_w", "energy_j"]
+
+@cache
+def shipped_options(group: str) -> dict[str, dict[str, Any]]:
+    """Every option of a shipped config group: name -> its YAML node (``conf/<group>/*.yaml``).
+
+    Cached: use :func:`shipped_option` for a node to put into a config.
+    """
+    import yaml
+
+    return {
+        path.stem: yaml.safe_load(path.read_text())
+        for path in sorted((shipped_conf_dir() / group).glob("*.yaml"))
+    }
+
+
+def shipped_option(group: str, name: str) -> dict[str, Any]:
+    """A copy of one shipped option's node, e.g. ``shipped_option("gpu_layout", "gpu0")``."""
+    return copy.deepcopy(shipped_options(group)[name])
+
+
+#: The shipped ``gpu_layout`` options (none, gpu0, gpu1, both and their ``_driver`` forms).
+GPU_LAYOUTS = shipped_options("gpu_layout")
+#: The shipped ``cpu_affinity`` options (unrestricted, ray_cpus, pinned).
+CPU_AFFINITIES = shipped_options("cpu_affinity")
 
 
 def resolved_config(
@@ -56,30 +86,37 @@ def resolved_config(
     **extra: Any,
 ) -> dict[str, Any]:
     """A job config with the top-level keys of rlperf's ``.hydra/config.yaml``
-    (``rlperf/conf/config.yaml``; as Hydra writes it, interpolations unresolved)."""
-    dim, filters = SPEC_MODELS[model]
-    affinity = {"unrestricted": (None,), "ray_cpus": (workers + 1,), "pinned": (workers + 1,)}
+    (``conf/config.yaml``; as Hydra writes it, interpolations unresolved).
+
+    Every group node (``model``, ``gpu_layout``, ``cpu_affinity``, ``backend``,
+    ``env``, ``algo``) is the shipped option; ``cpu_affinity.num_cpus`` is
+    ``workers + 1`` where the mode limits Ray's CPUs. ``extra`` sets dotted keys
+    written with ``__`` (``algo__lr=1e-4``).
+    """
+    affinity = shipped_option("cpu_affinity", cpu_affinity)
+    if affinity["mode"] in ("ray_cpus", "pinned"):
+        affinity["num_cpus"] = workers + 1
     cfg: dict[str, Any] = {
         "stage": stage,
         "seed": seed,
-        "model": {"name": model, "dim": dim, "framestack": 4, "conv_filters": filters},
-        "gpu_layout": {"name": gpu_layout, **GPU_LAYOUTS[gpu_layout]},
+        "model": shipped_option("model", model),
+        "gpu_layout": shipped_option("gpu_layout", gpu_layout),
         "workers": workers,
         "env_runner": {"num_envs": 1, "num_cpus": 1.0},
-        "cpu_affinity": {"name": cpu_affinity, "mode": cpu_affinity,
-                         "num_cpus": affinity.get(cpu_affinity, (None,))[0], "first_cpu": 0},
-        "backend": {"name": backend},
-        "env": {"id": "ALE/Pong-v5", "dim": "${model.dim}", "framestack": "${model.framestack}",
-                "frameskip": 1, "skip": 4, "repeat_action_probability": 0.0, "noop_max": 30},
-        "algo": {"name": "ppo", "train_batch_size": 4000, "rollout_fragment_length": 200,
-                 "minibatch_size": 128, "num_epochs": 30, "lr": 5e-5, "gamma": 0.99,
-                 "lambda_": 1.0},
-        "train": {"iterations": iterations, "warmup_iterations": 0,
-                  "warmup_until_first_episode": True, "checkpoint_every": 0},
+        "cpu_affinity": affinity,
+        "backend": shipped_option("backend", backend),
+        "env": shipped_option("env", "pong"),
+        "algo": shipped_option("algo", "ppo"),
+        "train": {
+            "iterations": iterations,
+            "warmup_iterations": 0,
+            "warmup_until_first_episode": True,
+            "checkpoint_every": 0,
+        },
         "telemetry": {"enabled": True, "interval_s": 1.0},
         "run": None,
         "checkpoint": None,
-    }  # fmt: skip
+    }
     for dotted, value in extra.items():
         node = cfg
         *parents, leaf = dotted.split("__")
@@ -125,6 +162,7 @@ def fingerprint(
                       "omegaconf": "2.3.0", "numpy": "2.2.0", "rlperf": "0.1.0"},
         "rlperf_git_commit": "0123456789abcdef0123456789abcdef01234567",
         "rlperf_git_dirty": False,
+        "config_search_path": [{"provider": "main", "path": "pkg://rlperf.conf"}],
         "config": None,
     }  # fmt: skip
 
@@ -149,10 +187,10 @@ def train_metrics_from(
     )
     noise = rng.normal(1.0, 0.03, size=(len(rows), 4)).clip(0.8, 1.2)
     out = pd.DataFrame({"iteration": np.arange(1, len(rows) + 1)})
-    for j, col in enumerate(("sample_s", "load_s", "learn_s", "sync_s")):
+    for j, col in enumerate(PHASES):
         out[col] = rows[col].to_numpy(dtype=float) * noise[:, j]
     other = rows["other_s"].fillna(0.2).to_numpy(dtype=float).clip(min=0.0)
-    out["iter_s"] = out[["sample_s", "load_s", "learn_s", "sync_s"]].sum(axis=1) + other
+    out["iter_s"] = out[list(PHASES)].sum(axis=1) + other
     out["other_s"] = other
     out["time_s"] = out["iter_s"].cumsum()
     out["warmup"] = np.arange(len(rows)) < n_warm
@@ -175,28 +213,15 @@ def train_metrics_from(
         out[f"gpu{i}_mem_used_mb"] = used.to_numpy(dtype=float) / 100 * 24_576
         out[f"gpu{i}_power_w"] = 30 + 3.2 * util
         out[f"gpu{i}_energy_j"] = out[f"gpu{i}_power_w"] * out["iter_s"]
-    cols = METRIC_COLUMNS + [f"gpu{i}_{c}" for i in gpus for c in GPU_COLUMNS]
-    return out[cols]
+    # The canonical order; a column added to the format and not filled here is a KeyError.
+    return out[[*TRAIN_COLUMNS, *gpu_columns(gpus)]]
 
 
 def train_summary(metrics: pd.DataFrame, model: str, status: str = "completed") -> dict[str, Any]:
-    """summary.json of a training job (aggregates over the non-warm-up iterations)."""
-    kept = metrics[~metrics["warmup"]]
-    agg = {}
-    for col in metrics.columns:
-        if col in ("iteration", "warmup"):
-            continue
-        s = kept[col].dropna()
-        if s.empty:
-            continue
-        agg[col] = {
-            "mean": float(s.mean()),
-            "std": float(s.std(ddof=0)),
-            "min": float(s.min()),
-            "max": float(s.max()),
-            "p50": float(s.median()),
-            "n": int(len(s)),
-        }
+    """summary.json of a training job (aggregates over the non-warm-up iterations, as the
+    training job writes them: :func:`rlperf.results.summary.summarize_rows`)."""
+    rows = metrics.to_dict("records")
+    agg = summarize_rows(rows, list(metrics.columns), skip=("iteration", "time_s", "warmup"))
     return {
         "status": status,
         "stage": "train",
@@ -243,16 +268,12 @@ def inference_steps(
             "action": rng.integers(0, 6, n),
         }))  # fmt: skip
         ret = float(returns[e]) if returns is not None else -21.0
-        eps.append(
-            {
-                "episode": e,
-                "return": ret,
-                "length": n,
-                "wall_s": float((action.sum() + env.sum()) / 1000),
-            }
-        )
+        wall_s = float((action.sum() + env.sum()) / 1000)
+        eps.append({"episode": e, "return": ret, "length": n, "wall_s": wall_s})
         step0 += n
-    return pd.concat(frames, ignore_index=True), pd.DataFrame(eps)
+    # The canonical order; a column added to the format and not filled here is a KeyError.
+    steps = pd.concat(frames, ignore_index=True)[list(STEP_COLUMNS)]
+    return steps, pd.DataFrame(eps)[list(EPISODE_COLUMNS)]
 
 
 def inference_summary(
@@ -264,20 +285,10 @@ def inference_summary(
     model_size_bytes: int | None = None,
     delegate: str | None = None,
 ) -> dict[str, Any]:
-    """summary.json of a rollout / edge job."""
-    kept = steps[~steps["warmup"]]
-    lat = {}
-    for col in ("forward_ms", "action_ms", "env_step_ms"):
-        s = kept[col]
-        lat[col] = {
-            "count": int(s.count()),
-            "mean": float(s.mean()),
-            "std": float(s.std()),
-            "p50": float(s.quantile(0.5)),
-            "p90": float(s.quantile(0.9)),
-            "p99": float(s.quantile(0.99)),
-            "max": float(s.max()),
-        }
+    """summary.json of a rollout / edge job (latency as the stages summarise it:
+    :func:`rlperf.results.latency.summarize_latency` over the non-warm-up steps)."""
+    warmup = steps["warmup"].to_numpy(dtype=bool)
+    lat = {c: summarize_latency(steps[c].to_numpy(dtype=float), warmup) for c in LATENCY_COLUMNS}
     out: dict[str, Any] = {
         "status": "completed", "stage": stage, "backend": backend, "latency": lat,
         "warmup_steps": int(steps["warmup"].sum()),
@@ -334,7 +345,7 @@ def write_cell(path: Path, spec: CellSpec) -> Path:
     if spec.summary is not None:
         (path / "summary.json").write_text(json.dumps(spec.summary, indent=1))
     if spec.record is not None:
-        (path / "cell.json").write_text(json.dumps(spec.record, indent=1))
+        (path / CELL_FILE).write_text(json.dumps(spec.record, indent=1))
     for name, text in spec.extra_files.items():
         (path / name).write_text(text)
     return path
@@ -383,12 +394,21 @@ def _legacy_cells(thesis: Path) -> list[Any]:
 
 
 def _record(i: int, cfg: dict[str, Any], start: float, wall_s: float) -> dict[str, Any]:
-    """A completed cell's cell.json (rlperf.sweep.index.CellRecord fields)."""
-    return {"hash": f"{i:016x}", "overrides": overrides_for(cfg), "subdir": str(i),
-            "job_num": i, "status": "completed", "reason": None, "group": 0, "runs": 1,
-            "started_at": _timestamp(start - 2.0, 0.0),
-            "finished_at": _timestamp(start + wall_s + 1.0, 0.0), "wall_s": wall_s + 3.0,
-            "concurrent_cells": 1}  # fmt: skip
+    """A completed cell's ``cell.json``, as the sweep launcher writes it."""
+    record = CellRecord(
+        hash=f"{i:016x}",
+        overrides=overrides_for(cfg),
+        subdir=str(i),
+        job_num=i,
+        status="completed",
+        group=0,
+        runs=1,
+        started_at=_timestamp(start - 2.0, 0.0),
+        finished_at=_timestamp(start + wall_s + 1.0, 0.0),
+        wall_s=wall_s + 3.0,
+        concurrent_cells=1,
+    )
+    return record.to_json()
 
 
 def _timestamp(base: float, offset_s: float) -> str:
@@ -415,9 +435,9 @@ def study_training_sweep(
     """
     legacy = [c for c in _legacy_cells(thesis)
               if c.stage == "train" and c.axes["gpu_layout"] in GPU_LAYOUTS
-              and c.axes["cpu_affinity"] in ("unrestricted", "ray_cpus", "pinned")
+              and c.axes["cpu_affinity"] in CPU_AFFINITIES
               and c.leaves.get("workers.num_cpus_per_worker", 1) != 0
-              and c.axes["model"] in SPEC_MODELS]  # fmt: skip
+              and c.axes["model"] in STUDY_MODELS]  # fmt: skip
     seen: dict[tuple[Any, ...], Any] = {}
     for c in legacy:
         key = tuple(c.axes[a] for a in ("model", "gpu_layout", "workers", "cpu_affinity"))
@@ -459,7 +479,7 @@ def study_training_sweep(
 
 
 #: Fidelity of the exported variants in the synthetic inference sweep (made up: the study
-#: never measured fidelity; rlperf does, see SPEC §2).
+#: never measured fidelity; rlperf does, see docs/edge.md).
 SYNTHETIC_FIDELITY = {
     "tflite_fp32": {"agreement": 1.0, "max_abs_logit_err": 2e-6, "mean_abs_logit_err": 3e-7,
                     "return_diff": 0.0},
