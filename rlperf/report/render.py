@@ -1,6 +1,6 @@
 """Render a report document to ``report.md`` and a self-contained ``report.html``.
 
-The document is a list of blocks built by :mod:`rlperf.report.build`; both
+The document is a list of blocks built by :mod:`rlperf.report.document`; both
 renderers walk the same list, so the two files always say the same thing. The
 HTML embeds every PNG as base64 and needs nothing else (no CSS or JS files).
 """

@@ -1,0 +1,438 @@
+"""The text of the report: the blocks that :mod:`rlperf.report.render` writes as
+``report.md`` and ``report.html``.
+
+Sections, in reading order: what was read, warnings and findings → methods
+(warm-up, exclusions, concurrency, fingerprints, statistics, legacy data) → one
+section per comparison family with a table per model → figures → fingerprints
+→ cells.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from rlperf.report import figures as figs
+from rlperf.report import render
+from rlperf.report.axes import AxisPlan
+from rlperf.report.cells import PHASES, Cell
+from rlperf.report.findings import OBJECTIVES, FamilyAnalysis
+from rlperf.report.fingerprints import FingerprintGroup, differing_keys
+from rlperf.report.load import CellError, read_yaml
+
+if TYPE_CHECKING:
+    from rlperf.report.build import ReportResult
+
+_FAMILY_TITLES = {"training": "Training", "inference": "Inference (rollout and edge)"}
+
+_GRANULARITY = {"step": "steps", "episode_mean": "episode means", "run_mean": "run mean"}
+
+_STATISTICS = (
+    "**Statistics.** Cells are compared per model on {objectives} over the non-warm-up "
+    "iterations or steps. Intervals are 95% percentile-bootstrap intervals "
+    "(`scipy.stats.bootstrap`, 1000 resamples, seeded by the cell id; a speedup's "
+    "interval is that of the ratio of the two cells' independent bootstrap "
+    "distributions). Two cells whose intervals overlap are called tied; a cell's rank is "
+    "1 + the number of cells whose interval lies entirely below its own, so tied cells "
+    "share a rank. Iterations of one run are autocorrelated, so the intervals describe "
+    "that run rather than run-to-run variance (repeat cells to measure that). Speedups "
+    "are baseline time / cell time (> 1: faster than the baseline)."
+)
+
+_LEGACY_DATA = (
+    "**Legacy data.** RLlib 1.x runs (Tune `progress.csv` + `params.json`) are mapped "
+    "onto the canonical columns (docs/report.md). Their `timers/*_time_ms` are means "
+    "over a sliding window of the last 10 iterations; the report inverts the window "
+    "(x_k = x_{k-10} + 10 (m_k - m_{k-1})) to recover per-iteration phase times, "
+    "checks that they are non-negative and sum to at most `time_this_iter_s`, and "
+    "keeps the window means as `*_win10` columns. GPU utilisation and GPU memory are "
+    "GPUtil fractions converted to %, and the memory figure is occupancy "
+    "(`gpu{i}_mem_used_pct`), not NVML's memory-bus utilisation. `episode_reward_mean` "
+    "is smoothed over the last 100 episodes. The study's warm-up rule (drop iterations "
+    "before the first finished episode) is applied. Config axes come from `params.json` "
+    "and the run names; the machines' fingerprints from the study's README."
+)
+
+_FILES = (
+    "Tables: `runs.csv` (one row per cell), `iterations.csv` (training, per iteration), "
+    "`latency.csv` (inference samples), each also as Parquet. Figures: `figures/*.png` "
+    "and `.svg`."
+)
+
+
+def document(
+    res: ReportResult, plans: dict[str, AxisPlan], sweeps: Sequence[Path], paths: Sequence[Path]
+) -> list[render.Block]:
+    """Every block of the report, in reading order."""
+    blocks = _summary(res, paths)
+    blocks += _methods(res, sweeps)
+    for fam in ("training", "inference", *[f for f in plans if f not in OBJECTIVES]):
+        if fam in plans:
+            blocks += _family_section(res, fam, plans[fam])
+    blocks += _figures_section(res)
+    blocks += _fingerprints_section(res.fingerprint_groups)
+    blocks += _cells_section(res, plans)
+    return blocks
+
+
+def _summary(res: ReportResult, paths: Sequence[Path]) -> list[render.Block]:
+    """Title, what was read, warnings and findings."""
+    now = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    n_ok = sum(c.completed for c in res.cells)
+    read = render.Para(
+        f"Generated {now} from {len(res.cells)} cells ({n_ok} completed; "
+        f"{sum(not s.duplicate for s in res.skipped)} unreadable and "
+        f"{sum(s.duplicate for s in res.skipped)} duplicate folders skipped) under "
+        + ", ".join(f"`{p}`" for p in paths)
+        + "."
+    )
+    findings = [f.text for f in res.findings] or ["No completed cell to compare."]
+    return [
+        render.Heading("rlperf report", 1),
+        read,
+        *[render.Warn(w) for w in res.warnings],
+        render.Heading("Findings", 2),
+        render.Bullets(findings),
+    ]
+
+
+# --------------------------------------------------------------------------- methods
+
+
+def _methods(res: ReportResult, sweeps: Sequence[Path]) -> list[render.Block]:
+    """How the numbers were obtained, one paragraph per topic."""
+    text = [
+        *_warmup_text(res),
+        _exclusions_text(res),
+        _concurrency_text(res.cells, sweeps),
+        _fingerprints_text(res),
+        _statistics_text(res.analyses),
+    ]
+    if any(c.source == "legacy" for c in res.cells):
+        text.append(_LEGACY_DATA)
+    return [render.Heading("Methods", 2), *[render.Para(t) for t in text]]
+
+
+def _warmup_text(res: ReportResult) -> list[str]:
+    text = []
+    it = res.iterations
+    if not it.empty:
+        rules = sorted({c.warmup_rule for c in res.cells if c.family == "training"})
+        text.append(
+            f"**Warm-up.** Training iterations flagged as warm-up are kept in `iterations.csv` "
+            f"(column `warmup`) but excluded from every mean, interval, ranking and figure: "
+            f"{int(it['warmup'].sum())} of {len(it)} iterations in {it['cell'].nunique()} "
+            "training cells. Rules: " + "; ".join(rules) + "."
+        )
+    if not res.latency.empty:
+        text.append(
+            f"Inference cells: the first steps flagged `warmup` in `steps.csv` are excluded "
+            f"({int(res.latency['warmup'].sum())} samples); the study's rollout files kept "
+            "only per-episode or per-run means of every step, with nothing removed."
+        )
+    return text
+
+
+def _exclusions_text(res: ReportResult) -> str:
+    incomplete = [c for c in res.cells if not c.completed]
+    dups = sum(s.duplicate for s in res.skipped)
+    return (
+        f"**Excluded.** {len(res.skipped) - dups} folder(s) or file(s) could not be read "
+        f"(listed under *Skipped*); {dups} duplicate folder(s), copies of a run already "
+        "read (same Tune experiment id, or same host and start time), count once; "
+        f"{len(incomplete)} "
+        "cell(s) did not complete (status failed, interrupted or partial): they appear in "
+        "`runs.csv` and `iterations.csv` but are not ranked or plotted."
+    )
+
+
+def _concurrency_text(cells: Sequence[Cell], sweeps: Sequence[Path]) -> str:
+    conc, _ = _concurrency(cells)
+    ran_with = sorted({int(c.concurrent_cells) for c in cells if c.concurrent_cells})
+    if ran_with:
+        conc += (
+            "; the launcher ran them with max_concurrent_trials="
+            + "/".join(map(str, ran_with))
+            + (" (cells shared the machine)" if max(ran_with) > 1 else " (one cell at a time)")
+        )
+    launch = _launchers(sweeps)
+    return f"**Concurrency.** {conc}." + (" Sweeps: " + "; ".join(launch) + "." if launch else "")
+
+
+def _concurrency(cells: Sequence[Cell]) -> tuple[str, int]:
+    timed = [c for c in cells if c.started_at is not None and c.ended_at is not None]
+    if not timed:
+        return "no start / end times recorded, so concurrency cannot be checked", 0
+    pairs: list[tuple[str, str]] = []
+    by_host: dict[str, list[Cell]] = {}
+    for c in timed:
+        by_host.setdefault(c.host or "?", []).append(c)
+    for group in by_host.values():
+        group.sort(key=lambda c: c.started_at or 0.0)
+        for i, a in enumerate(group):
+            for b in group[i + 1 :]:
+                if (b.started_at or 0.0) >= (a.ended_at or 0.0) - 1.0:
+                    break
+                pairs.append((a.id, b.id))
+    if not pairs:
+        return (
+            f"{len(timed)} of {len(cells)} cells recorded start and end times; none "
+            "overlapped another on the same host (they ran one at a time)"
+        ), 0
+    first, second = pairs[0]
+    return (
+        f"{len(pairs)} pair(s) of cells overlapped in time on the same host (e.g. `{first}` "
+        f"and `{second}`): their timings may have interfered"
+    ), len(pairs)
+
+
+def _launchers(sweeps: Sequence[Path]) -> list[str]:
+    out = []
+    for sweep in sweeps:
+        try:
+            cfg = read_yaml(sweep / "multirun.yaml")
+        except CellError:
+            continue
+        launcher = ((cfg or {}).get("hydra") or {}).get("launcher") or {}
+        if not isinstance(launcher, dict) or not launcher:
+            continue
+        target = launcher.get("_target_", "?")
+        knobs = {
+            k: v
+            for k, v in launcher.items()
+            if any(t in k for t in ("concurren", "parallel", "n_jobs", "max"))
+        }
+        extra = ", ".join(f"{k}={v}" for k, v in knobs.items())
+        out.append(f"`{sweep.name}`: launcher `{target}`" + (f" ({extra})" if extra else ""))
+    return out
+
+
+def _fingerprints_text(res: ReportResult) -> str:
+    groups = res.fingerprint_groups
+    fp_list = ", ".join(f"{g.name}: {g.machine or 'unknown'}" for g in groups.values())
+    return (
+        f"**Fingerprints.** {len(groups)} distinct hardware/software fingerprint(s) "
+        f"({fp_list}); "
+        "host names, start times, affinity masks and the config are not compared. "
+        + (
+            "Tables that mix fingerprints carry a warning."
+            if res.mixed
+            else "Every comparison is within one fingerprint."
+        )
+    )
+
+
+def _statistics_text(analyses: dict[str, FamilyAnalysis]) -> str:
+    objs = "; ".join(f"{fam}: {a.statistic} of `{a.metric}`" for fam, a in analyses.items())
+    return _STATISTICS.format(objectives=objs)
+
+
+# --------------------------------------------------------------------------- families
+
+
+def _family_section(res: ReportResult, fam: str, plan: AxisPlan) -> list[render.Block]:
+    """What differs, the speedup baseline, and one ranked table per model."""
+    shown = [a for a in plan.axes if a != "model"]
+    common = ", ".join(f"{k}={v}" for k, v in plan.constants.items() if v is not None)
+    blocks: list[render.Block] = [
+        render.Heading(_FAMILY_TITLES.get(fam, fam), 2),
+        render.Para(
+            "Configurations differ in: "
+            + (", ".join(f"`{a}`" for a in shown) or "nothing")
+            + (f". Common to all: {common}." if common else ".")
+        ),
+    ]
+    a = res.analyses.get(fam)
+    if a is not None and a.baselines:
+        how = "`--baseline`" if a.baseline_chosen else "default: slowest cell of each model"
+        blocks.append(
+            render.Para(
+                f"Speedup baseline ({how}): "
+                + "; ".join(f"{m}: `{plan.configs[c]}`" for m, c in sorted(a.baselines.items()))
+                + "."
+            )
+        )
+    rows_all = res.runs[(res.runs["family"] == fam) & (res.runs["status"] == "completed")]
+    for model in sorted(rows_all["model"].dropna().astype(str).unique()):
+        rows = rows_all[rows_all["model"].astype(str) == model].sort_values(
+            ["objective_value", "config"], na_position="last"
+        )
+        blocks.append(render.Heading(model, 3))
+        if (fam, model) in res.mixed:
+            blocks.append(render.Warn(_mixed_text(res.mixed[(fam, model)], res.fingerprint_groups)))
+        table = _training_table(rows) if fam == "training" else _inference_table(rows)
+        blocks.append(render.Table(table))
+    return blocks
+
+
+def _mixed_text(names: list[str], groups: dict[str, FingerprintGroup]) -> str:
+    desc = "; ".join(
+        f"{n} = {groups[n].machine or 'unknown'} ({len(groups[n].cells)} cells)" for n in names
+    )
+    diff = differing_keys(groups[n].fingerprint for n in names)
+    return (
+        f"rows of this table were recorded on different hardware or software: {desc}. "
+        f"Differing fingerprint fields: {', '.join(diff) or 'n/a'}."
+    )
+
+
+def _f(v: Any, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)) or v is pd.NA:
+        return ""
+    if isinstance(v, float | np.floating):
+        return f"{v:.{digits}g}" if abs(float(v)) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def _ci(v: Any, lo: Any, hi: Any) -> str:
+    if not _f(v):
+        return ""
+    if not _f(lo) or not _f(hi):
+        return _f(v)
+    return f"{_f(v)} [{_f(lo)}, {_f(hi)}]"
+
+
+def _rank(r: pd.Series, best_rank: int = 1) -> str:
+    rank = r.get("rank_in_model")
+    if rank is None or pd.isna(rank):
+        return ""
+    return f"{int(rank)}"
+
+
+def _col(rows: pd.DataFrame, name: str) -> pd.Series:
+    """A column of the runs table, or NaN where no cell had it."""
+    return rows[name] if name in rows else pd.Series(np.nan, index=rows.index, dtype=float)
+
+
+def _fmt_col(rows: pd.DataFrame, name: str, digits: int = 3) -> np.ndarray:
+    return _col(rows, name).map(lambda v: _f(v, digits)).to_numpy()
+
+
+def _ci_col(rows: pd.DataFrame, prefix: str) -> list[str]:
+    lo, hi = (
+        ("speedup_ci_low", "speedup_ci_high")
+        if prefix == "speedup"
+        else ("objective_ci_low", "objective_ci_high")
+    )
+    value = "speedup" if prefix == "speedup" else "objective_value"
+    return [_ci(v, a, b) for v, a, b in zip(_col(rows, value), _col(rows, lo), _col(rows, hi),
+                                            strict=True)]  # fmt: skip
+
+
+def _count(v: Any) -> str:
+    return f"{int(v)}" if _f(v) else "0"
+
+
+def _training_table(rows: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame(
+        {
+            "rank": rows.apply(_rank, axis=1).to_numpy(),
+            "configuration": rows["config"].to_numpy(),
+            "cell": rows["cell"].map(lambda c: f"`{c}`").to_numpy(),
+            "iters (warm-up)": [
+                f"{_count(i)} ({_count(w)})"
+                for i, w in zip(
+                    _col(rows, "iterations"), _col(rows, "warmup_iterations"), strict=True
+                )  # fmt: skip
+            ],
+            "time/iter s [95% CI]": _ci_col(rows, "objective"),
+        }
+    )
+    for p in PHASES:
+        out[p.removesuffix("_s") + " s"] = _fmt_col(rows, f"{p}_mean")
+    out["env steps/s"] = _fmt_col(rows, "env_steps_per_s_mean", 4)
+    out["CPU %"] = _fmt_col(rows, "cpu_util_pct_mean", 2)
+    gpu_cols = [c for c in rows.columns if re.fullmatch(r"gpu\d+_util_pct_mean", c)
+                and rows[c].notna().any()]  # fmt: skip
+    for c in gpu_cols:
+        out[f"GPU {c.split('_')[0].removeprefix('gpu')} %"] = _fmt_col(rows, c, 2)
+    if "speedup" in rows:
+        out["speedup [95% CI]"] = _ci_col(rows, "speedup")
+    out["fp"] = rows["fingerprint"].to_numpy()
+    return out
+
+
+def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
+    m = "action_ms" if _col(rows, "action_ms_p50").notna().any() else "forward_ms"
+    out = pd.DataFrame(
+        {
+            "rank": rows.apply(_rank, axis=1).to_numpy(),
+            "configuration": rows["config"].to_numpy(),
+            "cell": rows["cell"].map(lambda c: f"`{c}`").to_numpy(),
+            "samples": [
+                f"{_count(n)} {_GRANULARITY.get(str(g), '')}".strip()
+                for n, g in zip(_col(rows, "samples"), _col(rows, "granularity"), strict=True)
+            ],
+            "p50 ms [95% CI]": _ci_col(rows, "objective"),
+            "mean ms": _fmt_col(rows, f"{m}_mean"),
+            "p90 ms": _fmt_col(rows, f"{m}_p90"),
+            "p99 ms": _fmt_col(rows, f"{m}_p99"),
+            "max ms": _fmt_col(rows, f"{m}_max"),
+            "return": _fmt_col(rows, "return_mean"),
+        }
+    )
+    if _col(rows, "fidelity_agreement").notna().any():
+        out["agreement %"] = (_col(rows, "fidelity_agreement").astype(float) * 100).map(
+            lambda v: _f(v, 4)).to_numpy()  # fmt: skip
+    if "speedup" in rows:
+        out["speedup [95% CI]"] = _ci_col(rows, "speedup")
+    out["fp"] = rows["fingerprint"].to_numpy()
+    return out
+
+
+# --------------------------------------------------------------------------- appendix
+
+
+def _figures_section(res: ReportResult) -> list[render.Block]:
+    blocks: list[render.Block] = [render.Heading("Figures", 2)]
+    for name, (_, caption) in figs.FIGURES.items():
+        if name in res.figures:
+            blocks.append(render.Image(res.figures[name], caption))
+    if not res.figures and not res.figures_skipped:
+        blocks.append(render.Para("Figures were not drawn (`--no-figures`)."))
+    if res.figures_skipped:
+        why = "; ".join(f"{n} ({why})" for n, why in res.figures_skipped.items())
+        blocks.append(render.Para(f"Not drawn: {why}."))
+    return blocks
+
+
+def _fingerprints_section(groups: dict[str, FingerprintGroup]) -> list[render.Block]:
+    table = pd.DataFrame(
+        {
+            "fingerprint": [g.name for g in groups.values()],
+            "machine": [g.machine for g in groups.values()],
+            "cells": [len(g.cells) for g in groups.values()],
+            "fields": [
+                ", ".join(f"{k}={v}" for k, v in list(g.fingerprint.items())[:12])
+                for g in groups.values()
+            ],
+        }
+    )
+    return [render.Heading("Fingerprints", 2), render.Table(table)]
+
+
+def _cells_section(res: ReportResult, plans: dict[str, AxisPlan]) -> list[render.Block]:
+    groups = res.fingerprint_groups
+    table = pd.DataFrame(
+        {
+            "cell": [f"`{c.id}`" for c in res.cells],
+            "label": [plans[c.family].labels.get(c.id, "") for c in res.cells],
+            "stage": [c.stage for c in res.cells],
+            "source": [c.source for c in res.cells],
+            "status": [c.status for c in res.cells],
+            "fp": [next(g.name for g in groups.values() if c.id in g.cells) for c in res.cells],
+            "notes": ["; ".join(c.notes) for c in res.cells],
+        }
+    )
+    blocks: list[render.Block] = [render.Heading("Cells", 2), render.Table(table)]
+    if res.skipped:
+        blocks.append(render.Heading("Skipped", 3))
+        blocks.append(render.Bullets([f"`{s.path}`: {s.reason}" for s in res.skipped]))
+    blocks.append(render.Para(_FILES))
+    return blocks
