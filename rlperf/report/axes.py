@@ -37,15 +37,20 @@ class AxisPlan:
 
     def config_without(self, cell_values: dict[str, Any], drop: Sequence[str]) -> str:
         """A label from this plan's axes minus ``drop`` (e.g. workers for an x axis)."""
-        parts = [
-            format_value(a, cell_values.get(a))
-            for a in self.axes
-            if a not in drop
-            and a != "model"
-            and _display(_hashable(cell_values.get(a))) is not None
-            and not (a in self.quiet and _same(cell_values.get(a), self.quiet[a]))
-        ]
-        return " · ".join(parts) or "all"
+        return _config_text([a for a in self.axes if a not in drop], self.quiet, cell_values)
+
+
+def _config_text(axes: Sequence[str], quiet: dict[str, Any], values: dict[str, Any]) -> str:
+    """A cell's configuration label: its values of ``axes`` except the model, and except
+    values that are ``quiet`` (shared by most cells); ``all`` when nothing is left."""
+    parts = [
+        format_value(a, values.get(a))
+        for a in axes
+        if a != "model"
+        and _display(_hashable(values.get(a))) is not None
+        and not (a in quiet and _same(values.get(a), quiet[a]))
+    ]
+    return " · ".join(parts) or "all"
 
 
 def _display(value: Any) -> Any:
@@ -126,86 +131,18 @@ def plan_axes(cells: Sequence[Cell]) -> AxisPlan:
     if not cells:
         return AxisPlan([], {}, {})
     df = _frame(cells)
-    varying = [a for a in PRIMARY_AXES if a in df and df[a].nunique(dropna=False) > 1]
-    if "stage" in varying and _determined(df, [a for a in varying if a != "stage"], "stage"):
-        varying.remove("stage")
-    axes = list(varying)
-    # Greedy: add the leaf that leaves the fewest cells indistinguishable, until all are
-    # told apart or no leaf helps; ties go to the leaf seen first (config file order).
-    candidates = [c for c in df.columns if c not in PRIMARY_AXES and c != "group"]
-    candidates = [c for c in candidates if df[c].notna().sum() >= 2 and df[c].nunique() >= 2]
-    while len(df) > 1 and _n_dup(df, axes) and candidates:
-        scored = [
-            (_n_dup(df, [*axes, c]), i, c)
-            for i, c in enumerate(candidates)
-            if not _determined(df, axes, c)
-        ]
-        if not scored:
-            break
-        best_dup, _, best = min(scored)
-        if best_dup >= _n_dup(df, axes):
-            break
-        axes.append(best)
-        candidates.remove(best)
+    varying = _varying_primary_axes(df)
+    axes = [*varying, *_distinguishing_leaves(df, varying)]
     constants = {
         a: _display(df[a].iloc[0])
         for a in PRIMARY_AXES
         if a in df and a not in axes and df[a].nunique(dropna=False) == 1
     }
-    varying_all = list(varying) + [
-        c
-        for c in sorted(df.columns)
-        if c not in PRIMARY_AXES and c != "group" and c not in varying and df[c].nunique() > 1
-    ]
-    # A leaf that most cells share (>= 75%) is only printed where it differs, so that
-    # e.g. num_cpus_per_worker=0 marks the two odd runs instead of cluttering every label.
-    quiet: dict[str, Any] = {}
-    for a in axes:
-        if a in PRIMARY_AXES:
-            continue
-        counts = df[a].value_counts(dropna=False)
-        if len(counts) and counts.iloc[0] / len(df) >= 0.75:
-            quiet[a] = counts.index[0]
-    labels: dict[str, str] = {}
-    configs: dict[str, str] = {}
-    for cell in cells:
-        values = cell_values(cell)
-        parts = [
-            format_value(a, values.get(a))
-            for a in axes
-            if a != "model"
-            and _display(_hashable(values.get(a))) is not None
-            and not (a in quiet and _same(values.get(a), quiet[a]))
-        ]
-        configs[cell.id] = " · ".join(parts) or "all"
+    quiet = _quiet_values(df, axes)
     models = {c.id: str(cell_values(c).get("model")) for c in cells}
-    collide = pd.Series({cid: f"{models[cid]}|{configs[cid]}" for cid in configs}).duplicated(
-        keep=False
-    )
-    base = dict(configs)
-    seen: dict[str, int] = {}
-    for cell in cells:
-        config = configs[cell.id]
-        if collide.get(cell.id, False):
-            # Tell identical-looking cells apart by their sweep folder, or failing that by
-            # their own folder / file name (a legacy run name, a cell number).
-            groups = {
-                c.group
-                for c in cells
-                if models[c.id] == models[cell.id] and base[c.id] == base[cell.id]
-            }
-            where = cell.group.rsplit("/", 1)[-1] if len(groups) > 1 else cell.path.stem
-            config = f"{config} ({where})" if config != "all" else where
-        key = f"{models[cell.id]}|{config}"
-        seen[key] = seen.get(key, 0) + 1
-        if seen[key] > 1:
-            config += f" #{seen[key]}"
-        configs[cell.id] = config
-        model = models[cell.id]
-        if model == "None":  # no model in the config: name the cell by what is known
-            labels[cell.id] = config if config != "all" else cell.id
-        else:
-            labels[cell.id] = f"{model} · {config}" if config != "all" else model
+    configs = {c.id: _config_text(axes, quiet, cell_values(c)) for c in cells}
+    configs = _tell_apart(cells, models, configs)
+    labels = {c.id: _label(c, models[c.id], configs[c.id]) for c in cells}
     if "model" not in axes and "model" in df:
         axes.insert(0, "model")
     return AxisPlan(
@@ -213,9 +150,101 @@ def plan_axes(cells: Sequence[Cell]) -> AxisPlan:
         labels=labels,
         configs=configs,
         constants=constants,
-        varying=varying_all,
+        varying=list(varying) + _varying_leaves(df, varying),
         quiet=quiet,
     )
+
+
+def _varying_primary_axes(df: pd.DataFrame) -> list[str]:
+    """Primary axes whose value varies (``stage`` only when the others do not determine it)."""
+    varying = [a for a in PRIMARY_AXES if a in df and df[a].nunique(dropna=False) > 1]
+    if "stage" in varying and _determined(df, [a for a in varying if a != "stage"], "stage"):
+        varying.remove("stage")
+    return varying
+
+
+def _distinguishing_leaves(df: pd.DataFrame, axes: list[str]) -> list[str]:
+    """Leaves to add to ``axes`` until the cells are told apart, or no leaf helps.
+
+    Greedy: the leaf that leaves the fewest cells indistinguishable first; ties go
+    to the leaf seen first (config file order).
+    """
+    chosen: list[str] = []
+    candidates = [c for c in df.columns if c not in PRIMARY_AXES and c != "group"]
+    candidates = [c for c in candidates if df[c].notna().sum() >= 2 and df[c].nunique() >= 2]
+    while len(df) > 1 and _n_dup(df, [*axes, *chosen]) and candidates:
+        key = [*axes, *chosen]
+        scored = [
+            (_n_dup(df, [*key, c]), i, c)
+            for i, c in enumerate(candidates)
+            if not _determined(df, key, c)
+        ]
+        if not scored:
+            break
+        best_dup, _, best = min(scored)
+        if best_dup >= _n_dup(df, key):
+            break
+        chosen.append(best)
+        candidates.remove(best)
+    return chosen
+
+
+def _varying_leaves(df: pd.DataFrame, varying: list[str]) -> list[str]:
+    """Every non-primary leaf whose value varies, sorted."""
+    return [
+        c
+        for c in sorted(df.columns)
+        if c not in PRIMARY_AXES and c != "group" and c not in varying and df[c].nunique() > 1
+    ]
+
+
+def _quiet_values(df: pd.DataFrame, axes: list[str]) -> dict[str, Any]:
+    """Leaf -> the value most cells (>= 75%) share; labels print the leaf only where it differs,
+    so that e.g. num_cpus_per_worker=0 marks the two odd runs instead of cluttering every label."""
+    quiet: dict[str, Any] = {}
+    for a in axes:
+        if a in PRIMARY_AXES:
+            continue
+        counts = df[a].value_counts(dropna=False)
+        if len(counts) and counts.iloc[0] / len(df) >= 0.75:
+            quiet[a] = counts.index[0]
+    return quiet
+
+
+def _tell_apart(
+    cells: Sequence[Cell], models: dict[str, str], configs: dict[str, str]
+) -> dict[str, str]:
+    """Configuration labels made unique per model: identical-looking cells get their sweep
+    folder (or failing that their own folder / file name: a legacy run name, a cell number),
+    then a replicate suffix ``#2``."""
+    collide = pd.Series({cid: f"{models[cid]}|{configs[cid]}" for cid in configs}).duplicated(
+        keep=False
+    )
+    out: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for cell in cells:
+        config = configs[cell.id]
+        if collide.get(cell.id, False):
+            groups = {
+                c.group
+                for c in cells
+                if models[c.id] == models[cell.id] and configs[c.id] == configs[cell.id]
+            }
+            where = cell.group.rsplit("/", 1)[-1] if len(groups) > 1 else cell.path.stem
+            config = f"{config} ({where})" if config != "all" else where
+        key = f"{models[cell.id]}|{config}"
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 1:
+            config += f" #{seen[key]}"
+        out[cell.id] = config
+    return out
+
+
+def _label(cell: Cell, model: str, config: str) -> str:
+    """``model · configuration``; a cell without a model is named by what is known."""
+    if model == "None":
+        return config if config != "all" else cell.id
+    return f"{model} · {config}" if config != "all" else model
 
 
 def parse_baseline(text: str | None) -> dict[str, str] | None:

@@ -154,55 +154,9 @@ def phase_times(ctx: FigureContext, out: Path) -> Path:
         fig, axes = _grid([len(ctx.order[("training", m)]) for m in models], 1, col_width=7.5)
         for ax, model in zip(axes[:, 0], models, strict=True):
             order = ctx.order[("training", model)]
-            m = means.loc[model].reindex(order).fillna(0.0).clip(lower=0.0)
-            totals = m.sum(axis=1).to_numpy()
-            limit = 3 * float(np.median(totals))
-            inside = totals[totals <= limit]
-            xmax = 1.18 * float(inside.max() if inside.size else totals.max()) or 1.0
-            left = np.zeros(len(m))
-            y = np.arange(len(m))
-            for phase, name in PHASE_NAMES.items():
-                widths = m[phase].to_numpy()
-                ax.barh(
-                    y,
-                    widths,
-                    left=left,
-                    color=PHASE_COLORS[phase],
-                    label=name,
-                    edgecolor="white",
-                    linewidth=0.5,
-                    height=0.72,
-                )
-                for yi, (l0, w, tot) in enumerate(zip(left, widths, totals, strict=True)):
-                    shown = min(l0 + w, xmax) - min(l0, xmax)
-                    if tot > 0 and shown / xmax > 0.06:
-                        ax.text(
-                            min(l0, xmax) + shown / 2,
-                            yi,
-                            f"{100 * w / tot:.0f}%",
-                            ha="center",
-                            va="center",
-                            fontsize=7,
-                            color="white",
-                        )
-                left = left + widths
-            for yi, tot in enumerate(totals):
-                if tot > xmax:
-                    ax.text(
-                        xmax,
-                        yi,
-                        f"{tot:.1f} s ▸ ",
-                        va="center",
-                        ha="right",
-                        fontsize=7,
-                        color="white",
-                        fontweight="bold",
-                    )
-                else:
-                    ax.text(tot, yi, f" {tot:.2f} s", va="center", fontsize=7)
-            ax.set_yticks(y, order)
+            _stack_phases(ax, means.loc[model].reindex(order).fillna(0.0).clip(lower=0.0))
+            ax.set_yticks(np.arange(len(order)), order)
             ax.set_ylim(len(order) - 0.5, -0.5)
-            ax.set_xlim(0, xmax)
             ax.set_xlabel("mean time per iteration (s)")
             ax.set_title(model, loc="left", fontweight="bold")
             ax.grid(axis="y", visible=False)
@@ -218,6 +172,34 @@ def phase_times(ctx: FigureContext, out: Path) -> Path:
             title_fontsize=9,
         )
         return _save(fig, out, "phase_times", ctx.mixed_note.get("training", ""))
+
+
+def _stack_phases(ax: Any, means: pd.DataFrame) -> None:
+    """One stacked bar per row of ``means`` (configurations x phases): each phase's share
+    inside its segment, the total at the end; bars over 3x the median total are cut."""
+    totals = means.sum(axis=1).to_numpy()
+    limit = 3 * float(np.median(totals))
+    inside = totals[totals <= limit]
+    xmax = 1.18 * float(inside.max() if inside.size else totals.max()) or 1.0
+    left = np.zeros(len(means))
+    y = np.arange(len(means))
+    for phase, name in PHASE_NAMES.items():
+        widths = means[phase].to_numpy()
+        ax.barh(y, widths, left=left, color=PHASE_COLORS[phase], label=name,
+                edgecolor="white", linewidth=0.5, height=0.72)  # fmt: skip
+        for yi, (l0, w, tot) in enumerate(zip(left, widths, totals, strict=True)):
+            shown = min(l0 + w, xmax) - min(l0, xmax)
+            if tot > 0 and shown / xmax > 0.06:
+                ax.text(min(l0, xmax) + shown / 2, yi, f"{100 * w / tot:.0f}%",
+                        ha="center", va="center", fontsize=7, color="white")  # fmt: skip
+        left = left + widths
+    for yi, tot in enumerate(totals):
+        if tot > xmax:
+            ax.text(xmax, yi, f"{tot:.1f} s ▸ ", va="center", ha="right", fontsize=7,
+                    color="white", fontweight="bold")  # fmt: skip
+        else:
+            ax.text(tot, yi, f" {tot:.2f} s", va="center", fontsize=7)
+    ax.set_xlim(0, xmax)
 
 
 def _bar_grid(
@@ -433,8 +415,6 @@ def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
 
 def latency(ctx: FigureContext, out: Path) -> Path:
     """Latency per action per configuration as box plots, p50 and p99 marked."""
-    import seaborn as sns
-
     df = _kept(ctx.latency) if not ctx.latency.empty else ctx.latency
     if df.empty:
         raise NotApplicable("no completed rollout / edge cells")
@@ -447,55 +427,16 @@ def latency(ctx: FigureContext, out: Path) -> Path:
     with _style():
         fig, axes = _grid([len(ctx.order[("inference", m)]) for m in models], 1, col_width=7.0)
         for ax, model in zip(axes[:, 0], models, strict=True):
-            sub = df[df["model"] == model]
+            sub = df[df["model"] == model][["config", "backend", metric]].rename(
+                columns={metric: "ms"}
+            )
             order = ctx.order[("inference", model)]
-            with warnings.catch_warnings():
-                # seaborn 0.13 passes matplotlib 3.11's deprecated `vert` to bxp.
-                warnings.filterwarnings("ignore", message=".*vert.*", category=DeprecationWarning)
-                warnings.filterwarnings("ignore", message=".*vert.*")
-                sns.boxplot(
-                    data=sub,
-                    x=metric,
-                    y="config",
-                    order=order,
-                    hue="backend",
-                    palette=pal,
-                    dodge=False,
-                    showfliers=False,
-                    whis=(1, 99),
-                    width=0.6,
-                    ax=ax,
-                    log_scale=log,
-                    legend=False,
-                    linewidth=0.8,
-                )
-            q = sub.groupby("config", observed=True)[metric].quantile([0.5, 0.99]).unstack()
-            q = q.reindex(order)
-            y = np.arange(len(order))
-            ax.scatter(q[0.5], y, marker="|", s=220, color="black", zorder=5, label="p50")
-            ax.scatter(q[0.99], y, marker="D", s=22, color="#a00000", zorder=5, label="p99")
-            for yi, (p50, p99) in enumerate(zip(q[0.5], q[0.99], strict=True)):
-                if np.isfinite(p99):
-                    ax.text(
-                        p99,
-                        yi - 0.38,
-                        f" p50 {p50:.3g} · p99 {p99:.3g} ms",
-                        fontsize=6.5,
-                        va="center",
-                        color="#333333",
-                    )
+            _latency_boxes(ax, sub, order, pal, log)
+            _mark_p50_p99(ax, sub, order)
             ax.set_xlabel("latency per action (ms)" + (", log scale" if log else ""))
             ax.set_ylabel("")
             ax.set_title(model, loc="left", fontweight="bold")
-        from matplotlib.lines import Line2D
-        from matplotlib.patches import Patch
-
-        present = [b for b in [*BACKEND_ORDER, *sorted(pal)] if b in set(df["backend"].astype(str))]
-        handles: list[Any] = [Patch(color=pal[b], label=b) for b in dict.fromkeys(present)]
-        handles += [
-            Line2D([], [], marker="|", ls="", color="black", markersize=12, label="p50"),
-            Line2D([], [], marker="D", ls="", color="#a00000", label="p99"),
-        ]
+        handles = _latency_legend(set(df["backend"].astype(str)), pal)
         gran = set(df["granularity"].astype(str))
         what = (
             "per step"
@@ -511,6 +452,48 @@ def latency(ctx: FigureContext, out: Path) -> Path:
             title_fontsize=9,
         )
         return _save(fig, out, "latency", ctx.mixed_note.get("inference", ""))
+
+
+def _latency_boxes(
+    ax: Any, sub: pd.DataFrame, order: list[str], pal: dict[str, Any], log: bool
+) -> None:
+    """A box per configuration of ``sub`` (columns config, backend, ms), coloured by backend."""
+    import seaborn as sns
+
+    with warnings.catch_warnings():
+        # seaborn 0.13 passes matplotlib 3.11's deprecated `vert` to bxp.
+        warnings.filterwarnings("ignore", message=".*vert.*", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*vert.*")
+        sns.boxplot(data=sub, x="ms", y="config", order=order, hue="backend", palette=pal,
+                    dodge=False, showfliers=False, whis=(1, 99), width=0.6, ax=ax,
+                    log_scale=log, legend=False, linewidth=0.8)  # fmt: skip
+
+
+def _mark_p50_p99(ax: Any, sub: pd.DataFrame, order: list[str]) -> None:
+    """p50 and p99 of every configuration as markers, with their values written above."""
+    q = sub.groupby("config", observed=True)["ms"].quantile([0.5, 0.99]).unstack()
+    q = q.reindex(order)
+    y = np.arange(len(order))
+    ax.scatter(q[0.5], y, marker="|", s=220, color="black", zorder=5, label="p50")
+    ax.scatter(q[0.99], y, marker="D", s=22, color="#a00000", zorder=5, label="p99")
+    for yi, (p50, p99) in enumerate(zip(q[0.5], q[0.99], strict=True)):
+        if np.isfinite(p99):
+            ax.text(p99, yi - 0.38, f" p50 {p50:.3g} · p99 {p99:.3g} ms", fontsize=6.5,
+                    va="center", color="#333333")  # fmt: skip
+
+
+def _latency_legend(backends: set[str], pal: dict[str, Any]) -> list[Any]:
+    """A patch per backend present (in :data:`BACKEND_ORDER`), then the p50 / p99 markers."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    present = [b for b in [*BACKEND_ORDER, *sorted(pal)] if b in backends]
+    handles: list[Any] = [Patch(color=pal[b], label=b) for b in dict.fromkeys(present)]
+    return [
+        *handles,
+        Line2D([], [], marker="|", ls="", color="black", markersize=12, label="p50"),
+        Line2D([], [], marker="D", ls="", color="#a00000", label="p99"),
+    ]
 
 
 def fidelity_latency(ctx: FigureContext, out: Path) -> Path:

@@ -59,6 +59,8 @@ restricted to CPUs (``no_cpu_limit``, ``9_cpus_no_set_affinity``,
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -309,6 +311,19 @@ _ROLLOUT_NAME = re.compile(r"model(\d+)_(rllib|tflite|quant_tflite|edgetpu)")
 _WORKERS_NAME = re.compile(r"model(\d+)_(\d+)_workers_(no_gpus|gpu0|gpu1|both_gpus)")
 
 
+@dataclass
+class _Rollout:
+    """What one of the study's rollout CSVs says: the axes its name gives, and its timings."""
+
+    model: str
+    backend: str
+    stage: str
+    workers: int
+    gpu_layout: str
+    latency: pd.DataFrame
+    episodes: pd.DataFrame
+
+
 def load_rollout_csv(ref: CellRef) -> Cell:
     """Read one of the study's rollout CSVs (rollout_results/...).
 
@@ -321,75 +336,14 @@ def load_rollout_csv(ref: CellRef) -> Cell:
     path = ref.path
     notes: list[str] = []
     df = read_csv(path, notes)
-    stem = path.stem
     host = path.parent.name
     if host.startswith("trained_"):  # volta1_updated/trained_modelN_gpu0/...
         notes.append(f"policy trained as {host.removeprefix('trained_')}")
         host = path.parent.parent.name
-    if ref.variant == "run_mean":
-        m = _WORKERS_NAME.fullmatch(stem)
-        if not m:
-            raise CellError(f"{path.name}: name does not say model, workers and GPUs")
-        model, workers, gpus = f"model{m.group(1)}", int(m.group(2)), m.group(3)
-        layout = {"no_gpus": "none", "both_gpus": "both"}.get(gpus, gpus)
-        if workers == 0 and layout != "none":
-            layout += "_driver"
-        backend, stage = "rllib", "rollout"
-        row = df.iloc[0]
-        per_step_s = pd.to_numeric(pd.Series([row["average_model_time_per_step"]]))[0]
-        if not np.isfinite(per_step_s):
-            raise CellError(f"{path.name}: no timing recorded (average_model_time_per_step NaN)")
-        latency = pd.DataFrame(
-            {
-                "episode": [np.nan],
-                "step": [np.nan],
-                "warmup": [False],
-                "action_ms": [per_step_s * 1000.0],
-                "n_steps": [float(row["num_steps"])],
-                "granularity": ["run_mean"],
-            }
-        )
-        episodes = pd.DataFrame(
-            {
-                "episode": [np.nan],
-                "return": [float(row["reward"])],
-                "length": [float(row["num_steps"])],
-            }
-        )
-        notes.append(f"one mean over {int(row['episode'])} episodes; no per-step samples")
-    else:
-        m = _ROLLOUT_NAME.fullmatch(stem)
-        if not m:
-            raise CellError(
-                f"{path.name}: name does not say model and backend "
-                "(expected modelN_rllib|tflite|quant_tflite|edgetpu)"
-            )
-        model, backend = f"model{m.group(1)}", _BACKENDS[m.group(2)]
-        workers, layout = 0, "none"
-        stage = "rollout" if backend == "rllib" else "edge"
-        steps = pd.to_numeric(df["steps"], errors="coerce")
-        if "total_model_time" in df:
-            per_step_ms = pd.to_numeric(df["total_model_time"], errors="coerce") / steps * 1000.0
-            notes.append(
-                "step_time_ms column of this file holds seconds; used "
-                "total_model_time / steps instead"
-            )
-        else:
-            per_step_ms = pd.to_numeric(df["step_time_ms"], errors="coerce")
-        latency = pd.DataFrame(
-            {
-                "episode": df["episode"],
-                "step": np.nan,
-                "warmup": False,
-                "action_ms": per_step_ms,
-                "n_steps": steps,
-                "granularity": "episode_mean",
-            }
-        )
-        episodes = pd.DataFrame({"episode": df["episode"], "return": df["reward"], "length": steps})
-        notes.append("per-episode means of the time per action; no per-step samples")
-    latency["forward_ms"] = np.nan
-    latency["env_step_ms"] = np.nan
+    read = _run_mean_rollout if ref.variant == "run_mean" else _episode_means_rollout
+    rollout = read(df, path, notes)
+    rollout.latency["forward_ms"] = np.nan
+    rollout.latency["env_step_ms"] = np.nan
     fp = _host_fingerprint(host)
     return Cell(
         id=ref.id,
@@ -399,23 +353,86 @@ def load_rollout_csv(ref: CellRef) -> Cell:
         status="completed",
         axes={
             "source": "legacy",
-            "stage": stage,
-            "model": model,
-            "gpu_layout": layout,
-            "workers": workers,
+            "stage": rollout.stage,
+            "model": rollout.model,
+            "gpu_layout": rollout.gpu_layout,
+            "workers": rollout.workers,
             "cpu_affinity": "unrestricted",
-            "backend": backend,
+            "backend": rollout.backend,
             "algo": "ppo",
             "env": None,
         },
         fingerprint=fingerprints.comparable(fp),
         machine=_machine_line(fp),
         host=host,
-        latency=latency,
-        episodes=episodes,
+        latency=rollout.latency,
+        episodes=rollout.episodes,
         notes=notes,
         warmup_rule="none (the study timed every step)",
     )
+
+
+def _run_mean_rollout(df: pd.DataFrame, path: Path, notes: list[str]) -> _Rollout:
+    """``modelN_W_workers_<gpus>.csv``: one mean over the whole run (RLlib, seconds)."""
+    m = _WORKERS_NAME.fullmatch(path.stem)
+    if not m:
+        raise CellError(f"{path.name}: name does not say model, workers and GPUs")
+    model, workers, gpus = f"model{m.group(1)}", int(m.group(2)), m.group(3)
+    layout = {"no_gpus": "none", "both_gpus": "both"}.get(gpus, gpus)
+    if workers == 0 and layout != "none":
+        layout += "_driver"
+    row = df.iloc[0]
+    per_step_s = pd.to_numeric(pd.Series([row["average_model_time_per_step"]]))[0]
+    if not np.isfinite(per_step_s):
+        raise CellError(f"{path.name}: no timing recorded (average_model_time_per_step NaN)")
+    latency = pd.DataFrame(
+        {
+            "episode": [np.nan],
+            "step": [np.nan],
+            "warmup": [False],
+            "action_ms": [per_step_s * 1000.0],
+            "n_steps": [float(row["num_steps"])],
+            "granularity": ["run_mean"],
+        }
+    )
+    episodes = pd.DataFrame(
+        {"episode": [np.nan], "return": [float(row["reward"])], "length": [float(row["num_steps"])]}
+    )
+    notes.append(f"one mean over {int(row['episode'])} episodes; no per-step samples")
+    return _Rollout(model, "rllib", "rollout", workers, layout, latency, episodes)
+
+
+def _episode_means_rollout(df: pd.DataFrame, path: Path, notes: list[str]) -> _Rollout:
+    """``modelN_<backend>.csv``: the mean time per action of every episode, on one machine."""
+    m = _ROLLOUT_NAME.fullmatch(path.stem)
+    if not m:
+        raise CellError(
+            f"{path.name}: name does not say model and backend "
+            "(expected modelN_rllib|tflite|quant_tflite|edgetpu)"
+        )
+    model, backend = f"model{m.group(1)}", _BACKENDS[m.group(2)]
+    steps = pd.to_numeric(df["steps"], errors="coerce")
+    if "total_model_time" in df:
+        per_step_ms = pd.to_numeric(df["total_model_time"], errors="coerce") / steps * 1000.0
+        notes.append(
+            "step_time_ms column of this file holds seconds; used total_model_time / steps instead"
+        )
+    else:
+        per_step_ms = pd.to_numeric(df["step_time_ms"], errors="coerce")
+    latency = pd.DataFrame(
+        {
+            "episode": df["episode"],
+            "step": np.nan,
+            "warmup": False,
+            "action_ms": per_step_ms,
+            "n_steps": steps,
+            "granularity": "episode_mean",
+        }
+    )
+    episodes = pd.DataFrame({"episode": df["episode"], "return": df["reward"], "length": steps})
+    notes.append("per-episode means of the time per action; no per-step samples")
+    stage = "rollout" if backend == "rllib" else "edge"
+    return _Rollout(model, backend, stage, 0, "none", latency, episodes)
 
 
 def load_legacy(ref: CellRef, timers: str = "per_iteration") -> Cell:

@@ -165,6 +165,35 @@ def load_rlperf_cell(ref: CellRef) -> Cell:
     """
     path = ref.path
     notes: list[str] = []
+    cfg = _read_config(path)
+    overrides_file = path / ".hydra" / "overrides.yaml"
+    overrides = _parse_overrides(read_yaml(overrides_file)) if overrides_file.is_file() else {}
+    summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else {}
+    raw_fp = read_json(path / "fingerprint.json") if (path / "fingerprint.json").is_file() else {}
+    if not raw_fp:
+        notes.append("no fingerprint.json: hardware and software unknown")
+    # cell.json: the sweep launcher's record (docs/sweeps.md): status, reason, start / end.
+    record = _read_cell_record(path / "cell.json", notes)
+    cell = Cell(
+        id=ref.id,
+        path=path,
+        kind="rlperf",
+        group=ref.group,
+        status=_status(summary, record, notes),
+        axes=_axes(cfg, summary, path),
+        leaves=_leaves(cfg, overrides),
+        summary=summary,
+        notes=notes,
+        **_fingerprint_fields(raw_fp),
+    )
+    _read_results(cell)
+    cell.concurrent_cells = record.get("concurrent_cells")
+    _place_in_time(cell, record)
+    return cell
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """The job's config: the one that actually ran where a downstream stage recorded it."""
     # Downstream stages record the config that actually ran (the upstream run's
     # model and env) in effective_config.yaml; Hydra's snapshot has the composed one.
     cfg_file = path / "effective_config.yaml"
@@ -173,13 +202,11 @@ def load_rlperf_cell(ref: CellRef) -> Cell:
     cfg = read_yaml(cfg_file)
     if not isinstance(cfg, dict):
         raise CellError(f"{cfg_file.relative_to(path)}: not a mapping")
-    overrides_file = path / ".hydra" / "overrides.yaml"
-    overrides = _parse_overrides(read_yaml(overrides_file)) if overrides_file.is_file() else {}
-    summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else {}
-    raw_fp = read_json(path / "fingerprint.json") if (path / "fingerprint.json").is_file() else {}
-    if not raw_fp:
-        notes.append("no fingerprint.json: hardware and software unknown")
+    return cfg
 
+
+def _axes(cfg: dict[str, Any], summary: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The canonical axes (:data:`AXIS_KEYS`) of a job config."""
     stage = cfg.get("stage") or summary.get("stage")
     if stage is None:
         stage = "train" if (path / "metrics.csv").is_file() else "rollout"
@@ -191,7 +218,11 @@ def load_rlperf_cell(ref: CellRef) -> Cell:
     axes["stage"] = str(stage)
     if axes["backend"] is None and stage == "train":
         axes["backend"] = "rllib"
+    return axes
 
+
+def _leaves(cfg: dict[str, Any], overrides: dict[str, str]) -> dict[str, Any]:
+    """Every other config value (dotted keys), plus overrides of keys the config lacks."""
     leaves = flatten({k: v for k, v in cfg.items() if k != "hydra"})
     for key in [*AXIS_KEYS.values(), "workers"]:
         leaves.pop(key, None)
@@ -199,65 +230,71 @@ def load_rlperf_cell(ref: CellRef) -> Cell:
     for key, value in overrides.items():
         if key not in leaves and key not in groups and key not in AXIS_KEYS.values():
             leaves[key] = value
+    return leaves
 
-    # cell.json: the sweep launcher's record (docs/sweeps.md): status, reason, start / end.
-    record = _read_cell_record(path / "cell.json", notes)
+
+def _status(summary: dict[str, Any], record: dict[str, Any], notes: list[str]) -> str:
+    """The job's status from summary.json, else the launcher's record, else ``partial``."""
     status = str(summary.get("status") or record.get("status") or "partial")
     if not summary and not record:
         notes.append("no summary.json: the job is still running or was killed")
     elif status != "completed":
         err = summary.get("error") or record.get("reason")
         notes.append(f"status {status}" + (f": {err}" if err else ""))
+    return status
 
-    cell = Cell(
-        id=ref.id,
-        path=path,
-        kind="rlperf",
-        group=ref.group,
-        status=status,
-        axes=axes,
-        leaves=leaves,
-        fingerprint=fingerprints.comparable(
+
+def _fingerprint_fields(raw_fp: dict[str, Any]) -> dict[str, Any]:
+    """What fingerprint.json tells about a cell: comparable leaves, machine, host, start."""
+    return {
+        "fingerprint": fingerprints.comparable(
             {k: v for k, v in raw_fp.items() if k not in ("config", "resolved_config")}
         ),
-        machine=fingerprints.describe(raw_fp),
-        host=fingerprints.host_of(raw_fp),
-        started_at=fingerprints.start_time_of(raw_fp),
-        summary=summary,
-        notes=notes,
-    )
+        "machine": fingerprints.describe(raw_fp),
+        "host": fingerprints.host_of(raw_fp),
+        "started_at": fingerprints.start_time_of(raw_fp),
+    }
 
+
+def _read_results(cell: Cell) -> None:
+    """Read metrics.csv, steps.csv and episodes.csv; a completed cell must have its data."""
+    path, stage, summary = cell.path, cell.stage, cell.summary
     metrics = path / "metrics.csv"
     if metrics.is_file():
         cell.iterations = _read_metrics(metrics, summary, cell)
     steps = path / "steps.csv"
     if steps.is_file():
-        cell.latency = _read_steps(steps, notes)
+        cell.latency = _read_steps(steps, cell.notes)
     episodes = path / "episodes.csv"
     if episodes.is_file():
-        cell.episodes = read_csv(episodes, notes)
-
-    # A completed cell must have its data; a skipped / failed / pending one may not.
-    if status == "completed" and stage == "train" and cell.iterations is None:
+        cell.episodes = read_csv(episodes, cell.notes)
+    # A skipped / failed / pending cell may lack its data.
+    if cell.status == "completed" and stage == "train" and cell.iterations is None:
         raise CellError("training cell without metrics.csv")
     no_latency = cell.latency is None and not summary.get("latency")
-    if status == "completed" and stage != "train" and no_latency:
+    if cell.status == "completed" and stage != "train" and no_latency:
         raise CellError(f"{stage} cell without steps.csv or summary latency")
-    cell.concurrent_cells = record.get("concurrent_cells")
 
-    wall = summary.get("wall_s")
-    if wall is None and cell.iterations is not None and cell.iterations["time_s"].notna().any():
-        wall = float(cell.iterations["time_s"].max())
-    if wall is None and cell.episodes is not None and "wall_s" in cell.episodes:
-        wall = float(pd.to_numeric(cell.episodes["wall_s"], errors="coerce").sum())
+
+def _place_in_time(cell: Cell, record: dict[str, Any]) -> None:
+    """Start and end of the cell (for concurrency checks) and its run key (for duplicates).
+
+    The launcher's record, which saw the whole trial, wins over the fingerprint's
+    start time plus the job's wall time.
+    """
+    wall = cell.summary.get("wall_s")
+    iterations, episodes = cell.iterations, cell.episodes
+    if wall is None and iterations is not None and iterations["time_s"].notna().any():
+        wall = float(iterations["time_s"].max())
+    if wall is None and episodes is not None and "wall_s" in episodes:
+        wall = float(pd.to_numeric(episodes["wall_s"], errors="coerce").sum())
     if cell.started_at is not None and wall is not None:
         cell.ended_at = cell.started_at + float(wall)
     launched, finished = _timestamp(record.get("started_at")), _timestamp(record.get("finished_at"))
-    if launched is not None and finished is not None:  # the launcher saw the whole trial
+    if launched is not None and finished is not None:
         cell.started_at, cell.ended_at = launched, finished
     if cell.started_at is not None and cell.host:
         cell.run_key = f"rlperf:{cell.host}@{cell.started_at:.3f}"
-    return cell
 
 
 def _read_metrics(path: Path, summary: dict[str, Any], cell: Cell) -> pd.DataFrame:
