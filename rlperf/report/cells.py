@@ -42,8 +42,8 @@ TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in ("iteration", "time_s
 #: Stage → comparison family. New stages slot in here; unknown stages get their own family.
 STAGE_FAMILY = {"train": "training", "rollout": "inference", "edge": "inference"}
 
-#: The study's models (SPEC §2): name → (input dim, conv_filters), from rlperf/conf/model.
-SPEC_MODELS: dict[str, tuple[int, list[list[Any]]]] = study_models()
+#: The study's models (docs/study.md): name → (input dim, conv_filters), from conf/model.
+STUDY_MODELS: dict[str, tuple[int, list[list[Any]]]] = study_models()
 
 #: RLlib 1.x VisionNetwork defaults used when ``conv_filters`` is null (rllib/models/utils.py).
 RLLIB1_DEFAULT_FILTERS: dict[int, list[list[Any]]] = {
@@ -54,12 +54,13 @@ RLLIB1_DEFAULT_FILTERS: dict[int, list[list[Any]]] = {
 
 
 def match_model(dim: int | None, conv_filters: list[Any] | None) -> str:
-    """Name the SPEC §2 model with this input size and conv stack (RLlib defaults for null)."""
+    """Name the study's model (docs/study.md) with this input size and conv stack (RLlib
+    defaults for null)."""
     if dim is None:
         return "unknown"
     filters = conv_filters if conv_filters is not None else RLLIB1_DEFAULT_FILTERS.get(int(dim))
     norm = json.dumps(filters)
-    for name, (mdim, mfilters) in SPEC_MODELS.items():
+    for name, (mdim, mfilters) in STUDY_MODELS.items():
         if int(dim) == mdim and norm == json.dumps(mfilters):
             return name
     return f"custom_{int(dim)}px"

@@ -1,4 +1,4 @@
-"""Figures, one per question the study asked (SPEC §2-3), in one visual language.
+"""Figures, one per question the study asked (docs/study.md), in one visual language.
 
 - ``phase_times``: time per iteration split into sample / load / learn / sync / other,
   stacked, with the share of each phase;

@@ -50,8 +50,8 @@ means stay available as ``*_win10`` columns.
 
 Config axes come from ``params.json`` (``num_workers``, ``num_gpus``,
 ``num_gpus_per_worker``, ``model.dim``, ``model.conv_filters`` matched against
-SPEC §2) and from the run name for what params.json cannot know: which card
-was visible (``gpu0``, ``gpu1``, ``both_gpus``, ``no_gpus``) and how Ray was
+the study's models, docs/study.md) and from the run name for what params.json
+cannot know: which card was visible (``gpu0``, ``gpu1``, ``both_gpus``, ``no_gpus``) and how Ray was
 restricted to CPUs (``no_cpu_limit``, ``9_cpus_no_set_affinity``,
 ``9_cpus_set_affinity``, ``3_cpus``, ``cpu0``).
 """

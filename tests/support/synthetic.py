@@ -41,7 +41,7 @@ from rlperf.telemetry.sampler import gpu_columns
 STUDY_MODELS = study_models()
 
 #: Trainable parameters of the study's models, as the study states them
-#: (docs/configuration.md, ``model`` group), for ``summary.json["model_params"]``.
+#: (docs/study.md, Models), for ``summary.json["model_params"]``.
 MODEL_PARAMS = {"model1": 2_009_447, "model3": 1_108_359, "model4": 2_042_279}
 
 #: ``metrics.csv`` columns before the per-GPU ones (the canonical list).
