@@ -101,7 +101,8 @@ def make_run_folder(
 
     from rlperf.edge.calibration import collect_observations
     from rlperf.envs.atari import DEFAULT_ENV_CONFIG, env_spaces
-    from rlperf.models.vision_net import POLICY_FILE, VisionNet, save_policy
+    from rlperf.models.vision_net import VisionNet, save_policy
+    from rlperf.runs import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
 
     env_cfg = {k: v for k, v in DEFAULT_ENV_CONFIG.items() if k != "seed"}
     env_cfg.update(dict(env or {}))
@@ -120,8 +121,8 @@ def make_run_folder(
         labels = motion_band_labels(obs, n_actions)
         accuracy = train_supervised(net, obs, labels, train_steps, seed)
     path = Path(path)
-    policy = save_policy(net, path / "checkpoint" / POLICY_FILE, extra={"trained": "supervised"})
-    (path / ".hydra").mkdir(parents=True, exist_ok=True)
+    policy = save_policy(net, path / CHECKPOINT_DIR / POLICY_FILE, extra={"trained": "supervised"})
+    (path / CONFIG_FILE).parent.mkdir(parents=True, exist_ok=True)
     model_cfg = {
         "name": model.get("name", "custom"),
         "dim": env_cfg["dim"],
@@ -130,7 +131,7 @@ def make_run_folder(
     }
     OmegaConf.save(
         OmegaConf.create({"stage": "train", "seed": seed, "model": model_cfg, "env": env_cfg}),
-        path / ".hydra" / "config.yaml",
+        path / CONFIG_FILE,
     )
     return {
         "path": path,

@@ -33,6 +33,15 @@ from rlperf.config.search_path import shipped_conf_dir
 from rlperf.results.columns import LATENCY_COLUMNS, PHASES, TRAIN_COLUMNS
 from rlperf.results.latency import EPISODE_COLUMNS, STEP_COLUMNS, summarize_latency
 from rlperf.results.summary import summarize_rows
+from rlperf.runs import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    EPISODES_FILE,
+    FINGERPRINT_FILE,
+    METRICS_FILE,
+    STEPS_FILE,
+    SUMMARY_FILE,
+)
 from rlperf.sweep.cells import CELL_FILE
 from rlperf.sweep.index import CellRecord
 from rlperf.telemetry.sampler import gpu_columns
@@ -162,7 +171,8 @@ def fingerprint(
                       "omegaconf": "2.3.0", "numpy": "2.2.0", "rlperf": "0.1.0"},
         "rlperf_git_commit": "0123456789abcdef0123456789abcdef01234567",
         "rlperf_git_dirty": False,
-        "config_search_path": [{"provider": "main", "path": "pkg://rlperf.conf"}],
+        "config_search_path": [{"provider": "hydra", "path": "pkg://hydra.conf"},
+                               {"provider": "main", "path": "pkg://rlperf.conf"}],
         "config": None,
     }  # fmt: skip
 
@@ -235,7 +245,7 @@ def train_summary(metrics: pd.DataFrame, model: str, status: str = "completed") 
         "metrics": agg,
         "total_env_steps": float(metrics["env_steps"].sum()),
         "wall_s": float(metrics["time_s"].max()),
-        "checkpoint": "checkpoint",
+        "checkpoint": CHECKPOINT_DIR,
     }  # fmt: skip
 
 
@@ -328,22 +338,22 @@ def _yaml(data: Any) -> str:
 
 
 def write_cell(path: Path, spec: CellSpec) -> Path:
-    """Write one job folder."""
-    hydra = path / ".hydra"
+    """Write one job folder (file names: :mod:`rlperf.runs`)."""
+    hydra = (path / CONFIG_FILE).parent
     hydra.mkdir(parents=True, exist_ok=True)
-    (hydra / "config.yaml").write_text(_yaml(spec.config))
+    (path / CONFIG_FILE).write_text(_yaml(spec.config))
     (hydra / "overrides.yaml").write_text(_yaml(spec.overrides))
     (hydra / "hydra.yaml").write_text(_yaml({"hydra": {"job": {"name": "rlperf"}}}))
     if spec.fingerprint is not None:
-        (path / "fingerprint.json").write_text(json.dumps(spec.fingerprint, indent=1))
+        (path / FINGERPRINT_FILE).write_text(json.dumps(spec.fingerprint, indent=1))
     if spec.metrics is not None:
-        spec.metrics.to_csv(path / "metrics.csv", index=False)
+        spec.metrics.to_csv(path / METRICS_FILE, index=False)
     if spec.steps is not None:
-        spec.steps.to_csv(path / "steps.csv", index=False)
+        spec.steps.to_csv(path / STEPS_FILE, index=False)
     if spec.episodes is not None:
-        spec.episodes.to_csv(path / "episodes.csv", index=False)
+        spec.episodes.to_csv(path / EPISODES_FILE, index=False)
     if spec.summary is not None:
-        (path / "summary.json").write_text(json.dumps(spec.summary, indent=1))
+        (path / SUMMARY_FILE).write_text(json.dumps(spec.summary, indent=1))
     if spec.record is not None:
         (path / CELL_FILE).write_text(json.dumps(spec.record, indent=1))
     for name, text in spec.extra_files.items():
