@@ -8,7 +8,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from rlperf.config.schema import BACKENDS, register_configs
+from rlperf.config.schema import Backend, register_configs
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -22,7 +22,7 @@ def composer():
     GlobalHydra.instance().clear()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [b.value for b in Backend])
 def test_every_backend_option_composes(composer, backend: str) -> None:
     assert (CONF / "backend" / f"{backend}.yaml").is_file()
     cfg = composer("config", overrides=["stage=edge", f"backend={backend}", "run=somewhere"])

@@ -39,7 +39,7 @@ STUDY_DIMS = {"model1": 84, "model3": 252, "model4": 168}
 
 @pytest.fixture(scope="module")
 def dataset() -> np.ndarray:
-    from rlperf.edge.calibration import load_study_dataset
+    from support.edge_kit import load_study_dataset
 
     return load_study_dataset(study_file("datasets/dataset_model1.npy"))
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 
-from rlperf.models.shapes import conv_stack_shapes, vision_net_param_count
+from rlperf.models.shapes import ConvLayerShape, conv_stack_shapes
 from rlperf.models.vision_net import (
     PolicyLoadError,
     VisionNet,
@@ -16,6 +19,18 @@ from rlperf.models.vision_net import (
     save_policy,
 )
 from tests.conftest import CONF
+
+
+def vision_net_param_count(
+    dim: int, in_channels: int, conv_filters: Sequence[Sequence[Any]], num_actions: int
+) -> int:
+    """The study's parameter count by formula (the oracle the built network is checked
+    against): two conv trunks, a 1x1 logits conv and a 1x1 value conv."""
+    layers: list[ConvLayerShape] = conv_stack_shapes(dim, in_channels, conv_filters)
+    trunk = sum(ly.out_channels * ly.in_channels * ly.kernel**2 + ly.out_channels for ly in layers)
+    feat = layers[-1].out_channels
+    return 2 * trunk + (feat * num_actions + num_actions) + (feat + 1)
+
 
 SPEC_PARAMS = {"model1": 2_009_447, "model3": 1_108_359, "model4": 2_042_279}
 

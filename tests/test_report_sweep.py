@@ -17,7 +17,7 @@ import pytest
 from support import synthetic
 
 from rlperf.report import build_report
-from rlperf.report.stats import Estimate, bootstrap_ci, rank_with_ties, speedup_ci
+from rlperf.report.stats import Estimate, bootstrap_ci, rank_with_ties, speedup
 
 THESIS = Path(__file__).parent / "data" / "thesis"
 ITERATIONS = 24
@@ -196,7 +196,10 @@ def test_ranks_and_ties():
     assert rank_with_ties({"a": a, "b": b, "c": c}) == {"a": 1, "b": 1, "c": 3}
     est = bootstrap_ci([1.0, 2.0, 3.0, 4.0])
     assert est.value == 2.5 and 1.0 <= est.low < 2.5 < est.high <= 4.0
-    sp = speedup_ci([2.0, 2.1, 1.9, 2.0], [1.0, 1.05, 0.95, 1.0])
+    sp = speedup(
+        bootstrap_ci([2.0, 2.1, 1.9, 2.0], key="baseline"),
+        bootstrap_ci([1.0, 1.05, 0.95, 1.0], key="candidate"),
+    )
     assert sp.value == pytest.approx(2.0) and sp.low > 1.7 and sp.high < 2.3
 
 

@@ -92,10 +92,6 @@ class Int8Io(StrEnum):
     int8 = "int8"
 
 
-STAGES = tuple(Stage)
-BACKENDS = tuple(Backend)
-
-
 @dataclass
 class ModelConfig:
     """``model``: the study's VisionNetwork geometry."""

@@ -167,17 +167,3 @@ def build_observation_set(
         env_config, count, seed, policy if policy_name == "trained" else None, stride, exclude
     )
     return ObservationSet(obs, purpose, policy_name, seed, stride, dict(env_config), removed)
-
-
-def load_study_dataset(path: Path) -> np.ndarray:
-    """The 2021 study's ``dataset_modelN.npy`` (one ``np.save`` per frame on one file)."""
-    frames = []
-    with Path(path).open("rb") as f:
-        while True:
-            try:
-                frames.append(np.load(f, allow_pickle=False))
-            except (EOFError, ValueError):
-                break
-    if not frames:
-        raise ValueError(f"{path}: no frames found")
-    return np.stack(frames)

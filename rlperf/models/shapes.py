@@ -107,17 +107,3 @@ def format_shapes(layers: Sequence[ConvLayerShape]) -> str:
         for ly in layers
     ]
     return "\n".join(rows)
-
-
-def trunk_param_count(layers: Sequence[ConvLayerShape]) -> int:
-    """Trainable parameters of one conv trunk (weights + biases)."""
-    return sum(ly.out_channels * ly.in_channels * ly.kernel**2 + ly.out_channels for ly in layers)
-
-
-def vision_net_param_count(
-    dim: int, in_channels: int, conv_filters: Sequence[Sequence[Any]], num_actions: int
-) -> int:
-    """Parameters of the study's network: two trunks, 1x1 logits conv, 1x1 value conv."""
-    layers = conv_stack_shapes(dim, in_channels, conv_filters)
-    feat = layers[-1].out_channels
-    return 2 * trunk_param_count(layers) + (feat * num_actions + num_actions) + (feat + 1)

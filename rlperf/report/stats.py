@@ -111,16 +111,6 @@ def speedup(baseline: Estimate, candidate: Estimate) -> Estimate:
     return Estimate(value, float(low), float(high), n, ratio)
 
 
-def speedup_ci(
-    baseline: np.ndarray | list[float],
-    candidate: np.ndarray | list[float],
-    statistic: str = "mean",
-) -> Estimate:
-    """:func:`speedup` from raw samples."""
-    return speedup(bootstrap_ci(baseline, statistic, "baseline"),
-                   bootstrap_ci(candidate, statistic, "candidate"))  # fmt: skip
-
-
 def rank_with_ties(estimates: dict[str, Estimate], lower_is_better: bool = True) -> dict[str, int]:
     """Competition ranking where overlapping intervals tie (see module docstring).
 

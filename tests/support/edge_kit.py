@@ -197,3 +197,17 @@ def install_fake_compiler(bin_dir: Path, log: str) -> Path:
     path.write_text(_FAKE_COMPILER.format(python=sys.executable, log=log))
     path.chmod(0o755)
     return path
+
+
+def load_study_dataset(path: Path) -> np.ndarray:
+    """The 2021 study's ``dataset_modelN.npy`` (one ``np.save`` per frame on one file)."""
+    frames = []
+    with Path(path).open("rb") as f:
+        while True:
+            try:
+                frames.append(np.load(f, allow_pickle=False))
+            except (EOFError, ValueError):
+                break
+    if not frames:
+        raise ValueError(f"{path}: no frames found")
+    return np.stack(frames)
