@@ -2,9 +2,12 @@
 
 It validates the config before anything expensive starts, checks feasibility,
 writes ``fingerprint.json``, runs background telemetry, and always writes
-``summary.json``: ``completed``, ``skipped`` (with the reason), ``failed``
-(with the error and traceback) or ``interrupted`` (Ctrl-C) — keeping every row
-already flushed by the stage.
+``summary.json`` with a :class:`~rlperf.runs.RunStatus`: ``completed``;
+``invalid`` or ``skipped`` when the run is refused before it starts (a wrong
+config; a machine that cannot run it), with the reason and ``preflight: true``;
+``skipped`` when the stage finds it cannot run here; ``failed`` (with the error
+and traceback) or ``interrupted`` (Ctrl-C) — keeping every row already flushed
+by the stage.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.resources.plan import (
+    InfeasibleError,
     Machine,
     ResourcePlan,
     check_feasible,
@@ -31,7 +35,7 @@ from rlperf.resources.plan import (
 )
 from rlperf.resources.ray_session import applied_placement
 from rlperf.results.summary import write_json
-from rlperf.runs import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE
+from rlperf.runs import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunStatus
 
 log = logging.getLogger("rlperf")
 
@@ -62,13 +66,7 @@ class JobContext:
         """The context of a job of ``cfg``: its resource plan, this machine, a fresh summary."""
         plan = plan_resources(cfg)
         machine = detect_machine()
-        summary: dict[str, Any] = {
-            "status": "running",
-            "stage": str(cfg.stage),
-            "backend": str(cfg.backend.name),
-            "error": None,
-            "traceback": None,
-        }
+        summary = _new_summary(cfg, RunStatus.running)
         gpu_indices = [i for i in plan.visible_gpus if i < machine.gpus]
         return cls(out_dir, plan, machine, gpu_indices, summary)
 
@@ -102,15 +100,20 @@ def execute_stage(
     the launcher checked feasibility against Ray's resources, so neither is
     applied nor re-checked here (re-applying would undo Ray's GPU assignment).
     """
-    from rlperf.config.validate import validate_config
+    from rlperf.config.validate import ConfigError, validate_config
     from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
 
     if in_trial is None:
         in_trial = os.environ.get(IN_TRIAL_ENV) == "1"
-    validate_config(cfg)
-    ctx = JobContext.for_job(cfg, out_dir)
-    if cfg.stage == "train" and not in_trial:
-        check_feasible(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
+    try:
+        validate_config(cfg)
+        ctx = JobContext.for_job(cfg, out_dir)
+        if cfg.stage == "train" and not in_trial:
+            check_feasible(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
+    except (ConfigError, InfeasibleError) as exc:
+        status = RunStatus.invalid if isinstance(exc, ConfigError) else RunStatus.skipped
+        write_refused_summary(out_dir, cfg, status, str(exc))
+        raise
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = ctx.summary
     resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
@@ -124,15 +127,15 @@ def execute_stage(
             sampler = _start_telemetry(cfg, out_dir, ctx.gpu_indices, ctx.started)
             ctx.sampler = sampler
             summary.update(stage(cfg, out_dir, ctx))
-        summary["status"] = "completed"
+        summary["status"] = RunStatus.completed
     except SkipCell as exc:
-        summary.update(status="skipped", error=str(exc))
+        summary.update(status=RunStatus.skipped, error=str(exc))
         ctx.progress(f"skipped: {exc}")
     except KeyboardInterrupt:
-        summary.update(status="interrupted", error="interrupted (Ctrl-C)")
+        summary.update(status=RunStatus.interrupted, error="interrupted (Ctrl-C)")
         raise
     except BaseException as exc:
-        summary.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        summary.update(status=RunStatus.failed, error=f"{type(exc).__name__}: {exc}")
         summary["traceback"] = traceback.format_exc()
         raise
     finally:
@@ -142,6 +145,36 @@ def execute_stage(
         summary.setdefault("iterations", len(ctx.rows))
         write_json(out_dir / SUMMARY_FILE, summary)
     return summary
+
+
+def _new_summary(cfg: Any, status: RunStatus) -> dict[str, Any]:
+    """The keys every ``summary.json`` starts with."""
+    return {
+        "status": status,
+        "stage": str(OmegaConf.select(cfg, "stage")),
+        "backend": str(OmegaConf.select(cfg, "backend.name")),
+        "error": None,
+        "traceback": None,
+    }
+
+
+def write_refused_summary(out_dir: Path, cfg: Any, status: str, reason: str) -> Path:
+    """``summary.json`` of a run refused before its stage started (``invalid`` / ``skipped``).
+
+    So that its folder explains itself: a user and the report can tell it from a
+    crashed run. Written by the job wrapper and by the sweep pre-flight.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = {
+        **_new_summary(cfg, RunStatus(status)),
+        "error": reason,
+        "wall_s": 0.0,
+        "iterations": 0,
+        "preflight": True,
+    }
+    path = out_dir / SUMMARY_FILE
+    write_json(path, summary)
+    return path
 
 
 def _start_telemetry(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,51 @@ MODULE_TO_ENV_DIR = Path("env_runner", "module_to_env_connector")
 #: reorder and fuse sums (TF32 convolutions included), hence 1e-3. Both are far
 #: below what another training's weights give (logits differ by ~1e-1 and more).
 PROBE_ATOL = {"cpu": 1e-5, "cuda": 1e-3}
+
+
+# --------------------------------------------------------------------------
+# Outcomes: one status vocabulary for runs and sweep cells, one exclusion column
+# --------------------------------------------------------------------------
+
+
+class RunStatus(StrEnum):
+    """``status`` of a run (``summary.json``) and of a sweep cell (``cell.json``, ``sweep.json``).
+
+    Every stage and the sweep launcher use these values; the report reads them
+    (docs/results.md#statuses). New outcomes are added here, not invented by a
+    stage.
+    """
+
+    pending = "pending"  # a sweep cell that has not started (yet)
+    running = "running"  # started and not ended (a killed run keeps this)
+    completed = "completed"  # the stage finished; its results are measurements
+    failed = "failed"  # the stage raised; ``error`` and ``traceback`` say what
+    invalid = "invalid"  # refused before start: the config is wrong (``error`` names the key)
+    skipped = "skipped"  # refused: this machine cannot run it (GPU, Edge TPU, CPUs, runtime)
+    interrupted = "interrupted"  # Ctrl-C; the rows written so far are kept
+    stopped_early = "stopped_early"  # a search scheduler stopped it; ``error`` has its reason
+
+
+#: A sweep keeps cells with these statuses when it is resumed (not run again).
+FINAL_STATUSES: frozenset[str] = frozenset({RunStatus.completed, RunStatus.stopped_early})
+#: Statuses of runs that never started their stage (``summary.json`` has ``preflight: true``).
+REFUSED_STATUSES: frozenset[str] = frozenset({RunStatus.invalid, RunStatus.skipped})
+
+#: The per-row exclusion column of metrics.csv and steps.csv: empty when the row
+#: counts, else the reason it is left out of summaries, rankings and figures
+#: (the row stays in the file).
+EXCLUDED_COLUMN = "excluded"
+
+
+class Exclusion(StrEnum):
+    """Why a row is excluded (the value of :data:`EXCLUDED_COLUMN`)."""
+
+    warmup = "warmup"  # before the end of the warm-up (the rule is in summary.json)
+
+
+def is_excluded(value: object) -> bool:
+    """Whether an :data:`EXCLUDED_COLUMN` value excludes its row (empty / NaN: it counts)."""
+    return isinstance(value, str) and value != ""
 
 
 class CheckpointError(ValueError):

@@ -63,7 +63,7 @@ def test_recorder_flushes_each_episode_and_flags_warmup(tmp_path) -> None:
     rec.end_episode(0, episode_return=-1.0, length=4, wall_s=0.5)
     steps = _rows(tmp_path / "steps.csv")
     assert list(steps[0]) == list(STEP_COLUMNS)
-    assert [r["warmup"] for r in steps] == ["1", "1", "1", "0"]
+    assert [r["excluded"] for r in steps] == ["warmup", "warmup", "warmup", ""]
     assert [int(r["step"]) for r in steps] == [0, 1, 2, 3]
     assert float(steps[3]["action_ms"]) == pytest.approx(0.8)
     episodes = _rows(tmp_path / "episodes.csv")

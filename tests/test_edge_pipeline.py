@@ -257,7 +257,7 @@ def test_job_int8_then_other_backends_reuse_the_export(
     assert s["episodes"]["count"] == 2 and s["episodes"]["length_mean"] == 60.0
     steps = _csv(out / "steps.csv")
     assert len(steps) == 120 == s["steps"]
-    assert sum(r["warmup"] == "1" for r in steps) == 10
+    assert sum(r["excluded"] == "warmup" for r in steps) == 10
     assert s["latency"]["forward_ms"]["count"] == 110
     lat = s["latency"]
     assert 0 < lat["forward_ms"]["p50"] <= lat["action_ms"]["p50"]

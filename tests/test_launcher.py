@@ -476,14 +476,14 @@ def test_failed_and_invalid_cells_fail_the_sweep_after_the_others(
     # model.dim=100 cannot reach 1x1 with the tiny model: invalid before anything runs.
     index = json.loads((tmp_path / "sweep.json").read_text())
     assert {tuple(r["overrides"])[0]: r["status"] for r in index["cells"].values()} == {
-        "workers=0": "failed",
-        "workers=1": "failed",
-        "workers=2": "failed",
+        "workers=0": "invalid",
+        "workers=1": "invalid",
+        "workers=2": "invalid",
     }
     assert fake.groups == []
     summary = json.loads((tmp_path / "0" / "summary.json").read_text())
-    assert summary["status"] == "failed" and "ConfigError" in summary["error"]
-    assert "conv" in summary["traceback"] or "1x1" in summary["traceback"]
+    assert summary["status"] == "invalid" and summary["preflight"] is True
+    assert "ConfigError" in summary["error"] and "1x1" in summary["error"]
     assert (tmp_path / "0" / ".hydra" / "overrides.yaml").is_file()
 
     other = tmp_path / "other"

@@ -51,7 +51,7 @@ def test_sweep_rollout_edge_then_report(tmp_path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     steps = pd.read_csv(rollout / "steps.csv")
-    assert len(steps) == 120 and int(steps["warmup"].sum()) == 20
+    assert len(steps) == 120 and int(steps["excluded"].eq("warmup").sum()) == 20
     # The downstream job ran the run's model, and says so.
     assert "name: tiny" in (rollout / "effective_config.yaml").read_text()
 

@@ -59,7 +59,7 @@ def test_steps_and_episodes_csv_have_the_canonical_columns(sweeps):
         summary = json.loads((cell / "summary.json").read_text())
         assert set(summary["latency"]) == set(LATENCY_COLUMNS)
         steps = pd.read_csv(cell / "steps.csv")
-        kept = steps.loc[~steps["warmup"], "action_ms"]
+        kept = steps.loc[steps["excluded"].isna(), "action_ms"]
         assert summary["latency"]["action_ms"]["count"] == len(kept)
         assert summary["latency"]["action_ms"]["p50"] == pytest.approx(kept.median())
 

@@ -124,9 +124,9 @@ def test_warmup_rule_changes_the_means_as_documented():
     1's 25.8 s through the windows of iterations 4-10)."""
     cell = _tune("volta1_def/model1_gpu0_8_workers")
     it = cell.iterations
-    assert it.loc[it["warmup"], "iteration"].tolist() == [1, 2, 3]
+    assert it.loc[it["excluded"] == "warmup", "iteration"].tolist() == [1, 2, 3]
     assert it["episode_return_mean"].iloc[:3].isna().all()
-    kept = it[~it["warmup"]]
+    kept = it[it["excluded"] == ""]
     assert it["iter_s"].mean() == pytest.approx(16.0756, abs=1e-4)
     assert kept["iter_s"].mean() == pytest.approx(15.1621, abs=1e-4)
     assert it["learn_s"].mean() == pytest.approx(10.3700, abs=1e-4)

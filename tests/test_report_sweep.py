@@ -106,7 +106,7 @@ def test_iterations_and_latency_tables(sweep, report):
     steps = sum(len(pd.read_csv(c / "steps.csv")) for c in (sweep / "11-00-00").iterdir()
                 if c.is_dir())  # fmt: skip
     assert len(lat) == steps
-    assert lat["warmup"].sum() == 20 * 4
+    assert lat["excluded"].eq("warmup").sum() == 20 * 4
 
 
 def test_partial_and_corrupt_cells_are_reported_not_fatal(report):
@@ -217,7 +217,7 @@ def test_broken_cells_never_break_the_report(tmp_path):
     (binary / "metrics.csv").write_bytes(b"\x00\xff\xfe\x00\n\x01,\x02\n")
     rollout = synthetic.resolved_config(stage="rollout")
     empty_steps = synthetic.write_cell(root / "4", synthetic.CellSpec(rollout, [], None, {}))
-    (empty_steps / "steps.csv").write_text("episode,step,warmup,forward_ms,action_ms\n")
+    (empty_steps / "steps.csv").write_text("episode,step,excluded,forward_ms,action_ms\n")
     (root / "5" / ".hydra").mkdir(parents=True)
     (root / "5" / ".hydra" / "config.yaml").write_text("stage: train\n")
     # Launcher states (docs/sweeps.md): skipped at pre-flight, and not started yet.
@@ -265,5 +265,6 @@ def test_workers_axis_as_value_or_group(tmp_path, workers):
     synthetic.write_cell(tmp_path, synthetic.CellSpec(cfg, ["workers=4"], None, None, metrics))
     cell = load_rlperf_cell(CellRef(tmp_path, "rlperf", "c", "g"))
     assert cell.axes["workers"] == 4 and "workers" not in cell.leaves
-    assert cell.iterations["warmup"].tolist() == [True, False]  # CsvLog writes bools as 1/0
+    # rlperf 0.1 files flag warm-up in a boolean `warmup` column (CsvLog wrote 1/0).
+    assert cell.iterations["excluded"].tolist() == ["warmup", ""]
     assert cell.status == "partial"

@@ -51,7 +51,7 @@ def test_per_step_rows_and_summary(rollout_run: Path, tiny_run: Path) -> None:
     assert s["status"] == "completed" and s["stage"] == "rollout" and s["error"] is None
     # One row per step played, in order; the first WARMUP flagged.
     assert len(steps) == STEPS == s["steps"] and list(steps["step"]) == list(range(STEPS))
-    assert list(steps["warmup"]) == [1] * WARMUP + [0] * (STEPS - WARMUP)
+    assert list(steps["excluded"].fillna("")) == ["warmup"] * WARMUP + [""] * (STEPS - WARMUP)
     assert steps["action"].between(0, 5).all()
     assert (steps[list(LATENCY)] > 0).all().all()
     # The forward is timed inside the action computation.
@@ -64,7 +64,7 @@ def test_per_step_rows_and_summary(rollout_run: Path, tiny_run: Path) -> None:
     assert s["episodes"]["return_mean"] == pytest.approx(eps["return"].mean())
     # The summary is over the non-warm-up steps and says so.
     assert s["warmup_steps"] == WARMUP and s["warmup"]["excluded_from_summary"] is True
-    kept = steps[steps["warmup"] == 0]
+    kept = steps[steps["excluded"].isna()]
     for col in LATENCY:
         lat = s["latency"][col]
         assert lat["count"] == STEPS - WARMUP

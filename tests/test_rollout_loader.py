@@ -347,7 +347,8 @@ def test_play_records_every_step_and_finished_episodes(tmp_path: Path) -> None:
         list(steps["step"]) == list(range(21))
         and list(steps["episode"]) == [0] * 7 + [1] * 7 + [2] * 7
     )
-    assert steps["warmup"].sum() == 5 and steps["warmup"][:5].all()
+    warm = steps["excluded"].eq("warmup")
+    assert warm.sum() == 5 and warm[:5].all()
     assert (steps["forward_ms"] == 0.001).all() and (steps["action_ms"] > 0).all()
     eps = pd.read_csv(tmp_path / "episodes.csv")
     assert list(eps["return"]) == [1.0] * 3 and list(eps["length"]) == [7] * 3

@@ -34,7 +34,7 @@ def test_metrics_are_exact_per_iteration(tiny_run) -> None:
         "episode_return_mean",
         "cpu_util_pct",
         "ram_util_pct",
-        "warmup",
+        "excluded",
         "time_s",
     ]:
         assert col in m.columns, col
@@ -56,7 +56,7 @@ def test_metrics_are_exact_per_iteration(tiny_run) -> None:
     # Pong episodes are far longer than 512 steps: no return yet.
     assert m["episode_return_mean"].isna().all() and (m["episodes"] == 0).all()
     # train.warmup_iterations=1, episode rule off: only iteration 1 is warm-up.
-    assert list(m["warmup"]) == [1, 0]
+    assert list(m["excluded"].fillna("")) == ["warmup", ""]
 
 
 def test_summary_excludes_warmup_and_counts_params(tiny_run) -> None:
@@ -64,6 +64,7 @@ def test_summary_excludes_warmup_and_counts_params(tiny_run) -> None:
     m = pd.read_csv(tiny_run / "metrics.csv")
     assert s["status"] == "completed" and s["error"] is None
     assert s["warmup"]["iterations"] == [1] and s["warmup"]["excluded_from_summary"]
+    assert s["excluded"] == {"warmup": 1}
     assert s["metrics"]["iter_s"]["n"] == 1
     assert s["metrics"]["iter_s"]["mean"] == pytest.approx(m["iter_s"].iloc[1])
     assert s["total_env_steps"] == 512 and s["iterations"] == 2
@@ -117,6 +118,19 @@ def test_missing_gpu_fails_before_ray_starts(tmp_path) -> None:
     assert "asks for GPU(s) [0] but this machine has" in proc.stderr
     assert "Started a local Ray instance" not in proc.stderr
     assert not (out / "metrics.csv").exists()
+    # The folder explains itself: refused before start, not crashed.
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "skipped" and s["preflight"] is True and s["iterations"] == 0
+    assert "asks for GPU(s) [0]" in s["error"] and s["stage"] == "train"
+
+
+def test_invalid_config_leaves_a_summary_saying_so(tmp_path) -> None:
+    out = tmp_path / "bad"
+    proc = run_rlperf(["workers=-1", f"hydra.run.dir={out}"], cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0 and "workers=-1 must be an integer >= 0" in proc.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert (s["status"], s["preflight"]) == ("invalid", True)
+    assert "workers=-1" in s["error"] and s["traceback"] is None
 
 
 def test_failure_keeps_summary_with_error(tmp_path) -> None:

@@ -54,11 +54,11 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from ray import tune
 
 from rlperf.config.names import log_deprecated_choices
-from rlperf.job import IN_TRIAL_ENV
+from rlperf.job import IN_TRIAL_ENV, write_refused_summary
 from rlperf.resources.plan import detect_machine, plan_resources
 from rlperf.resources.ray_session import init_ray
 from rlperf.results.summary import write_json
-from rlperf.runs import SUMMARY_FILE
+from rlperf.runs import REFUSED_STATUSES, SUMMARY_FILE, RunStatus
 from rlperf.sweep.cells import CELL_FILE, cell_hash, is_rlperf_config
 from rlperf.sweep.index import (
     CellRecord,
@@ -362,7 +362,7 @@ def _preflight(sweep: _Sweep, existing: bool) -> list[Group]:
             cell.request = cell_request(cell.task_cfg)
         except Exception as exc:
             cell.error = exc
-            rec.status, rec.reason = "failed", f"{type(exc).__name__}: {exc}"
+            rec.status, rec.reason = RunStatus.invalid, f"{type(exc).__name__}: {exc}"
             continue
         rec.request = cell.request.bundles
         if existing:
@@ -462,28 +462,15 @@ def _record_not_run(sweep: _Sweep) -> None:
         if cell.kept:
             continue
         rec = cell.record
-        if rec.status in ("skipped", "failed"):
+        if rec.status in REFUSED_STATUSES:
             cell.out_dir.mkdir(parents=True, exist_ok=True)
             _write_hydra_snapshot(cell)
             rec.finished_at = now_iso()
             if cell.rlperf:
                 # A fresh summary: an earlier run's files in this folder are not this outcome.
-                tb = "".join(traceback.format_exception(cell.error)) if cell.error else None
-                write_json(
-                    cell.out_dir / SUMMARY_FILE,
-                    {
-                        "status": rec.status,
-                        "stage": str(cell.task_cfg.get("stage")),
-                        "backend": str(OmegaConf.select(cell.task_cfg, "backend.name")),
-                        "error": rec.reason,
-                        "traceback": tb,
-                        "wall_s": 0.0,
-                        "iterations": 0,
-                        "preflight": True,
-                    },
-                )
+                write_refused_summary(cell.out_dir, cell.task_cfg, rec.status, str(rec.reason))
         else:
-            rec.status, rec.reason = "pending", None
+            rec.status, rec.reason = RunStatus.pending, None
         sweep.save(cell)
 
 
@@ -503,7 +490,7 @@ def _announce(sweep: _Sweep, groups: list[Group], existing: bool) -> None:
     recs = sweep.records
     kept = sum(1 for c in sweep.cells if c.kept)
     skipped = sum(1 for r in recs if r.status == "skipped")
-    failed = sum(1 for r in recs if r.status == "failed")
+    invalid = sum(1 for r in recs if r.status == RunStatus.invalid)
     to_run = sum(len(g.cells) for g in groups)
     where = (
         f"on the Ray cluster at {sweep.ray_cfg.address or '(already connected)'}"
@@ -513,12 +500,12 @@ def _announce(sweep: _Sweep, groups: list[Group], existing: bool) -> None:
     concurrency = int(sweep.options.max_concurrent_trials)
     sweep.progress.say(
         f"{len(recs)} cells in {sweep.sweep_dir}: {to_run} to run {where}, "
-        f"{kept} completed earlier (kept), {skipped} skipped, {failed} invalid; "
+        f"{kept} completed earlier (kept), {skipped} skipped, {invalid} invalid; "
         f"max_concurrent_trials={concurrency}"
         + ("" if concurrency == 1 else " (cells share the machine: measurements not isolated)")
     )
     for c in sweep.cells:
-        if c.record.status in ("skipped", "failed") and not c.kept:
+        if c.record.status in REFUSED_STATUSES and not c.kept:
             sweep.progress.emit(c.record.status, c.record, recs)
 
 

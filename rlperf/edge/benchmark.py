@@ -184,6 +184,7 @@ def run_benchmark(spec: BenchmarkSpec) -> dict[str, Any]:
     }
     if recorder is not None:
         result["latency"] = recorder.latency_summary()
+        result["excluded"] = recorder.excluded()
         result["episodes"] = recorder.episode_summary()
     if spec.fidelity_path:
         from rlperf.edge.calibration import ObservationSet

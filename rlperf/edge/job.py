@@ -578,6 +578,7 @@ def summarise(
         "threads": threads,
         "seed": int(cell.cfg.seed),
         "latency": result["latency"],
+        "excluded": result.get("excluded", {}),
         "warmup_steps": int(cell.cfg.edge.warmup_steps),
         "steps": result["steps"],
         "episodes": result["episodes"],

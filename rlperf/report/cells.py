@@ -37,7 +37,7 @@ PRIMARY_AXES = (
 PHASES = (*TIMED_PHASES, "other_s")
 
 #: Training columns summarised per cell (in addition to per-GPU columns).
-TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in ("iteration", "time_s", "warmup"))
+TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in ("iteration", "time_s", "excluded"))
 
 #: Stage → comparison family. New stages slot in here; unknown stages get their own family.
 STAGE_FAMILY = {"train": "training", "rollout": "inference", "edge": "inference"}

@@ -119,21 +119,29 @@ def _methods(res: ReportResult, sweeps: Sequence[Path]) -> list[render.Block]:
     return [render.Heading("Methods", 2), *[render.Para(t) for t in text]]
 
 
+def _excluded_text(df: pd.DataFrame) -> str:
+    """``"12 (warmup 10, fault 2)"``: excluded rows in all and per reason."""
+    reasons = df.loc[df["excluded"].ne(""), "excluded"].value_counts()
+    if reasons.empty:
+        return "0"
+    return f"{int(reasons.sum())} (" + ", ".join(f"{k} {v}" for k, v in reasons.items()) + ")"
+
+
 def _warmup_text(res: ReportResult) -> list[str]:
     text = []
     it = res.iterations
     if not it.empty:
         rules = sorted({c.warmup_rule for c in res.cells if c.family == "training"})
         text.append(
-            f"**Warm-up.** Training iterations flagged as warm-up are kept in `iterations.csv` "
-            f"(column `warmup`) but excluded from every mean, interval, ranking and figure: "
-            f"{int(it['warmup'].sum())} of {len(it)} iterations in {it['cell'].nunique()} "
-            "training cells. Rules: " + "; ".join(rules) + "."
+            f"**Warm-up.** Training iterations with a reason in the `excluded` column "
+            f"(warm-up, ...) are kept in `iterations.csv` but left out of every mean, "
+            f"interval, ranking and figure: {_excluded_text(it)} of {len(it)} iterations in "
+            f"{it['cell'].nunique()} training cells. Warm-up rules: " + "; ".join(rules) + "."
         )
     if not res.latency.empty:
         text.append(
-            f"Inference cells: the first steps flagged `warmup` in `steps.csv` are excluded "
-            f"({int(res.latency['warmup'].sum())} samples); the study's rollout files kept "
+            f"Inference cells: the first steps (`excluded` = `warmup` in `steps.csv`) are left "
+            f"out ({_excluded_text(res.latency)} samples); the study's rollout files kept "
             "only per-episode or per-run means of every step, with nothing removed."
         )
     return text

@@ -76,7 +76,7 @@ def _models(df: pd.DataFrame) -> list[str]:
 
 
 def _kept(df: pd.DataFrame) -> pd.DataFrame:
-    return df.loc[~df["warmup"].astype(bool) & (df["status"] == "completed")]
+    return df.loc[df["excluded"].eq("") & (df["status"] == "completed")]
 
 
 def config_palette(configs: Sequence[str]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import numpy as np
 from rlperf.report import stats
 from rlperf.report.axes import AxisPlan
 from rlperf.report.cells import Cell
+from rlperf.report.load import included
 
 #: family → (metric column, statistic, unit, what it measures)
 OBJECTIVES = {
@@ -58,11 +59,11 @@ def samples(cell: Cell, family: str) -> np.ndarray:
         df = cell.iterations
         if df is None:
             return np.array([])
-        return df.loc[~df["warmup"].astype(bool), "iter_s"].to_numpy(dtype=float)
+        return included(df)["iter_s"].to_numpy(dtype=float)
     df = cell.latency
     if df is None:
         return np.array([])
-    kept = df.loc[~df["warmup"].astype(bool)]
+    kept = included(df)
     col = "action_ms" if kept["action_ms"].notna().any() else "forward_ms"
     return kept[col].to_numpy(dtype=float)
 
@@ -193,7 +194,7 @@ def _phase_shares(cell: Cell) -> str:
     df = cell.iterations
     if df is None:
         return ""
-    kept = df.loc[~df["warmup"].astype(bool)]
+    kept = included(df)
     total = float(kept["iter_s"].mean())
     if not np.isfinite(total) or total <= 0:
         return ""

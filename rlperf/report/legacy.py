@@ -73,9 +73,11 @@ from rlperf.report.load import (
     CellError,
     canonical_iterations,
     first_episode_warmup,
+    flags_to_exclusion,
     read_csv,
     read_json,
 )
+from rlperf.runs import EXCLUDED_COLUMN
 
 #: Machines of the 2021 study (reference/thesis/README.md). Their fingerprints are not
 #: in the run folders, so the importer supplies what the study's README says.
@@ -303,7 +305,9 @@ def _tune_iterations(
             kind = "util" if m.group(1) == "gpu" else "mem_used"
             it[f"gpu{m.group(2)}_{kind}_pct"] = pd.to_numeric(p[col], errors="coerce") * 100.0
     it = canonical_iterations(it)
-    it["warmup"] = first_episode_warmup(it["episode_return_mean"])
+    it[EXCLUDED_COLUMN] = flags_to_exclusion(
+        first_episode_warmup(it["episode_return_mean"]), it.index
+    )
     return it
 
 
@@ -389,7 +393,7 @@ def _run_mean_rollout(df: pd.DataFrame, path: Path, notes: list[str]) -> _Rollou
         {
             "episode": [np.nan],
             "step": [np.nan],
-            "warmup": [False],
+            EXCLUDED_COLUMN: [""],
             "action_ms": [per_step_s * 1000.0],
             "n_steps": [float(row["num_steps"])],
             "granularity": ["run_mean"],
@@ -423,7 +427,7 @@ def _episode_means_rollout(df: pd.DataFrame, path: Path, notes: list[str]) -> _R
         {
             "episode": df["episode"],
             "step": np.nan,
-            "warmup": False,
+            EXCLUDED_COLUMN: "",
             "action_ms": per_step_ms,
             "n_steps": steps,
             "granularity": "episode_mean",

@@ -17,6 +17,7 @@ from rlperf.report import fingerprints
 from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten
 from rlperf.report.discover import CellRef
 from rlperf.results.columns import LATENCY_COLUMNS
+from rlperf.runs import EXCLUDED_COLUMN, Exclusion
 
 #: Canonical axis → where it sits in the resolved config of an rlperf job.
 AXIS_KEYS = {
@@ -106,6 +107,27 @@ def first_episode_warmup(returns: pd.Series) -> pd.Series:
     return pd.Series(flags, index=returns.index)
 
 
+def flags_to_exclusion(flags: pd.Series | np.ndarray | bool, index: pd.Index) -> pd.Series:
+    """An ``excluded`` column from warm-up flags (true: ``warmup``, false: ``""``)."""
+    values = np.broadcast_to(np.asarray(flags, dtype=bool), (len(index),))
+    return pd.Series(np.where(values, str(Exclusion.warmup), ""), index=index, dtype=object)
+
+
+def exclusion_column(df: pd.DataFrame) -> pd.Series | None:
+    """``excluded`` as strings (``""``: the row counts) from a file's ``excluded`` column,
+    or from an older rlperf's boolean ``warmup`` column; ``None`` when it has neither."""
+    if EXCLUDED_COLUMN in df.columns:
+        return df[EXCLUDED_COLUMN].fillna("").astype(str).str.strip()
+    if "warmup" in df.columns:  # rlperf 0.1 result files
+        return flags_to_exclusion(_as_bool(df["warmup"]), df.index)
+    return None
+
+
+def included(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows that count: ``excluded`` empty (warm-up and faults stay in the files)."""
+    return df.loc[df[EXCLUDED_COLUMN].eq("")]
+
+
 def canonical_iterations(df: pd.DataFrame) -> pd.DataFrame:
     """Make sure every canonical training column exists (NaN where unknown) with float dtype."""
     df = df.copy()
@@ -115,7 +137,7 @@ def canonical_iterations(df: pd.DataFrame) -> pd.DataFrame:
     if df["other_s"].isna().all() and df["iter_s"].notna().any():
         df["other_s"] = df["iter_s"] - df[list(PHASES[:-1])].sum(axis=1, min_count=1)
     for col in df.columns:
-        if col != "warmup" and df[col].dtype == object:
+        if col not in (EXCLUDED_COLUMN, "warmup") and df[col].dtype == object:
             df[col] = pd.to_numeric(df[col], errors="coerce")
     return df
 
@@ -305,12 +327,15 @@ def _read_metrics(path: Path, summary: dict[str, Any], cell: Cell) -> pd.DataFra
         cell.notes.append("metrics.csv has no rows yet")
     df = canonical_iterations(df)
     rule = (summary.get("warmup") or {}).get("rule") if isinstance(summary, dict) else None
-    if "warmup" in df.columns:
-        df["warmup"] = _as_bool(df["warmup"])
+    excluded = exclusion_column(df)
+    if excluded is not None:
+        df[EXCLUDED_COLUMN] = excluded
         cell.warmup_rule = f"flagged in metrics.csv (rule: {rule or 'as configured'})"
     else:
-        df["warmup"] = first_episode_warmup(df["episode_return_mean"])
-        cell.warmup_rule = "first finished episode (no warmup column in metrics.csv)"
+        df[EXCLUDED_COLUMN] = flags_to_exclusion(
+            first_episode_warmup(df["episode_return_mean"]), df.index
+        )
+        cell.warmup_rule = "first finished episode (no excluded column in metrics.csv)"
     return df
 
 
@@ -325,7 +350,8 @@ def _read_steps(path: Path, notes: list[str]) -> pd.DataFrame | None:
         if col not in df.columns:
             df[col] = np.nan
         df[col] = pd.to_numeric(df[col], errors="coerce")
-    df["warmup"] = _as_bool(df["warmup"]) if "warmup" in df.columns else False
+    excluded = exclusion_column(df)
+    df[EXCLUDED_COLUMN] = excluded if excluded is not None else flags_to_exclusion(False, df.index)
     if "episode" not in df.columns:
         df["episode"] = 0
     if "step" not in df.columns:

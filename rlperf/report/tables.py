@@ -16,7 +16,9 @@ import pandas as pd
 from rlperf.report.axes import AxisPlan
 from rlperf.report.cells import PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell
 from rlperf.report.findings import FamilyAnalysis
+from rlperf.report.load import included
 from rlperf.results.columns import LATENCY_COLUMNS
+from rlperf.runs import EXCLUDED_COLUMN, Exclusion
 
 _ID_COLUMNS = ("cell", "label", "config")
 
@@ -103,7 +105,7 @@ def _long_table(
     gpu = sorted(c for c in out.columns if c.startswith("gpu") and c not in first)
     rest = sorted(c for c in out.columns if c not in first and c not in gpu)
     out = out[[c for c in first if c in out] + gpu + rest]
-    out["warmup"] = out["warmup"].astype(bool)
+    out[EXCLUDED_COLUMN] = out[EXCLUDED_COLUMN].fillna("").astype(str)
     return out
 
 
@@ -112,7 +114,7 @@ def iterations_table(
 ) -> pd.DataFrame:
     """One row per training cell and iteration; canonical columns, then extras."""
     return _long_table(cells, "iterations", plans, fps,
-                       ["iteration", "warmup", "time_s", *TRAIN_METRICS])  # fmt: skip
+                       ["iteration", EXCLUDED_COLUMN, "time_s", *TRAIN_METRICS])  # fmt: skip
 
 
 def latency_table(
@@ -122,7 +124,7 @@ def latency_table(
 
     ``granularity`` says which; ``n_steps`` how many steps a row stands for.
     """
-    head = ["granularity", "episode", "step", "warmup", "n_steps", *LATENCY_COLUMNS]
+    head = ["granularity", "episode", "step", EXCLUDED_COLUMN, "n_steps", *LATENCY_COLUMNS]
     return _long_table(cells, "latency", plans, fps, head)
 
 
@@ -130,12 +132,13 @@ def _train_summary(c: Cell) -> dict[str, Any]:
     df = c.iterations
     if df is None:
         return {}
-    kept = df.loc[~df["warmup"].astype(bool)]
+    kept = included(df)
     if df.empty:
-        return {"iterations": 0, "warmup_iterations": 0}
+        return {"iterations": 0, "warmup_iterations": 0, "excluded_iterations": 0}
     row: dict[str, Any] = {
         "iterations": int(len(df)),
-        "warmup_iterations": int(df["warmup"].astype(bool).sum()),
+        "warmup_iterations": int(df[EXCLUDED_COLUMN].eq(Exclusion.warmup).sum()),
+        "excluded_iterations": int(len(df) - len(kept)),
     }
     for col in [
         "iter_s",
@@ -161,7 +164,7 @@ def _inference_summary(c: Cell) -> dict[str, Any]:
     df = c.latency
     row: dict[str, Any] = {}
     if df is not None and len(df):
-        kept = df.loc[~df["warmup"].astype(bool)]
+        kept = included(df)
         row["granularity"] = str(df["granularity"].iloc[0])
         row["samples"] = int(len(kept))
         row["warmup_samples"] = int(len(df) - len(kept))

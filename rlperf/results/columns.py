@@ -10,7 +10,7 @@ PHASES = ("sample_s", "load_s", "learn_s", "sync_s")
 TRAIN_COLUMNS = (
     "iteration",
     "time_s",
-    "warmup",
+    "excluded",  # empty, or why the row is left out (rlperf.runs.Exclusion)
     *PHASES,
     "iter_s",
     "other_s",

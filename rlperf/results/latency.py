@@ -18,9 +18,9 @@ import numpy as np
 
 from rlperf.results.columns import LATENCY_COLUMNS
 from rlperf.results.csvlog import CsvLog
-from rlperf.runs import EPISODES_FILE, STEPS_FILE
+from rlperf.runs import EPISODES_FILE, EXCLUDED_COLUMN, STEPS_FILE, Exclusion
 
-STEP_COLUMNS = ("episode", "step", "warmup", "forward_ms", "action_ms", "env_step_ms", "action")
+STEP_COLUMNS = ("episode", "step", EXCLUDED_COLUMN, *LATENCY_COLUMNS, "action")
 EPISODE_COLUMNS = ("episode", "return", "length", "wall_s")
 #: The per-step latency columns summarised in ``summary.json["latency"]``.
 
@@ -82,8 +82,8 @@ class LatencyRecorder:
 
     Args:
         out_dir: the job folder.
-        warmup_steps: the first ``warmup_steps`` steps of the run are flagged
-            ``warmup`` and excluded from :meth:`latency_summary`.
+        warmup_steps: the first ``warmup_steps`` steps of the run are excluded
+            (``excluded`` = ``warmup``) from :meth:`latency_summary`.
     """
 
     def __init__(self, out_dir: Path, warmup_steps: int) -> None:
@@ -119,7 +119,7 @@ class LatencyRecorder:
                 {
                     "episode": self._episode_of_step[i],
                     "step": i,
-                    "warmup": i < self.warmup_steps,
+                    EXCLUDED_COLUMN: Exclusion.warmup if i < self.warmup_steps else "",
                     "forward_ms": self._values["forward_ms"][i],
                     "action_ms": self._values["action_ms"][i],
                     "env_step_ms": self._values["env_step_ms"][i],
@@ -139,6 +139,11 @@ class LatencyRecorder:
     def latency_summary(self) -> dict[str, dict[str, float | int]]:
         """:func:`summarize_latency` of each latency column over the non-warm-up steps."""
         return {c: summarize_latency(v, self.warmup_steps) for c, v in self._values.items()}
+
+    def excluded(self) -> dict[str, int]:
+        """``summary.json["excluded"]``: excluded steps per reason."""
+        warm = min(self.warmup_steps, self.steps)
+        return {Exclusion.warmup: warm} if warm else {}
 
     def episode_summary(self) -> dict[str, float | int]:
         """``count``, ``return_mean``, ``return_std``, ``length_mean`` of finished episodes."""

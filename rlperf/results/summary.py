@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from rlperf.runs import EXCLUDED_COLUMN, is_excluded
+
 
 def describe(values: Sequence[float]) -> dict[str, float | int]:
     """count, mean, std (sample), min, p50, max of the finite values."""
@@ -30,8 +32,8 @@ def describe(values: Sequence[float]) -> dict[str, float | int]:
 def summarize_rows(
     rows: Sequence[Mapping[str, Any]], columns: Sequence[str], skip: Sequence[str] = ()
 ) -> dict[str, dict[str, float | int]]:
-    """``describe`` every numeric column over the non-warm-up rows."""
-    kept = [r for r in rows if not r.get("warmup")]
+    """``describe`` every numeric column over the rows not excluded (``excluded`` empty)."""
+    kept = [r for r in rows if not is_excluded(r.get(EXCLUDED_COLUMN))]
     out: dict[str, dict[str, float | int]] = {}
     for col in columns:
         if col in skip:
@@ -39,6 +41,16 @@ def summarize_rows(
         vals = [r.get(col) for r in kept]
         if all(v is None or isinstance(v, int | float) for v in vals):
             out[col] = describe([float(v) for v in vals if v is not None])
+    return out
+
+
+def excluded_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """``{reason: rows}`` of the excluded rows: ``summary.json["excluded"]`` of every stage."""
+    out: dict[str, int] = {}
+    for row in rows:
+        reason = row.get(EXCLUDED_COLUMN)
+        if is_excluded(reason):
+            out[str(reason)] = out.get(str(reason), 0) + 1
     return out
 
 

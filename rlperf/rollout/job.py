@@ -44,6 +44,7 @@ SUMMARY_KEYS = (
     "algorithm_started",
     "warmup_steps",
     "warmup",
+    "excluded",
     "env",
     "model_params",
     "probe",
@@ -390,6 +391,7 @@ def record_latency(recorder: Any, summary: dict[str, Any]) -> None:
     """Steps, latency and episode aggregates of what was played (also after a failure)."""
     summary["steps"] = recorder.steps
     summary["latency"] = recorder.latency_summary()
+    summary["excluded"] = recorder.excluded()
     summary["episodes"] = recorder.episode_summary()
 
 

@@ -23,18 +23,9 @@ NON_IDENTITY_KEYS: tuple[str, ...] = ("hydra", "ray")
 #: File a cell's folder holds besides the job's own results.
 CELL_FILE = "cell.json"
 
-#: Statuses a cell can have in ``cell.json`` / ``sweep.json``.
-STATUSES: tuple[str, ...] = (
-    "pending",  # not started (yet)
-    "running",  # its trial started and has not ended
-    "completed",  # the job finished (summary.json status completed)
-    "skipped",  # not run: infeasible here (pre-flight) or the stage raised SkipCell
-    "failed",  # the job raised, or its config is invalid
-    "interrupted",  # Ctrl-C while it ran
-)
-
-#: Cells with these statuses are not run again when a sweep is resumed.
-FINAL_STATUSES: frozenset[str] = frozenset({"completed"})
+# A cell's statuses are the runs' own (:class:`rlperf.runs.RunStatus`, with
+# ``pending`` before its trial starts); FINAL_STATUSES there says which are kept
+# on resume.
 
 
 def identity_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from rlperf.results.summary import write_json
-from rlperf.runs import SUMMARY_FILE
-from rlperf.sweep.cells import CELL_FILE, FINAL_STATUSES
+from rlperf.runs import FINAL_STATUSES, SUMMARY_FILE
+from rlperf.sweep.cells import CELL_FILE
 
 INDEX_FILE = "sweep.json"
 INDEX_VERSION = 1

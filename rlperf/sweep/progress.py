@@ -11,7 +11,7 @@ from typing import TextIO
 from rlperf.sweep.index import CellRecord
 
 #: Statuses that count as "done" in the progress line.
-DONE = ("completed", "failed", "skipped")
+DONE = ("completed", "failed", "skipped", "invalid", "stopped_early")
 
 
 def format_duration(seconds: float | None) -> str:
@@ -64,7 +64,7 @@ class SweepProgress:
         c = Counter(r.status for r in records)
         done = sum(c[s] for s in DONE)
         parts = [f"{done}/{len(records)} done", f"{c['completed']} completed"]
-        parts += [f"{c[s]} {s}" for s in ("failed", "skipped", "interrupted") if c[s]]
+        parts += [f"{c[s]} {s}" for s in ("failed", "invalid", "skipped", "interrupted") if c[s]]
         if c["running"]:
             parts.append(f"{c['running']} running")
         return ", ".join(parts)
@@ -77,7 +77,7 @@ class SweepProgress:
             what = cell_label(record)
             if record.status in ("completed", "failed") and record.wall_s is not None:
                 what += f" ({format_duration(record.wall_s)})"
-            if record.reason and record.status in ("failed", "skipped", "interrupted"):
+            if record.reason and record.status not in ("completed", "running", "pending"):
                 what += f": {shorten(record.reason, 100)}"
         return (
             f"{head} {what} | {self.counts_text(records)} | "

@@ -21,8 +21,15 @@ from omegaconf import DictConfig
 from rlperf.algos import build_algo_config
 from rlperf.results.columns import TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
-from rlperf.results.summary import summarize_rows
-from rlperf.runs import CHECKPOINT_DIR, METRICS_FILE, POLICY_FILE, write_probe
+from rlperf.results.summary import excluded_counts, summarize_rows
+from rlperf.runs import (
+    CHECKPOINT_DIR,
+    EXCLUDED_COLUMN,
+    METRICS_FILE,
+    POLICY_FILE,
+    Exclusion,
+    write_probe,
+)
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +136,7 @@ class IterationTimer:
         return {
             "iteration": it,
             "time_s": self.ctx.elapsed_s(),
-            "warmup": bool(warmup),
+            EXCLUDED_COLUMN: Exclusion.warmup if warmup else "",
             **phases,
             "iter_s": iter_s,
             "other_s": iter_s - sum(phases.values()),
@@ -173,16 +180,13 @@ def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str
 def summarise_training(
     cfg: DictConfig, rows: list[dict[str, Any]], columns: list[str], checkpoint: Path
 ) -> dict[str, Any]:
-    """The training's part of ``summary.json``: aggregates over the non-warm-up iterations."""
-    warm = [r["iteration"] for r in rows if r["warmup"]]
+    """The training's part of ``summary.json``: aggregates over the iterations not excluded."""
+    warm = [r["iteration"] for r in rows if r[EXCLUDED_COLUMN] == Exclusion.warmup]
     return {
         "iterations": len(rows),
-        "warmup": {
-            "rule": _warmup_rule(cfg),
-            "iterations": warm,
-            "excluded_from_summary": True,
-        },
-        "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s", "warmup")),
+        "warmup": {"rule": _warmup_rule(cfg), "iterations": warm, "excluded_from_summary": True},
+        "excluded": excluded_counts(rows),
+        "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s")),
         "total_env_steps": int(sum(r["env_steps"] for r in rows)),
         "checkpoint": str(checkpoint),
     }

@@ -32,7 +32,7 @@ from rlperf.config.models import study_models
 from rlperf.config.search_path import shipped_conf_dir
 from rlperf.results.columns import LATENCY_COLUMNS, PHASES, TRAIN_COLUMNS
 from rlperf.results.latency import EPISODE_COLUMNS, STEP_COLUMNS, summarize_latency
-from rlperf.results.summary import summarize_rows
+from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.runs import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -188,8 +188,8 @@ def train_metrics_from(
     spreads follow the source.
     """
     rng = np.random.default_rng(seed)
-    warm = source[source["warmup"].astype(bool)]
-    steady = source[~source["warmup"].astype(bool)]
+    warm = source[source["excluded"].eq("warmup")]
+    steady = source[source["excluded"].eq("")]
     n_warm = min(len(warm), max(iterations - 1, 0))
     rows = pd.concat(
         [warm.iloc[:n_warm], steady.sample(iterations - n_warm, replace=True, random_state=seed)],
@@ -203,14 +203,15 @@ def train_metrics_from(
     out["iter_s"] = out[list(PHASES)].sum(axis=1) + other
     out["other_s"] = other
     out["time_s"] = out["iter_s"].cumsum()
-    out["warmup"] = np.arange(len(rows)) < n_warm
+    warmup = np.arange(len(rows)) < n_warm
+    out["excluded"] = np.where(warmup, "warmup", "")
     out["env_steps"] = rows["env_steps"].fillna(4000).to_numpy()
     out["env_steps_per_s"] = out["env_steps"] / out["iter_s"]
     out["trained_steps"] = rows["trained_steps"].fillna(120_000).to_numpy()
     out["trained_steps_per_s"] = out["trained_steps"] / out["learn_s"]
     out["episodes"] = rows["episodes"].fillna(0).to_numpy()
     out["episode_return_mean"] = np.where(
-        out["warmup"], np.nan, rows["episode_return_mean"].to_numpy(dtype=float)
+        warmup, np.nan, rows["episode_return_mean"].to_numpy(dtype=float)
     )
     out["cpu_util_pct"] = rows["cpu_util_pct"].to_numpy(dtype=float)
     out["ram_util_pct"] = rows["ram_util_pct"].to_numpy(dtype=float)
@@ -231,7 +232,8 @@ def train_summary(metrics: pd.DataFrame, model: str, status: str = "completed") 
     """summary.json of a training job (aggregates over the non-warm-up iterations, as the
     training job writes them: :func:`rlperf.results.summary.summarize_rows`)."""
     rows = metrics.to_dict("records")
-    agg = summarize_rows(rows, list(metrics.columns), skip=("iteration", "time_s", "warmup"))
+    agg = summarize_rows(rows, list(metrics.columns), skip=("iteration", "time_s"))
+    warm = metrics["excluded"].eq("warmup")
     return {
         "status": status,
         "stage": "train",
@@ -240,8 +242,9 @@ def train_summary(metrics: pd.DataFrame, model: str, status: str = "completed") 
         "model_params": MODEL_PARAMS.get(model),
         "iterations": int(len(metrics)),
         "warmup": {"rule": "first_episode",
-                   "iterations": [int(i) for i in metrics.loc[metrics["warmup"], "iteration"]],
+                   "iterations": [int(i) for i in metrics.loc[warm, "iteration"]],
                    "excluded_from_summary": True},
+        "excluded": excluded_counts(rows),
         "metrics": agg,
         "total_env_steps": float(metrics["env_steps"].sum()),
         "wall_s": float(metrics["time_s"].max()),
@@ -273,7 +276,7 @@ def inference_steps(
         env = rng.lognormal(np.log(0.35), 0.1, n)
         frames.append(pd.DataFrame({
             "episode": e, "step": np.arange(step0, step0 + n),
-            "warmup": np.arange(step0, step0 + n) < warmup_steps,
+            "excluded": np.where(np.arange(step0, step0 + n) < warmup_steps, "warmup", ""),
             "forward_ms": forward, "action_ms": action, "env_step_ms": env,
             "action": rng.integers(0, 6, n),
         }))  # fmt: skip
@@ -297,11 +300,12 @@ def inference_summary(
 ) -> dict[str, Any]:
     """summary.json of a rollout / edge job (latency as the stages summarise it:
     :func:`rlperf.results.latency.summarize_latency` over the non-warm-up steps)."""
-    warmup = steps["warmup"].to_numpy(dtype=bool)
+    warmup = steps["excluded"].eq("warmup").to_numpy(dtype=bool)
     lat = {c: summarize_latency(steps[c].to_numpy(dtype=float), warmup) for c in LATENCY_COLUMNS}
     out: dict[str, Any] = {
         "status": "completed", "stage": stage, "backend": backend, "latency": lat,
-        "warmup_steps": int(steps["warmup"].sum()),
+        "warmup_steps": int(warmup.sum()),
+        "excluded": {"warmup": int(warmup.sum())} if warmup.any() else {},
         "episodes": {"count": int(len(episodes)), "return_mean": float(episodes["return"].mean()),
                      "return_std": float(episodes["return"].std(ddof=0)),
                      "length_mean": float(episodes["length"].mean())},
