@@ -19,7 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-RESULT_FILES = ("summary.json", "metrics.csv", "steps.csv")
+from rlperf.runs import CONFIG_FILE, METRICS_FILE, STEPS_FILE, SUMMARY_FILE
+from rlperf.sweep.cells import CELL_FILE
+
+RESULT_FILES = (SUMMARY_FILE, METRICS_FILE, STEPS_FILE)
 # A sweep cell also has the launcher's cell.json (status pending / skipped / ...).
 
 #: Headers of the study's rollout CSVs (reference/thesis/rollout_results).
@@ -163,13 +166,13 @@ def _walk(top: Path, result: Discovery, seen: set[Path]) -> None:
         names = set(filenames)
         if "multirun.yaml" in names and here not in result.sweeps:
             result.sweeps.append(here)
-        if (here / ".hydra" / "config.yaml").is_file():
+        if (here / CONFIG_FILE).is_file():
             dirnames[:] = []
             if here in seen:
                 continue
             seen.add(here)
             group = _group_of(here, root, result.sweeps)
-            if names.intersection(RESULT_FILES) or "cell.json" in names:
+            if names.intersection(RESULT_FILES) or CELL_FILE in names:
                 result.refs.append(CellRef(here, "rlperf", _rel(here, root), group))
             else:
                 result.skipped.append(

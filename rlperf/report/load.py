@@ -17,7 +17,18 @@ from rlperf.report import fingerprints
 from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten
 from rlperf.report.discover import CellRef
 from rlperf.results.columns import LATENCY_COLUMNS
-from rlperf.runs import EXCLUDED_COLUMN, Exclusion
+from rlperf.runs import (
+    CONFIG_FILE,
+    EFFECTIVE_CONFIG_FILE,
+    EPISODES_FILE,
+    EXCLUDED_COLUMN,
+    FINGERPRINT_FILE,
+    METRICS_FILE,
+    STEPS_FILE,
+    SUMMARY_FILE,
+    Exclusion,
+)
+from rlperf.sweep.cells import CELL_FILE
 
 #: Canonical axis → where it sits in the resolved config of an rlperf job.
 AXIS_KEYS = {
@@ -188,14 +199,14 @@ def load_rlperf_cell(ref: CellRef) -> Cell:
     path = ref.path
     notes: list[str] = []
     cfg = _read_config(path)
-    overrides_file = path / ".hydra" / "overrides.yaml"
+    overrides_file = path / CONFIG_FILE.parent / "overrides.yaml"
     overrides = _parse_overrides(read_yaml(overrides_file)) if overrides_file.is_file() else {}
-    summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else {}
-    raw_fp = read_json(path / "fingerprint.json") if (path / "fingerprint.json").is_file() else {}
+    summary = read_json(path / SUMMARY_FILE) if (path / SUMMARY_FILE).is_file() else {}
+    raw_fp = read_json(path / FINGERPRINT_FILE) if (path / FINGERPRINT_FILE).is_file() else {}
     if not raw_fp:
         notes.append("no fingerprint.json: hardware and software unknown")
     # cell.json: the sweep launcher's record (docs/sweeps.md): status, reason, start / end.
-    record = _read_cell_record(path / "cell.json", notes)
+    record = _read_cell_record(path / CELL_FILE, notes)
     cell = Cell(
         id=ref.id,
         path=path,
@@ -218,9 +229,9 @@ def _read_config(path: Path) -> dict[str, Any]:
     """The job's config: the one that actually ran where a downstream stage recorded it."""
     # Downstream stages record the config that actually ran (the upstream run's
     # model and env) in effective_config.yaml; Hydra's snapshot has the composed one.
-    cfg_file = path / "effective_config.yaml"
+    cfg_file = path / EFFECTIVE_CONFIG_FILE
     if not cfg_file.is_file():
-        cfg_file = path / ".hydra" / "config.yaml"
+        cfg_file = path / CONFIG_FILE
     cfg = read_yaml(cfg_file)
     if not isinstance(cfg, dict):
         raise CellError(f"{cfg_file.relative_to(path)}: not a mapping")
@@ -231,7 +242,7 @@ def _axes(cfg: dict[str, Any], summary: dict[str, Any], path: Path) -> dict[str,
     """The canonical axes (:data:`AXIS_KEYS`) of a job config."""
     stage = cfg.get("stage") or summary.get("stage")
     if stage is None:
-        stage = "train" if (path / "metrics.csv").is_file() else "rollout"
+        stage = "train" if (path / METRICS_FILE).is_file() else "rollout"
     axes: dict[str, Any] = {"source": "rlperf"}
     for axis, key in AXIS_KEYS.items():
         axes[axis] = _get(cfg, key)
@@ -281,13 +292,13 @@ def _fingerprint_fields(raw_fp: dict[str, Any]) -> dict[str, Any]:
 def _read_results(cell: Cell) -> None:
     """Read metrics.csv, steps.csv and episodes.csv; a completed cell must have its data."""
     path, stage, summary = cell.path, cell.stage, cell.summary
-    metrics = path / "metrics.csv"
+    metrics = path / METRICS_FILE
     if metrics.is_file():
         cell.iterations = _read_metrics(metrics, summary, cell)
-    steps = path / "steps.csv"
+    steps = path / STEPS_FILE
     if steps.is_file():
         cell.latency = _read_steps(steps, cell.notes)
-    episodes = path / "episodes.csv"
+    episodes = path / EPISODES_FILE
     if episodes.is_file():
         cell.episodes = read_csv(episodes, cell.notes)
     # A skipped / failed / pending cell may lack its data.
