@@ -369,6 +369,10 @@ class _Hidden:
     def invalidate_caches():
         _path_finder.invalidate_caches()
 
+    @staticmethod
+    def find_distributions(*args, **kwargs):  # importlib.metadata asks the finders too
+        return _path_finder.find_distributions(*args, **kwargs)
+
 
 sys.meta_path[:] = [_Hidden if f is _path_finder else f for f in sys.meta_path]
 """
