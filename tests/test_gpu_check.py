@@ -190,6 +190,25 @@ def test_value_rules_and_missing_columns() -> None:
     assert absent.seen == "missing" and not absent.passed
 
 
+def test_idle_gpu_memory_counts_only_outside_the_iterations() -> None:
+    header = ["time_s", *gpu_columns([0])]
+    base = {"gpu0_util_pct": 0.0, "gpu0_mem_util_pct": 0.0, "gpu0_power_w": 60.0}
+
+    def values(mem: list[float], busy: list[tuple[float, float]]) -> Check:
+        rows = [
+            {**base, "time_s": float(t), "gpu0_mem_used_mb": m, "gpu0_energy_j": float(t)}
+            for t, m in enumerate(mem)
+        ]
+        return gpu_value_checks("x", "telemetry.csv", rows, header, [0], busy)[0]
+
+    # 0 MiB before Ray starts (t=0) and after it stops (t=3) is an idle GPU, not a fault.
+    assert values([0.0, 900.0, 950.0, 0.0], [(0.5, 2.5)]).passed
+    during = values([0.0, 0.0, 950.0, 0.0], [(0.5, 2.5)])
+    assert not during.passed and "row 2: mem_used_mb=0 while training" in during.seen
+    assert not values([0.0, 0.0], []).passed  # never any memory in use
+    assert values([0.0, 5.0], []).passed
+
+
 def test_learn_phase_leaves_warmup_out() -> None:
     rows = [{"learn_s": 9.0, "warmup": 1.0}, {"learn_s": 0.2, "warmup": 0.0}]
     assert learn_s(rows) == 0.2

@@ -167,12 +167,21 @@ def _share(value: Any) -> str:
 
 
 def gpu_value_checks(
-    label: str, file: str, rows: Rows | None, header: Sequence[str], gpus: Iterable[int]
+    label: str,
+    file: str,
+    rows: Rows | None,
+    header: Sequence[str],
+    gpus: Iterable[int],
+    busy: Sequence[tuple[float, float]] | None = None,
 ) -> list[Check]:
     """``gpu{i}_*`` columns of ``metrics.csv`` / ``telemetry.csv`` filled and plausible.
 
     ``gpus``: the GPUs the job monitored (its layout's visible GPUs); none means
     the file must have no GPU column. Two rows per GPU: the values, the energy.
+    ``busy``: for ``telemetry.csv``, the ``time_s`` windows in which the job
+    used the GPUs (the training iterations); memory used must be > 0 in the
+    samples inside them and in at least one sample, and >= 0 elsewhere (an idle
+    GPU before Ray starts may report 0 MiB). ``None``: > 0 in every row.
     """
     gpus = list(gpus)
     name = f"{label}: {file}"
@@ -191,18 +200,19 @@ def gpu_value_checks(
         if missing:
             checks.append(Check(f"{name} gpu{i}", f"gpu{i}_* columns", f"no {missing}", False))
             continue
-        checks.append(_values_check(f"{name} gpu{i}", rows, i))
+        checks.append(_values_check(f"{name} gpu{i}", rows, i, busy))
         energy = [r[f"gpu{i}_energy_j"] for r in rows]
         checks.append(_energy_check(f"{name} gpu{i} energy", energy, per_iteration))
     return checks
 
 
-def _values_check(name: str, rows: Rows, i: int) -> Check:
+def _values_check(
+    name: str, rows: Rows, i: int, busy: Sequence[tuple[float, float]] | None
+) -> Check:
     col = {m: [r[f"gpu{i}_{m}"] for r in rows] for m in GPU_METRICS}
     rules = (
         ("util_pct", lambda v: 0 <= v <= 100, "util in 0-100 %"),
         ("mem_util_pct", lambda v: 0 <= v <= 100, "mem util in 0-100 %"),
-        ("mem_used_mb", lambda v: v > 0, "mem used > 0"),
         ("power_w", lambda v: v > 0, "power > 0"),
     )
     bad = []
@@ -210,7 +220,14 @@ def _values_check(name: str, rows: Rows, i: int) -> Check:
         for k, v in enumerate(col[metric], start=1):
             if math.isnan(v) or not ok(v):
                 bad.append(f"row {k}: {metric}={_fmt(v)}")
-    expected = "filled; " + ", ".join(text for _, _, text in rules)
+    for k, (row, v) in enumerate(zip(rows, col["mem_used_mb"], strict=True), start=1):
+        in_use = busy is None or any(t0 <= row["time_s"] <= t1 for t0, t1 in busy)
+        if math.isnan(v) or v < 0 or (in_use and v == 0):
+            bad.append(f"row {k}: mem_used_mb={_fmt(v)}" + (" while training" if busy else ""))
+    if not any(v > 0 for v in col["mem_used_mb"]):
+        bad.append("mem_used_mb 0 in every row")
+    mem = "mem used > 0" + (" while training" if busy is not None else "")
+    expected = "filled; " + ", ".join([*(text for _, _, text in rules), mem])
     if bad:
         more = f" (+{len(bad) - 2} more)" if len(bad) > 2 else ""
         return Check(name, expected, "; ".join(bad[:2]) + more, False)
@@ -259,10 +276,17 @@ def training_checks(label: str, folder: Path) -> list[Check]:
         return [*checks, Check(f"{label}: resource plan", "recorded", "missing", False)]
     checks += [learner_check(label, summary, plan), env_runner_check(label, summary, plan)]
     gpus = [int(i) for i in plan["visible_gpus"]]
-    for file in (METRICS_FILE, TELEMETRY_FILE):
-        path = folder / file
-        checks += gpu_value_checks(label, file, read_rows(path), _header(path), gpus)
+    metrics = read_rows(folder / METRICS_FILE)
+    checks += gpu_value_checks(label, METRICS_FILE, metrics, _header(folder / METRICS_FILE), gpus)
+    path = folder / TELEMETRY_FILE
+    busy = iteration_windows(metrics or [])
+    checks += gpu_value_checks(label, TELEMETRY_FILE, read_rows(path), _header(path), gpus, busy)
     return checks
+
+
+def iteration_windows(metrics: Rows) -> list[tuple[float, float]]:
+    """The ``time_s`` span of every training iteration (``metrics.csv``: end and ``iter_s``)."""
+    return [(r["time_s"] - r["iter_s"], r["time_s"]) for r in metrics]
 
 
 # -------------------------------------------------------------- across training jobs
@@ -338,7 +362,9 @@ def rollout_checks(label: str, folder: Path) -> list[Check]:
     layout = (fingerprint.get("config") or {}).get("gpu_layout") or {}
     gpus = [int(i) for i in layout.get("visible_gpus", [])]
     path = folder / TELEMETRY_FILE
-    return checks + gpu_value_checks(label, TELEMETRY_FILE, read_rows(path), _header(path), gpus)
+    # When the policy sat on the GPU is not recorded: memory > 0 in some sample is asked.
+    rows = read_rows(path)
+    return checks + gpu_value_checks(label, TELEMETRY_FILE, rows, _header(path), gpus, [])
 
 
 def request_check(label: str, record: dict[str, Any], plan: dict[str, Any]) -> Check:
