@@ -289,6 +289,15 @@ def test_runner_records_every_job_and_its_exit(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------ the script
 
 
+def test_gpu_check_imports_no_heavy_library() -> None:
+    code = (
+        "import sys, json, rlperf.gpu_check.cli\n"
+        "print(json.dumps([m for m in ('ray', 'torch', 'tensorflow') if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
 def _script(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(SCRIPT), *args], cwd=cwd, capture_output=True, text=True, timeout=300

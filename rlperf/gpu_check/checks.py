@@ -129,7 +129,7 @@ def learner_check(label: str, summary: dict[str, Any], plan: dict[str, Any]) -> 
     devices = [str(x.get("device")) for x in learners]
     shares = [x.get("gpus") for x in learners]
     seen = f"{len(learners)} x {'/'.join(sorted(set(devices)))} ({info.get('where')}"
-    if any(s is not None for s in shares):
+    if any(shares):  # Ray's share, where Ray placed the learner (an actor)
         seen += f", {'/'.join(sorted({f'{s:g}' for s in shares if s is not None}))} GPU each"
     ok = (
         len(learners) == count
