@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY_TRAIN, group_options
+from conftest import REPO, TINY_TRAIN, group_options, run_rlperf
 from gpu_check_fixtures import DATA, NEGATIVE, POSITIVE, case_of
 
 from rlperf.gpu_check.checks import (
@@ -416,9 +416,12 @@ def test_training_rollout_and_telemetry_run_without_tensorflow(tmp_path: Path) -
     hide = tmp_path / "hide"
     hide.mkdir()
     (hide / "sitecustomize.py").write_text(_HIDE)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hide), str(REPO)])}
+    env = {"PYTHONPATH": os.pathsep.join([str(hide), str(REPO)])}
     probe = subprocess.run(
-        [sys.executable, "-c", "import tensorflow"], env=env, capture_output=True, text=True
+        [sys.executable, "-c", "import tensorflow"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
     )
     assert "No module named 'tensorflow'" in probe.stderr
     run, roll = tmp_path / "run", tmp_path / "rollout"
@@ -428,14 +431,7 @@ def test_training_rollout_and_telemetry_run_without_tensorflow(tmp_path: Path) -
          f"hydra.run.dir={roll}"],
     ]  # fmt: skip
     for args in jobs:
-        proc = subprocess.run(
-            [sys.executable, "-m", "rlperf", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = run_rlperf(args, cwd=tmp_path, env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for folder in (run, roll):
         summary = read_json(folder / SUMMARY_FILE)
