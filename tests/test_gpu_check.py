@@ -354,6 +354,11 @@ def test_script_checks_brought_back_results(tmp_path: Path, case: str, code: int
     assert ("FAIL" in proc.stdout) == bool(code)
 
 
+def test_script_check_only_without_results_fails_cleanly(tmp_path: Path) -> None:
+    proc = _script("--check-only", "--out", str(tmp_path / "nothing"), cwd=tmp_path)
+    assert proc.returncode == 1 and "gpu_check.json" in proc.stdout and not proc.stderr
+
+
 # -------------------------------------------------------------- against a real run
 
 

@@ -118,7 +118,7 @@ def _print_table(checks: list[Check], out: Path | None) -> int:
     bad = failed(checks)
     verdict = f"{len(bad)} of {len(checks)} checks failed" if bad else "all checks passed"
     print(verdict, flush=True)
-    if out is not None:
+    if out is not None and out.is_dir():
         (out / TABLE_FILE).write_text(table + "\n" + verdict + "\n")
     return 1 if bad else 0
 
