@@ -121,7 +121,7 @@ def _telemetry_and_rows(
             {
                 "iteration": it,
                 "time_s": t1,
-                "warmup": it == 1,
+                "excluded": "warmup" if it == 1 else "",
                 "sample_s": sample_s,
                 "load_s": load_s,
                 "learn_s": learn_s,
