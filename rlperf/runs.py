@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlperf.errors import UserError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -116,8 +118,8 @@ def is_excluded(value: object) -> bool:
     return isinstance(value, str) and value != ""
 
 
-class CheckpointError(ValueError):
-    """A run folder or checkpoint that cannot be used; the message says why and where."""
+class CheckpointError(UserError, ValueError):
+    """A run folder or checkpoint that cannot be used; the message says why and where (exit 2)."""
 
 
 @dataclass

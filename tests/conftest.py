@@ -1,4 +1,5 @@
-"""Shared fixtures: Hydra composition of rlperf's configs with outputs in tmp_path."""
+"""Shared fixtures: Hydra composition of rlperf's configs with outputs in tmp_path; every
+test fails on a deprecated Ray / RLlib API reached from rlperf's own calls."""
 
 from __future__ import annotations
 
@@ -14,9 +15,34 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from rlperf.config.schema import register_configs
+from rlperf.console.deprecations import OWN_DEPRECATION, watching
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
+
+
+@pytest.fixture(autouse=True)
+def no_deprecated_api_from_rlperf(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test in which rlperf's code called a deprecated Ray / RLlib API.
+
+    RLlib reports deprecations through its logger, not ``warnings``, so
+    pyproject's ``filterwarnings`` cannot see them (rlperf.console.deprecations).
+    Ray reports each one once per process: its memory of that is reset first.
+    Subprocess runs are checked by :func:`run_rlperf` (rlperf logs a warning).
+    Tests of the check itself carry ``@pytest.mark.own_deprecations``.
+    """
+    if request.node.get_closest_marker("own_deprecations") is not None:
+        yield
+        return
+    if "ray.util.debug" in sys.modules:
+        sys.modules["ray.util.debug"].reset_log_once()
+    with watching() as handler:
+        yield
+    if handler.found:
+        pytest.fail(
+            "deprecated API reached from rlperf's own code: "
+            + "; ".join(f"{msg} (at {site})" for msg, site in handler.found)
+        )
 
 
 def group_options(group: str) -> list[str]:
@@ -53,9 +79,12 @@ TINY_TRAIN = (
 def run_rlperf(
     args: list[str], cwd: Path, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """Run the ``rlperf`` entry point in a subprocess (its own Ray, its own process)."""
+    """Run the ``rlperf`` entry point in a subprocess (its own Ray, its own process).
+
+    Fails when the run reports a deprecated API reached from rlperf's own calls.
+    """
     env = dict(os.environ, PYTHONUNBUFFERED="1", RAY_DEDUP_LOGS="0")
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "rlperf", *args],
         cwd=cwd,
         env=env,
@@ -63,6 +92,8 @@ def run_rlperf(
         text=True,
         timeout=timeout,
     )
+    assert OWN_DEPRECATION not in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    return proc
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,9 @@ from omegaconf import DictConfig, OmegaConf
 from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
 from rlperf.config.schema import register_configs
 from rlperf.config.search_path import SHIPPED_CONF
-from rlperf.config.validate import ConfigError, validate_config
+from rlperf.config.validate import validate_config
+from rlperf.console import Console
+from rlperf.errors import SweepIncomplete
 from rlperf.resources.plan import Machine, plan_resources
 from rlperf.sweep.cells import cell_hash, identity_config
 from rlperf.sweep.index import CellRecord, SweepIndex, jsonable_return
@@ -316,7 +318,7 @@ def test_progress_line_counts_and_eta() -> None:
     import io
 
     out = io.StringIO()
-    progress = SweepProgress(concurrency=1, stream=out)
+    progress = SweepProgress(concurrency=1, console=Console(stream=out, interactive=False))
     recs = [_rec(0, "completed", 40.0), _rec(1, "running"), _rec(2, "pending"), _rec(3, "skipped")]
     assert progress.eta_s(recs) is None  # nothing finished in this session yet
     progress.walls += [40.0, 20.0]
@@ -468,11 +470,10 @@ def test_resume_keeps_completed_cells_by_hash(tmp_path: Path, fake_groups) -> No
 def test_failed_and_invalid_cells_fail_the_sweep_after_the_others(
     tmp_path: Path, fake_groups
 ) -> None:
-    from hydra_plugins.rlperf_tune_launcher._core import CellFailed
-
     fake = fake_groups(fail=("workers=1",))
-    with pytest.raises(ConfigError, match="model=tiny.*1x1"):
+    with pytest.raises(SweepIncomplete, match="3 cells: 3 invalid") as invalid:
         multirun(tmp_path, "workers=0,1,2", "model=tiny", "model.dim=100")
+    assert invalid.value.exit_code == 2  # invalid cells only: a user error (docs/exit-codes.md)
     # model.dim=100 cannot reach 1x1 with the tiny model: invalid before anything runs.
     index = json.loads((tmp_path / "sweep.json").read_text())
     assert {tuple(r["overrides"])[0]: r["status"] for r in index["cells"].values()} == {
@@ -488,8 +489,9 @@ def test_failed_and_invalid_cells_fail_the_sweep_after_the_others(
 
     other = tmp_path / "other"
     fake = fake_groups(fail=("seed=1",))
-    with pytest.raises(CellFailed, match="cell #1 .*seed=1.* failed: RuntimeError: on purpose"):
+    with pytest.raises(SweepIncomplete, match="3 cells: 1 failed") as failed:
         multirun(other, "seed=0,1,2", "workers=0")
+    assert failed.value.exit_code == 1
     # The failed cell did not stop the one after it.
     assert [c for _, cells in fake.groups for c in cells] == [
         ["seed=0", "workers=0"],

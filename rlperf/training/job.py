@@ -154,6 +154,15 @@ class IterationTimer:
         }
 
 
+def iteration_text(row: dict[str, Any]) -> str:
+    """What one iteration measured, for the progress display."""
+    text = (
+        f"{row['iter_s']:.2f} s (sample {row['sample_s']:.2f}, learn {row['learn_s']:.2f}) | "
+        f"{row['env_steps_per_s']:.0f} env steps/s | return {row['episode_return_mean']:.1f}"
+    )
+    return text + (f" | excluded: {row[EXCLUDED_COLUMN]}" if row[EXCLUDED_COLUMN] else "")
+
+
 def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str]) -> None:
     """``train.iterations`` timed iterations into ``metrics.csv`` and ``ctx.rows``.
 
@@ -162,17 +171,14 @@ def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str
     """
     iterations, every = int(cfg.train.iterations), int(cfg.train.checkpoint_every)
     timer = IterationTimer(algo, cfg, ctx)
+    ctx.open_display(iterations)
     with CsvLog(out_dir / METRICS_FILE, columns) as metrics:
         for it in range(1, iterations + 1):
             row = timer.iteration(it)
             metrics.write(row)
             ctx.rows.append(row)
-            ctx.progress(
-                f"iteration {it}/{iterations}: {row['iter_s']:.2f} s "
-                f"(sample {row['sample_s']:.2f}, load {row['load_s']:.2f}, "
-                f"learn {row['learn_s']:.2f}, sync {row['sync_s']:.3f}), "
-                f"{row['env_steps']} env steps, return {row['episode_return_mean']:.2f}"
-            )
+            brief = f"{row['iter_s']:.1f} s/it, {row['env_steps_per_s']:.0f} env steps/s"
+            ctx.step(it, iterations, iteration_text(row), brief)
             if every and it % every == 0 and it < iterations:
                 save_checkpoint(algo, cfg, out_dir, it)
 
@@ -208,6 +214,7 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     if cfg.train.torch_threads is not None:
         torch.set_num_threads(int(cfg.train.torch_threads))
     columns = [*TRAIN_COLUMNS, *gpu_columns(ctx.gpu_indices)]
+    ctx.progress(f"starting Ray; {cfg.algo.name} with {ctx.plan.num_env_runners} env runner(s)")
     with ray_session(ctx.plan, ctx.machine, cfg.ray):
         algo = build_algo_config(cfg, ctx.plan).build_algo()
         try:
