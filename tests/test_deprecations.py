@@ -1,4 +1,4 @@
-"""Deprecated Ray / RLlib APIs: those rlperf calls are found (and fail the tests), RLlib's own are not.
+"""Deprecated Ray / RLlib APIs: those rlperf calls are found (and fail the tests), RLlib's are not.
 
 The call chains are built from real frames: small modules whose ``__name__``
 says whose code they are (``rlperf.*`` or ``ray.*``), calling Ray's real
