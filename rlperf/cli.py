@@ -66,14 +66,18 @@ def _composition_error(exc: BaseException) -> bool:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point; exits with the status of docs/exit-codes.md."""
+    global _job_started, _job_error
+    _job_started, _job_error = False, None
     # RLlib imports TensorFlow whenever it is installed, even for torch
     # algorithms: ~4 s and ~500 MB in the driver and in every env runner (Ray
     # workers inherit this environment). The edge stage imports TensorFlow itself.
     os.environ.setdefault("RLLIB_TEST_NO_TF_IMPORT", "1")
     # RLlib then logs "Not importing TensorFlow for test purposes" at each of its ~40
     # imports of TensorFlow: once is enough, in the log (rlperf.console.filters).
-    logging.getLogger(TF_IMPORT_LOGGER).addFilter(OnceFilter())
+    tf_logger = logging.getLogger(TF_IMPORT_LOGGER)
+    if not any(isinstance(f, OnceFilter) for f in tf_logger.filters):
+        tf_logger.addFilter(OnceFilter())
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # Hydra re-raises instead of printing "Error executing job" and exiting 1:
     # rlperf maps every exception to its exit status itself.

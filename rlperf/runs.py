@@ -111,6 +111,10 @@ class Exclusion(StrEnum):
     """Why a row is excluded (the value of :data:`EXCLUDED_COLUMN`)."""
 
     warmup = "warmup"  # before the end of the warm-up (the rule is in summary.json)
+    # An env runner or learner was lost or restarted during the iteration (RLlib's fault
+    # tolerance): its times and throughput measure the fault, not the configuration.
+    fault = "fault"
+    no_samples = "no_samples"  # the iteration sampled no env steps
 
 
 def is_excluded(value: object) -> bool:

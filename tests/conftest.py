@@ -96,9 +96,16 @@ def run_rlperf(
     return proc
 
 
+#: What the tiny run printed (stdout, then stderr), next to its run folder.
+TERMINAL_FILE = "terminal.txt"
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real tiny training run through the entry point, shared by the tests that read it."""
+    """One real tiny training run through the entry point, shared by the tests that read it.
+
+    What it printed is kept in ``<run>/../terminal.txt`` (a test reads the terminal).
+    """
     root = tmp_path_factory.mktemp("tiny_run")
     out = root / "run"
     proc = run_rlperf(
@@ -112,4 +119,5 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     if proc.returncode != 0:
         raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    (root / TERMINAL_FILE).write_text(proc.stdout + proc.stderr)
     return out

@@ -19,7 +19,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlperf.algos import build_algo_config
-from rlperf.results.columns import TRAIN_COLUMNS
+from rlperf.results.columns import FAULT_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.runs import (
@@ -30,6 +30,7 @@ from rlperf.runs import (
     Exclusion,
     write_probe,
 )
+from rlperf.training import faults
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,7 @@ class IterationTimer:
         self.algo, self.train_cfg, self.ctx = algo, cfg.train, ctx
         self.clock = instrument(algo)
         self.counters = IterationCounters()
+        self.faults = faults.FaultWatch(algo, ctx.plan)
 
     def iteration(self, it: int) -> dict[str, Any]:
         """Iteration ``it`` (1-based): phases, counters, CPU and telemetry of its window."""
@@ -133,10 +135,9 @@ class IterationTimer:
         warmup = it <= self.train_cfg.warmup_iterations or (
             self.train_cfg.warmup_until_first_episode and episodes_so_far == 0
         )
-        return {
+        row = {
             "iteration": it,
             "time_s": self.ctx.elapsed_s(),
-            EXCLUDED_COLUMN: Exclusion.warmup if warmup else "",
             **phases,
             "iter_s": iter_s,
             "other_s": iter_s - sum(phases.values()),
@@ -150,8 +151,11 @@ class IterationTimer:
             ),
             "cpu_util_pct": cpu_pct,
             "ram_util_pct": ram_pct,
+            **self.faults.read(result),
             **self.ctx.telemetry_window(t0, t1),
         }
+        row[EXCLUDED_COLUMN] = faults.exclusion(row, warmup)
+        return row
 
 
 def iteration_text(row: dict[str, Any]) -> str:
@@ -179,6 +183,7 @@ def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str
             ctx.rows.append(row)
             brief = f"{row['iter_s']:.1f} s/it, {row['env_steps_per_s']:.0f} env steps/s"
             ctx.step(it, iterations, iteration_text(row), brief)
+            faults.handle(row, str(cfg.train.on_fault))
             if every and it % every == 0 and it < iterations:
                 save_checkpoint(algo, cfg, out_dir, it)
 
@@ -192,7 +197,8 @@ def summarise_training(
         "iterations": len(rows),
         "warmup": {"rule": _warmup_rule(cfg), "iterations": warm, "excluded_from_summary": True},
         "excluded": excluded_counts(rows),
-        "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s")),
+        "faults": faults.fault_list(rows),
+        "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s", *FAULT_COLUMNS)),
         "total_env_steps": int(sum(r["env_steps"] for r in rows)),
         "checkpoint": str(checkpoint),
     }
