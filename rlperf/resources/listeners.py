@@ -1,7 +1,7 @@
 """Which TCP ports the processes of a Ray that rlperf started listen on, and where.
 
 rlperf starts Ray on 127.0.0.1 only (:func:`rlperf.resources.ray_session.init_ray`,
-docs/environment.md#network-exposure). :func:`ray_listeners` reads the
+docs/configuration.md#network-exposure). :func:`ray_listeners` reads the
 machine's socket table for the processes of the running Ray node (the driver,
 GCS, raylet, agents and every worker they started) so that a run can check it
 and log what would be reachable from the network. A stage that starts more
