@@ -95,8 +95,8 @@ class Int8Io(StrEnum):
 class Verbosity(StrEnum):
     """``verbosity``: how much the terminal shows (the job log keeps everything)."""
 
-    quiet = "quiet"  # header, errors and the result summary
-    normal = "normal"  # + progress and the third-party warnings that matter
+    quiet = "quiet"  # header, warnings and errors, the result summary (no progress)
+    normal = "normal"  # + progress
     verbose = "verbose"  # + every log record and every third-party line (``-v``)
 
 

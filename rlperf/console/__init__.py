@@ -68,7 +68,7 @@ class Console:
         return self._rich
 
     def say(self, message: str, *, progress: bool = False) -> None:
-        """A line for the person (``progress``: left out at ``verbosity=quiet``)."""
+        """A line for the person (``progress``: a progress line, not shown at ``quiet``)."""
         if progress and self.quiet:
             return
         if self.interactive:
