@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlperf.errors import UserError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -109,6 +111,10 @@ class Exclusion(StrEnum):
     """Why a row is excluded (the value of :data:`EXCLUDED_COLUMN`)."""
 
     warmup = "warmup"  # before the end of the warm-up (the rule is in summary.json)
+    # An env runner or learner was lost or restarted during the iteration (RLlib's fault
+    # tolerance): its times and throughput measure the fault, not the configuration.
+    fault = "fault"
+    no_samples = "no_samples"  # the iteration sampled no env steps
 
 
 def is_excluded(value: object) -> bool:
@@ -116,8 +122,8 @@ def is_excluded(value: object) -> bool:
     return isinstance(value, str) and value != ""
 
 
-class CheckpointError(ValueError):
-    """A run folder or checkpoint that cannot be used; the message says why and where."""
+class CheckpointError(UserError, ValueError):
+    """A run folder or checkpoint that cannot be used; the message says why and where (exit 2)."""
 
 
 @dataclass

@@ -176,7 +176,10 @@ def test_cli_cfg_and_help_are_fast_and_light(tmp_path) -> None:
         "import sys, json\n"
         "from rlperf.cli import main\n"
         "sys.argv = ['rlperf', 'model=model3', 'workers=2', 'train.iterations=3', '--cfg', 'job']\n"
-        "main()\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
         "print(json.dumps([m for m in ('ray', 'torch', 'tensorflow') if m in sys.modules]))\n"
     )
     out = subprocess.run(

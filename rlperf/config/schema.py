@@ -92,6 +92,21 @@ class Int8Io(StrEnum):
     int8 = "int8"
 
 
+class Verbosity(StrEnum):
+    """``verbosity``: how much the terminal shows (the job log keeps everything)."""
+
+    quiet = "quiet"  # header, warnings and errors, the result summary (no progress)
+    normal = "normal"  # + progress
+    verbose = "verbose"  # + every log record and every third-party line (``-v``)
+
+
+#: ``train.on_fault``: what a fault (an env runner or learner lost) does to the run.
+#: ``continue``: record it, exclude the iterations it touched, go on; ``fail``: the run
+#: fails (status failed, exit 1). Built with the functional API: OmegaConf matches
+#: member *names*, and ``continue`` is a Python keyword.
+OnFault = StrEnum("OnFault", [("continue", "continue"), ("fail", "fail")])  # type: ignore[misc]
+
+
 @dataclass
 class ModelConfig:
     """``model``: the study's VisionNetwork geometry."""
@@ -189,6 +204,10 @@ class TrainConfig:
     warmup_iterations: int = 0
     warmup_until_first_episode: bool = True
     checkpoint_every: int = 0  # 0 = only at the end
+    # An iteration an env-runner or learner fault touched, or that sampled nothing, is
+    # flagged (excluded: fault / no_samples) and listed in summary.json "faults".
+    # continue: go on (RLlib restarts the env runner); fail: the run fails.
+    on_fault: OnFault = OnFault["continue"]  # type: ignore[valid-type]
     torch_threads: int | None = None  # torch intra-op threads in the driver; null = torch default
 
 
@@ -279,6 +298,8 @@ class RlperfConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     ray: RayConfig = field(default_factory=RayConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    # What the terminal shows; `-v` on the command line is verbosity=verbose.
+    verbosity: Verbosity = Verbosity.normal
     # Downstream stages: the upstream run folder, or a checkpoint path.
     run: str | None = None
     checkpoint: str | None = None

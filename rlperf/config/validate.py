@@ -15,11 +15,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rlperf.errors import UserError
 from rlperf.models.shapes import ConvStackError, conv_stack_shapes
 
 
-class ConfigError(ValueError):
-    """An invalid value or combination of values in the composed config."""
+class ConfigError(UserError, ValueError):
+    """An invalid value or combination of values in the composed config (exit 2)."""
 
 
 def _positive(key: str, value: Any, allow_zero: bool = False) -> None:

@@ -30,7 +30,7 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlperf.edge import EdgeError, SkipCell
+from rlperf.edge import EdgeInputError, SkipCell
 from rlperf.runs import TrainedRun
 
 log = logging.getLogger("rlperf.edge")
@@ -103,7 +103,7 @@ def resolve_cell(cfg: DictConfig, out_dir: Path) -> EdgeCell:
     if cfg.model_path:
         cell.model_file = Path(str(cfg.model_path))
         if not cell.model_file.is_file():
-            raise EdgeError(f"model_path={cfg.model_path}: no such file")
+            raise EdgeInputError(f"model_path={cfg.model_path}: no such file")
     cell.source["model_path"] = str(cell.model_file) if cell.model_file else None
     ecfg = load_trained_policy(cell) if cfg.run or cfg.checkpoint else cfg
     if cell.model_file is not None:
@@ -157,7 +157,7 @@ def inspect_model_file(cell: EdgeCell) -> None:
         ensure_cpu_runnable(info, cell.backend)
     in_shape = info.inputs[0].shape[1:]
     if cell.net is not None and tuple(cell.net.obs_shape) != tuple(in_shape):
-        raise EdgeError(
+        raise EdgeInputError(
             f"model_path input {list(in_shape)} does not match the policy's "
             f"observation shape {list(cell.net.obs_shape)}"
         )

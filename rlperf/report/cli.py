@@ -56,7 +56,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rlperf-report`` console script; returns the exit status."""
+    """Entry point of the ``rlperf-report`` console script; returns the exit status.
+
+    docs/exit-codes.md: 0 report written; 2 nothing to report or a refusal the
+    user can fix (no runs, ``--strict`` and mixed hardware, a bad ``--baseline``,
+    a bad argument); 1 an unexpected error (with its traceback); 130 Ctrl-C.
+    """
+    from rlperf.errors import ExitCode
+
     args = _parser().parse_args(argv)
     from rlperf.report.axes import BaselineError
     from rlperf.report.build import build_report
@@ -78,13 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except (NoRunsFoundError, MixedFingerprintsError, BaselineError) as exc:
         print(f"rlperf-report: error: {exc}", file=sys.stderr)
-        return 1
+        return ExitCode.user_error
+    except KeyboardInterrupt:
+        print("rlperf-report: interrupted", file=sys.stderr)
+        return ExitCode.interrupted
     for w in result.warnings:
         print(f"rlperf-report: warning: {w}", file=sys.stderr)
     for s in result.skipped:
         print(f"rlperf-report: skipped {s.path}: {s.reason}", file=sys.stderr)
     print(result.html)
-    return 0
+    return ExitCode.completed
 
 
 if __name__ == "__main__":

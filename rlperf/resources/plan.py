@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rlperf.errors import UserError
 from rlperf.telemetry.fingerprint import compact_ranges as _ranges
 
 # Ray accounts resources in units of 1e-4 (ray_constants.MIN_RESOURCE_GRANULARITY).
@@ -26,8 +27,8 @@ from rlperf.telemetry.fingerprint import compact_ranges as _ranges
 RAY_RESOURCE_UNIT = 1e-4
 
 
-class InfeasibleError(RuntimeError):
-    """The experiment asks for resources this machine (or Ray) does not have."""
+class InfeasibleError(UserError, RuntimeError):
+    """The experiment asks for resources this machine (or Ray) does not have (exit 2)."""
 
 
 def gpu_fractions(

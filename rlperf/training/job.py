@@ -20,7 +20,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlperf.algos import build_algo_config
-from rlperf.results.columns import TRAIN_COLUMNS
+from rlperf.results.columns import FAULT_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.runs import (
@@ -31,6 +31,7 @@ from rlperf.runs import (
     Exclusion,
     write_probe,
 )
+from rlperf.training import faults
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class IterationTimer:
         self.algo, self.train_cfg, self.ctx = algo, cfg.train, ctx
         self.clock = instrument(algo)
         self.counters = IterationCounters()
+        self.faults = faults.FaultWatch(algo, ctx.plan)
 
     def iteration(self, it: int) -> dict[str, Any]:
         """Iteration ``it`` (1-based): phases, counters, CPU and telemetry of its window."""
@@ -134,10 +136,9 @@ class IterationTimer:
         warmup = it <= self.train_cfg.warmup_iterations or (
             self.train_cfg.warmup_until_first_episode and episodes_so_far == 0
         )
-        return {
+        row = {
             "iteration": it,
             "time_s": self.ctx.elapsed_s(),
-            EXCLUDED_COLUMN: Exclusion.warmup if warmup else "",
             **phases,
             "iter_s": iter_s,
             "other_s": iter_s - sum(phases.values()),
@@ -151,8 +152,20 @@ class IterationTimer:
             ),
             "cpu_util_pct": cpu_pct,
             "ram_util_pct": ram_pct,
+            **self.faults.read(result),
             **self.ctx.telemetry_window(t0, t1),
         }
+        row[EXCLUDED_COLUMN] = faults.exclusion(row, warmup)
+        return row
+
+
+def iteration_text(row: dict[str, Any]) -> str:
+    """What one iteration measured, for the progress display."""
+    text = (
+        f"{row['iter_s']:.2f} s (sample {row['sample_s']:.2f}, learn {row['learn_s']:.2f}) | "
+        f"{row['env_steps_per_s']:.0f} env steps/s | return {row['episode_return_mean']:.1f}"
+    )
+    return text + (f" | excluded: {row[EXCLUDED_COLUMN]}" if row[EXCLUDED_COLUMN] else "")
 
 
 def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str]) -> None:
@@ -163,17 +176,15 @@ def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str
     """
     iterations, every = int(cfg.train.iterations), int(cfg.train.checkpoint_every)
     timer = IterationTimer(algo, cfg, ctx)
+    ctx.open_display(iterations)
     with CsvLog(out_dir / METRICS_FILE, columns) as metrics:
         for it in range(1, iterations + 1):
             row = timer.iteration(it)
             metrics.write(row)
             ctx.rows.append(row)
-            ctx.progress(
-                f"iteration {it}/{iterations}: {row['iter_s']:.2f} s "
-                f"(sample {row['sample_s']:.2f}, load {row['load_s']:.2f}, "
-                f"learn {row['learn_s']:.2f}, sync {row['sync_s']:.3f}), "
-                f"{row['env_steps']} env steps, return {row['episode_return_mean']:.2f}"
-            )
+            brief = f"{row['iter_s']:.1f} s/it, {row['env_steps_per_s']:.0f} env steps/s"
+            ctx.step(it, iterations, iteration_text(row), brief)
+            faults.handle(row, str(cfg.train.on_fault))
             if every and it % every == 0 and it < iterations:
                 save_checkpoint(algo, cfg, out_dir, it)
 
@@ -187,7 +198,8 @@ def summarise_training(
         "iterations": len(rows),
         "warmup": {"rule": _warmup_rule(cfg), "iterations": warm, "excluded_from_summary": True},
         "excluded": excluded_counts(rows),
-        "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s")),
+        "faults": faults.fault_list(rows),
+        "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s", *FAULT_COLUMNS)),
         "total_env_steps": int(sum(r["env_steps"] for r in rows)),
         "checkpoint": str(checkpoint),
     }
@@ -232,6 +244,7 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     columns = [*TRAIN_COLUMNS, *gpu_columns(ctx.gpu_indices)]
     # Recorded before Ray starts, so that a layout Ray cannot place still shows its plan.
     ctx.summary["resource_plan"] = plan_record(ctx.plan, str(cfg.gpu_layout.name))
+    ctx.progress(f"starting Ray; {cfg.algo.name} with {ctx.plan.num_env_runners} env runner(s)")
     with ray_session(ctx.plan, ctx.machine, cfg.ray):
         algo = build_algo_config(cfg, ctx.plan).build_algo()
         try:

