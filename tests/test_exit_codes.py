@@ -30,6 +30,13 @@ def run_cli(
         monkeypatch.setenv(var, "")  # restored after the test; main() sets its own
         monkeypatch.delenv(var)
     monkeypatch.setattr(sys, "argv", ["rlperf", *args])
+    absl_logging = sys.modules.get("absl.logging")
+    if absl_logging is not None:
+        # TensorFlow, imported by an earlier test, left absl's handler on the root logger with
+        # the sys.stderr of that time (pytest's capture). Hydra's logging setup closes every
+        # handler, and absl's closes its stream unless it is the current sys.stderr.
+        handler = absl_logging.get_absl_handler().python_handler
+        monkeypatch.setattr(handler, "stream", sys.stderr)
     # hydra_restore_singletons gives each test a fresh ConfigStore: register the schema again.
     monkeypatch.setattr(schema, "_registered", False)
     with pytest.raises(SystemExit) as ended:
