@@ -96,8 +96,13 @@ def test_run_progress_plain_lines_and_eta() -> None:
     assert quiet.getvalue() == ""
 
 
-def test_log_records_reach_the_terminal_by_verbosity(tmp_path: Path) -> None:
+def test_log_records_reach_the_terminal_by_verbosity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = logging.getLogger("rlperf.test_terminal")
+    # An earlier in-process Hydra run (tests/test_exit_codes.py) disables the loggers that
+    # existed then; in a real command Hydra configures logging once, before TensorFlow's absl.
+    monkeypatch.setattr(logging.getLogger("absl"), "disabled", False)
     root = logging.getLogger()
     for verbosity, shown in (("normal", ["rlperf: careful"]), ("verbose", None)):
         stream = io.StringIO()
