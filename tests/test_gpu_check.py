@@ -276,7 +276,8 @@ def test_runner_records_every_job_and_its_exit(tmp_path: Path) -> None:
     ]
     lines: list[str] = []
     manifest = run_sequence(steps, tmp_path, {"gpus": 0}, 120, lines.append)
-    assert [s["returncode"] for s in manifest["steps"]] == [0, 2]  # a bad option is a user error (docs/exit-codes.md)
+    # A bad option is a user error: exit 2 (docs/exit-codes.md).
+    assert [s["returncode"] for s in manifest["steps"]] == [0, 2]
     assert json.loads((tmp_path / MANIFEST_FILE).read_text())["steps"] == manifest["steps"]
     assert "name: none" in (tmp_path / manifest["steps"][0]["log"]).read_text()
     assert "no_such_layout" in (tmp_path / manifest["steps"][1]["log"]).read_text()
