@@ -42,10 +42,10 @@ def test_help_is_fast_and_imports_nothing_heavy():
 def test_path_without_runs_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     (tmp_path / "empty" / "notes.csv").write_text("a,b\n1,2\n")
-    assert main([str(tmp_path / "empty")]) == 1
+    assert main([str(tmp_path / "empty")]) == 2  # a user error (docs/report.md, exit status)
     err = capsys.readouterr().err
     assert "error:" in err and "no runs found" in err and str(tmp_path / "empty") in err
-    assert main([str(tmp_path / "missing")]) == 1
+    assert main([str(tmp_path / "missing")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
     assert not (tmp_path / "empty" / "report").exists()
 
@@ -74,7 +74,7 @@ def test_strict_refuses_and_exits_non_zero(two_machines, tmp_path, capsys):
         build_report([two_machines], tmp_path / "lib", strict=True)
     out = tmp_path / "cli"
     assert main([str(two_machines / "a"), str(two_machines / "b"), "--strict",
-                 "--out", str(out)]) == 1  # fmt: skip
+                 "--out", str(out)]) == 2  # fmt: skip
     assert "--strict refuses" in capsys.readouterr().err
     assert not out.exists()
     # One machine only: --strict has nothing to refuse.
@@ -86,5 +86,5 @@ def test_strict_refuses_and_exits_non_zero(two_machines, tmp_path, capsys):
 
 def test_unknown_baseline_is_an_error(two_machines, tmp_path, capsys):
     assert main([str(two_machines / "a"), "--baseline", "gpu_layout=tpu", "--no-figures",
-                 "--out", str(tmp_path)]) == 1  # fmt: skip
-    assert "matches no completed cell" in capsys.readouterr().err
+                 "--out", str(tmp_path)]) == 2  # fmt: skip
+    assert "--baseline gpu_layout=tpu matches no completed cell" in capsys.readouterr().err
