@@ -155,7 +155,7 @@ def plan_axes(cells: Sequence[Cell], configurations: Sequence[Configuration] = (
     for conf in configurations:
         for cid, suffix in run_suffixes(conf).items():
             configs[cid] = configs[conf.id]
-            labels[cid] = f"{labels[conf.id]} · {suffix}"
+            labels[cid] = f"{configuration_labels[conf.id]} · {suffix}"
     if "model" not in axes and "model" in df:
         axes.insert(0, "model")
     return AxisPlan(
