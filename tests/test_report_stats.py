@@ -32,6 +32,16 @@ def test_within_run_interval_has_the_95_percent_width():
     assert est.distribution is not None and len(est.distribution) == stats.N_RESAMPLES == 1000
 
 
+def test_above_max_samples_a_subset_is_resampled():
+    """docs/report.md: above 20,000 samples the bootstrap resamples a random subset of
+    20,000 (a wider, conservative interval): 50,000 samples get the width of 20,000."""
+    x = np.random.default_rng(5).normal(1.0, 0.2, 50_000)
+    est = stats.bootstrap_ci(x, "mean", key="many")
+    assert est.n == 50_000 and stats.MAX_SAMPLES == 20_000
+    width = (est.high - est.low) / (2 * Z_975 * x.std(ddof=1))
+    assert width * np.sqrt(20_000) == pytest.approx(1.0, abs=0.08)
+
+
 def test_speedup_interval_has_the_95_percent_width():
     """The ratio of two independent bootstrap distributions against the delta method's
     95 % interval of a ratio of means."""

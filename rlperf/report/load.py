@@ -86,8 +86,11 @@ def _get(tree: dict[str, Any], dotted: str) -> Any:
     return node
 
 
-def read_csv(path: Path, notes: list[str]) -> pd.DataFrame:
-    """Read a result CSV written row by row; a torn last line (job killed mid-write) is dropped."""
+def read_csv(path: Path, notes: list[str], usecols: Any = None) -> pd.DataFrame:
+    """Read a result CSV written row by row; a torn last line (job killed mid-write) is dropped.
+
+    ``usecols``: as in :func:`pandas.read_csv` (e.g. a predicate on column names).
+    """
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -101,7 +104,7 @@ def read_csv(path: Path, notes: list[str]) -> pd.DataFrame:
     import io
 
     try:
-        df = pd.read_csv(io.BytesIO(raw))
+        df = pd.read_csv(io.BytesIO(raw), usecols=usecols)
     except (ValueError, pd.errors.ParserError) as exc:
         raise CellError(f"{path.name}: cannot parse CSV ({exc})") from exc
     return df
@@ -357,17 +360,20 @@ def _read_metrics(path: Path, summary: dict[str, Any], cell: Cell) -> pd.DataFra
 
 
 def _read_telemetry(path: Path, notes: list[str]) -> pd.DataFrame | None:
-    """``telemetry.csv``'s time and GPU power / energy columns (the report needs no more);
-    a telemetry file that does not parse is noted, never fatal."""
+    """``telemetry.csv``'s time and GPU power / energy columns (the report needs no more,
+    and only those are parsed); a telemetry file that does not parse is noted, never fatal."""
+
+    def wanted(col: str) -> bool:
+        return col == "time_s" or re.fullmatch(r"gpu\d+_(power_w|energy_j)", col) is not None
+
     try:
-        df = read_csv(path, notes)
+        df = read_csv(path, notes, usecols=wanted)
     except CellError as exc:
         notes.append(f"{exc} (ignored)")
         return None
-    keep = [c for c in df.columns if c == "time_s" or re.fullmatch(r"gpu\d+_(power_w|energy_j)", c)]
-    if "time_s" not in keep or len(keep) == 1:
+    if "time_s" not in df or len(df.columns) == 1:
         return None
-    return df[keep].apply(pd.to_numeric, errors="coerce")
+    return df.apply(pd.to_numeric, errors="coerce")
 
 
 def _read_steps(path: Path, notes: list[str]) -> pd.DataFrame | None:
