@@ -184,3 +184,18 @@ def test_baseline_matching_a_repeated_configuration_is_not_ambiguous(seeds_sweep
     pinned = res.configurations.set_index("label").loc["model1 · pinned"]
     assert pinned["speedup"] == pytest.approx(1.0)
     assert res.analyses["training"].baselines == {"model1": pinned["configuration"]}
+
+
+def test_a_repeat_without_counted_iterations_leaves_the_other_runs_interval(
+    seeds_sweep, tmp_path
+):
+    sweep = tmp_path / "sweep"
+    shutil.copytree(seeds_sweep, sweep)
+    metrics = pd.read_csv(sweep / "4" / "metrics.csv")  # pinned, seed 1
+    metrics.assign(excluded="warmup").to_csv(sweep / "4" / "metrics.csv", index=False)
+    res = build_report([sweep], tmp_path / "report", figures=False)
+    pinned = res.configurations.set_index("configuration").loc["sweep/1"]
+    own = res.runs.set_index("cell").loc["sweep/1"]
+    assert (pinned["repeats"], pinned["interval"]) == (2, "within run")
+    assert pinned["objective_ci_high"] == own["objective_ci_high"]
+    assert pd.isna(res.runs.set_index("cell").loc["sweep/4", "objective_value"])

@@ -206,12 +206,16 @@ def _repeats_finding(
     if not repeated:
         return None
 
+    def measured(k: str) -> list[stats.Estimate]:
+        runs = [out.run_estimates[c.id] for c in out.configurations[k].completed]
+        return [e for e in runs if np.isfinite(e.value)]
+
     def spread(k: str) -> float:
-        values = [out.run_estimates[c.id].value for c in out.configurations[k].completed]
+        values = [e.value for e in measured(k)]
         return (max(values) - min(values)) / abs(out.estimates[k].value)
 
     worst = max(repeated, key=spread)
-    runs = [out.run_estimates[c.id] for c in out.configurations[worst].completed]
+    runs = measured(worst)
     own = max(((e.high - e.low) / 2 / abs(e.value) for e in runs if e.has_ci), default=np.nan)
     counts = sorted({out.estimates[k].runs for k in repeated})
     n_runs = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"

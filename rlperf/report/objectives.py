@@ -76,10 +76,10 @@ class Objective:
         """The configuration's estimate: its run's own where it ran once, else the geometric
         mean of its runs' values with a run-to-run interval (``runs``: cell id -> within-run,
         see :func:`rlperf.report.stats.across_runs`)."""
-        cells = configuration.completed
-        if len(cells) == 1:
-            return runs[cells[0].id]
-        return stats.across_runs([runs[c.id].value for c in cells], configuration.id)
+        measured = [c for c in configuration.completed if np.isfinite(runs[c.id].value)]
+        if len(measured) <= 1:  # one run (or one with samples that count): its own interval
+            return runs[(measured or configuration.completed)[0].id]
+        return stats.across_runs([runs[c.id].value for c in measured], configuration.id)
 
     def order(self, estimates: Mapping[str, stats.Estimate]) -> list[str]:
         """Ids best first."""
