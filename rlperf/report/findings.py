@@ -113,9 +113,11 @@ def analyse_family(
     configurations: Sequence[Configuration],
     plan: AxisPlan,
     baselines: dict[str, str] | None,
+    objective: Objective | None = None,
 ) -> FamilyAnalysis:
-    """Estimate, rank and compare the configurations of one family, model by model."""
-    objective = objective_of(family)
+    """Estimate, rank and compare the configurations of one family, model by model, on
+    ``objective`` (default: the family's, :func:`~rlperf.report.objectives.objective_of`)."""
+    objective = objective or objective_of(family)
     out = FamilyAnalysis(family, objective, {c.id: c for c in configurations})
     out.baseline_chosen = bool(baselines)
     out.run_estimates = {

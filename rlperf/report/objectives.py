@@ -6,11 +6,15 @@ edge) on the time per action (``action_ms``, or ``forward_ms`` where a cell
 only has that), median over the non-warm-up steps, since latency
 distributions have long tails.
 
-To rank on something else (e.g. the time to reach a target return), add an
-:class:`Objective` to :data:`OBJECTIVES` (or give a family a different one):
+To rank on something else (e.g. the time to reach a target return), define an
+:class:`Objective` and put it in :data:`OBJECTIVES` for its family, or pass it
+to :func:`rlperf.report.findings.analyse_family` next to the family's own:
 ``samples`` returns one run's values (one value per run is fine: such a run has
 no within-run interval and repeats give it a run-to-run one), ``statistic``
-reduces them, and :meth:`Objective.estimate` does the rest.
+reduces them, ``lower_is_better`` orders them, and :meth:`Objective.estimate`,
+ranks and ties do the rest. Speedups and the gate's verdicts are ratios
+baseline / configuration, which read as "faster" only for a time-like objective
+(lower is better).
 """
 
 from __future__ import annotations
