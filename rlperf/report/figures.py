@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlperf.report.objectives import objective_of
+
 PHASE_NAMES = {
     "sample_s": "sample",
     "load_s": "load",
@@ -449,7 +451,8 @@ def intervals(ctx: FigureContext, out: Path) -> Path:
     df = _completed_configurations(ctx)
     if df.empty:
         raise NotApplicable("no completed configuration with an estimate")
-    facets = sorted({(str(f), str(m)) for f, m in zip(df["family"], df["model"], strict=True)})
+    pairs = {(str(f), str(m)) for f, m in zip(df["family"], df["model"], strict=True)}
+    facets = sorted(pairs, key=lambda fm: (fm[0] != "training", fm))
     with _style():
         fig, axes = _grid([len(ctx.order.get(k, [])) for k in facets], 1, col_width=6.5)
         for ax, (fam, model) in zip(axes[:, 0], facets, strict=True):
@@ -466,7 +469,12 @@ def intervals(ctx: FigureContext, out: Path) -> Path:
             ax.set_yticks(y, [_runs_label(c, n) for c, n in zip(sub.index, sub["repeats"],
                                                                  strict=True)])  # fmt: skip
             ax.set_ylim(len(sub) - 0.5, -0.5)
-            ax.set_xlabel(str(sub["objective"].iloc[0]) if len(sub) else "")
+            unit = objective_of(fam).unit
+            log = len(sub) and sub["objective_value"].max() > 20 * sub["objective_value"].min()
+            if log:
+                ax.set_xscale("log")
+            scale = ", log scale" if log else ""
+            ax.set_xlabel(f"{sub['objective'].iloc[0]} ({unit}{scale})" if len(sub) else "")
             ax.set_title(f"{fam} · {model}", loc="left", fontweight="bold")
         fig.suptitle(f"Objective per configuration with {_level()} intervals (●: run to run over "
                      "n runs; ○: within one run)", fontsize=10)  # fmt: skip
@@ -492,6 +500,7 @@ def gpu_power(ctx: FigureContext, out: Path) -> Path:
                         label=str(label))  # fmt: skip
             ax.set_xlabel("time since the job started (s)")
             ax.set_ylabel("GPU power (W)")
+            ax.set_ylim(bottom=0)
             ax.set_title(f"{fam} · {model}", loc="left", fontweight="bold")
             ax.legend(fontsize=7, frameon=False, loc="upper right")
         fig.suptitle("GPU board power over each run (NVML, monitored GPUs summed)", fontsize=10)
