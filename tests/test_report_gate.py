@@ -129,3 +129,22 @@ def test_parse_tolerance(text, value):
 def test_parse_tolerance_rejects_nonsense():
     with pytest.raises(GateError, match="expected e.g. 5% or 0.05"):
         parse_tolerance("five")
+
+
+def test_inference_latency_regression(tmp_path):
+    """The gate judges inference configurations on their median latency per action."""
+    base = tmp_path / "baseline"
+    synthetic.study_inference_sweep(THESIS, base, steps_per_episode=60)
+    cand = tmp_path / "candidate"
+    shutil.copytree(base, cand)
+    slow = next(p.parent.parent for p in cand.glob("*/.hydra/config.yaml")
+                if "name: edgetpu" in p.read_text())  # fmt: skip
+    steps = pd.read_csv(slow / "steps.csv")
+    steps.assign(action_ms=steps["action_ms"] * 1.5).to_csv(slow / "steps.csv", index=False)
+    res = build_report([cand], tmp_path / "out", gate=base, figures=False)
+    assert res.gate is not None and res.gate.failed
+    (regression,) = [r for r in res.gate.rows if r.verdict == "regression"]
+    assert regression.family == "inference" and "edgetpu" in regression.label
+    assert regression.speedup is not None
+    assert regression.speedup.value == pytest.approx(1 / 1.5, rel=0.01)
+    assert {r.verdict for r in res.gate.rows if r is not regression} == {"tie"}
