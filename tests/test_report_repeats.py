@@ -186,9 +186,7 @@ def test_baseline_matching_a_repeated_configuration_is_not_ambiguous(seeds_sweep
     assert res.analyses["training"].baselines == {"model1": pinned["configuration"]}
 
 
-def test_a_repeat_without_counted_iterations_leaves_the_other_runs_interval(
-    seeds_sweep, tmp_path
-):
+def test_a_repeat_without_counted_iterations_leaves_the_other_runs_interval(seeds_sweep, tmp_path):
     sweep = tmp_path / "sweep"
     shutil.copytree(seeds_sweep, sweep)
     metrics = pd.read_csv(sweep / "4" / "metrics.csv")  # pinned, seed 1
