@@ -67,6 +67,9 @@ def test_mixed_fingerprints_warn_in_every_affected_table(two_machines, tmp_path)
     assert "model1 · pinned (a)" in labels
     assert "model1 · pinned (b)" in labels
     assert set(res.runs["fingerprint"]) == {"fp1", "fp2"}
+    # The same configuration on two machines is two configurations, never pooled repeats.
+    confs = res.configurations
+    assert len(confs) == len(res.runs) and (confs["repeats"] == 1).all()
 
 
 def test_strict_refuses_and_exits_non_zero(two_machines, tmp_path, capsys):
@@ -87,4 +90,4 @@ def test_strict_refuses_and_exits_non_zero(two_machines, tmp_path, capsys):
 def test_unknown_baseline_is_an_error(two_machines, tmp_path, capsys):
     assert main([str(two_machines / "a"), "--baseline", "gpu_layout=tpu", "--no-figures",
                  "--out", str(tmp_path)]) == 2  # fmt: skip
-    assert "matches no completed cell" in capsys.readouterr().err
+    assert "--baseline gpu_layout=tpu matches no completed cell" in capsys.readouterr().err

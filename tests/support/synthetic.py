@@ -41,10 +41,11 @@ from rlperf.runs import (
     METRICS_FILE,
     STEPS_FILE,
     SUMMARY_FILE,
+    TELEMETRY_FILE,
 )
 from rlperf.sweep.cells import CELL_FILE
 from rlperf.sweep.index import CellRecord
-from rlperf.telemetry.sampler import gpu_columns
+from rlperf.telemetry.sampler import gpu_columns, telemetry_columns
 
 #: The study's models: name -> (input dim, conv_filters), from the shipped ``conf/model``.
 STUDY_MODELS = study_models()
@@ -232,6 +233,29 @@ def train_metrics_from(
     return out[[*TRAIN_COLUMNS, *gpu_columns(gpus)]]
 
 
+def telemetry_from(
+    metrics: pd.DataFrame, interval_s: float = 1.0, gpus: Sequence[int] = (0, 1)
+) -> pd.DataFrame:
+    """``telemetry.csv`` rows of a training job whose iterations are ``metrics``: a sample
+    every ``interval_s`` from the first iteration's start, each GPU drawing the power of
+    the iteration it falls in, energy counted from the first sample (cumulative, as the
+    sampler writes it; columns from :func:`rlperf.telemetry.sampler.telemetry_columns`)."""
+    ends = metrics["time_s"].to_numpy(dtype=float)
+    starts = ends - metrics["iter_s"].to_numpy(dtype=float)
+    times = np.arange(starts[0], ends[-1] + 1e-9, interval_s)
+    row_of = np.clip(np.searchsorted(ends, times), 0, len(ends) - 1)
+    out = pd.DataFrame({"time_s": times,
+                        "cpu_util_pct": metrics["cpu_util_pct"].to_numpy()[row_of],
+                        "ram_util_pct": metrics["ram_util_pct"].to_numpy()[row_of],
+                        "ram_used_mb": 48_000.0, "proc_rss_mb": 9_000.0})  # fmt: skip
+    for i in gpus:
+        for metric in ("util_pct", "mem_util_pct", "mem_used_mb", "power_w"):
+            out[f"gpu{i}_{metric}"] = metrics[f"gpu{i}_{metric}"].to_numpy()[row_of]
+        step_j = out[f"gpu{i}_power_w"].to_numpy() * np.diff(times, prepend=times[0])
+        out[f"gpu{i}_energy_j"] = np.cumsum(step_j)
+    return out[telemetry_columns(gpus)]
+
+
 def train_summary(metrics: pd.DataFrame, model: str, status: str = "completed") -> dict[str, Any]:
     """summary.json of a training job (aggregates over the non-warm-up iterations, as the
     training job writes them: :func:`rlperf.results.summary.summarize_rows`)."""
@@ -335,6 +359,7 @@ class CellSpec:
     metrics: pd.DataFrame | None = None
     steps: pd.DataFrame | None = None
     episodes: pd.DataFrame | None = None
+    telemetry: pd.DataFrame | None = None
     extra_files: dict[str, str] = field(default_factory=dict)
     record: dict[str, Any] | None = None  # the launcher's cell.json (docs/sweeps.md)
 
@@ -360,6 +385,8 @@ def write_cell(path: Path, spec: CellSpec) -> Path:
         spec.steps.to_csv(path / STEPS_FILE, index=False)
     if spec.episodes is not None:
         spec.episodes.to_csv(path / EPISODES_FILE, index=False)
+    if spec.telemetry is not None:
+        spec.telemetry.to_csv(path / TELEMETRY_FILE, index=False)
     if spec.summary is not None:
         (path / SUMMARY_FILE).write_text(json.dumps(spec.summary, indent=1))
     if spec.record is not None:
@@ -490,6 +517,7 @@ def study_training_sweep(
                 body,
                 train_summary(metrics, src.axes["model"]),
                 metrics,
+                telemetry=telemetry_from(metrics, interval_s=5.0),
                 record=record,
             )
         )
