@@ -62,6 +62,10 @@ def _train_on_fake_gpus(run: Path, iterations: int = 5) -> pd.DataFrame:
                 "episode_return_mean": -20.0,
                 "cpu_util_pct": 50.0,
                 "ram_util_pct": 20.0,
+                "env_runners_healthy": 1,
+                "env_runner_restarts": 0,
+                "env_runners_lost": 0,
+                "learner_failures": 0,
             }
             row.update(sampler.window(t0, t1))
             rows.append(row)

@@ -96,13 +96,11 @@ def test_run_progress_plain_lines_and_eta() -> None:
     assert quiet.getvalue() == ""
 
 
-def test_log_records_reach_the_terminal_by_verbosity(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_log_records_reach_the_terminal_by_verbosity(tmp_path: Path) -> None:
     log = logging.getLogger("rlperf.test_terminal")
-    # An earlier in-process Hydra run (tests/test_exit_codes.py) disables the loggers that
-    # existed then; in a real command Hydra configures logging once, before TensorFlow's absl.
-    monkeypatch.setattr(logging.getLogger("absl"), "disabled", False)
+    # A third-party logger of its own: absl's carries what TensorFlow, imported by earlier
+    # tests, and in-process Hydra runs (tests/test_exit_codes.py) left on it.
+    other = logging.getLogger("thirdparty_test_terminal")
     root = logging.getLogger()
     for verbosity, shown in (("normal", ["rlperf: careful"]), ("verbose", None)):
         stream = io.StringIO()
@@ -111,13 +109,13 @@ def test_log_records_reach_the_terminal_by_verbosity(
             log.info("an info line")
             log.info("a progress line", extra={TERMINAL: False})
             log.warning("careful")
-            logging.getLogger("absl").warning("third-party chatter")
+            other.warning("third-party chatter")
         lines = stream.getvalue().splitlines()
         if shown is not None:
             assert lines == shown
         else:
             assert "rlperf: an info line" in lines and "rlperf: careful" in lines
-            assert "WARNING absl: third-party chatter" in lines
+            assert "WARNING thirdparty_test_terminal: third-party chatter" in lines
             assert not any("progress line" in line for line in lines)
         text = (tmp_path / f"{verbosity}.log").read_text()
         assert "an info line" in text and "a progress line" in text and "third-party" in text
