@@ -125,7 +125,7 @@ def load_trained_policy(cell: EdgeCell) -> DictConfig:
     """
     from rlperf.edge.cache import ArtifactCache
     from rlperf.edge.export import torch_outputs
-    from rlperf.models.vision_net import count_trainable_params, load_policy
+    from rlperf.models.policy_file import count_trainable_params, load_policy
     from rlperf.runs import check_probe, upstream_run, write_effective_config
 
     trained, ecfg = upstream_run(cell.cfg, rllib=False)

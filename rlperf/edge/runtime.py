@@ -218,7 +218,7 @@ class TorchActor:
     def __init__(self, policy_path: Path | str, threads: int = 1) -> None:
         import torch
 
-        from rlperf.models.vision_net import load_policy
+        from rlperf.models.policy_file import load_policy
 
         torch.set_num_threads(int(threads))
         self._torch = torch

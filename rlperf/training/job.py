@@ -1,11 +1,13 @@
 """The training job: the config's algorithm (:mod:`rlperf.algos`), one metrics row per iteration.
 
 Config subtrees used: ``model``, ``env``, ``algo``, ``train``, ``workers``,
-``env_runner``, ``gpu_layout``, ``cpu_affinity``, ``ray``, ``seed``.
+``learners``, ``env_runner``, ``gpu_layout``, ``cpu_affinity``, ``ray``, ``seed``.
 
-Steps: start Ray and build the algorithm → train ``train.iterations`` timed
-iterations (``metrics.csv``) → save the checkpoint (RLlib checkpoint,
-``rlperf_policy.pt``, ``probe.npz``: :mod:`rlperf.runs`) → summarise.
+Steps: measure the env's ceiling (:mod:`rlperf.envs.ceiling`, before Ray, or
+from its cache) → start Ray and build the algorithm, record the scale RLlib
+runs with → train ``train.iterations`` timed iterations (``metrics.csv``) →
+save the checkpoint (RLlib checkpoint, ``rlperf_policy.pt``, ``probe.npz``:
+:mod:`rlperf.runs`) → summarise.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rlperf.envs.from_config import probe_observations
-    from rlperf.models.vision_net import save_policy
+    from rlperf.models.policy_file import save_policy
 
     ckpt = out_dir / CHECKPOINT_DIR
     algo.save_to_path(str(ckpt.resolve()))
@@ -101,6 +103,16 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
     return ckpt
 
 
+def sampling_efficiency(
+    env_steps: float, sample_s: float, runners: int, ceiling: float | None
+) -> float:
+    """Env steps per second while sampling, per env runner, over the env's ceiling (NaN
+    without a ceiling or sampling time)."""
+    if not ceiling or sample_s <= 0:
+        return math.nan
+    return env_steps / sample_s / runners / ceiling
+
+
 class IterationTimer:
     """Runs ``algo.train()`` once per call and measures it into a ``metrics.csv`` row."""
 
@@ -110,6 +122,8 @@ class IterationTimer:
         self.algo, self.train_cfg, self.ctx = algo, cfg.train, ctx
         self.clock = instrument(algo)
         self.counters = IterationCounters()
+        self.ceiling = ctx.summary.get("env_ceiling_steps_per_s")
+        self.runners = max(int(ctx.plan.num_env_runners), 1)  # workers=0: the driver samples
 
     def iteration(self, it: int) -> dict[str, Any]:
         """Iteration ``it`` (1-based): phases, counters, CPU and telemetry of its window."""
@@ -142,6 +156,9 @@ class IterationTimer:
             "other_s": iter_s - sum(phases.values()),
             **counts,
             "env_steps_per_s": counts["env_steps"] / iter_s,
+            "sampling_efficiency": sampling_efficiency(
+                counts["env_steps"], phases["sample_s"], self.runners, self.ceiling
+            ),
             "trained_steps_per_s": (
                 counts["trained_steps"] / phases["learn_s"] if phases["learn_s"] > 0 else math.nan
             ),
@@ -178,17 +195,79 @@ def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str
 
 
 def summarise_training(
-    cfg: DictConfig, rows: list[dict[str, Any]], columns: list[str], checkpoint: Path
+    cfg: DictConfig, ctx: Any, columns: list[str], checkpoint: Path
 ) -> dict[str, Any]:
-    """The training's part of ``summary.json``: aggregates over the iterations not excluded."""
+    """The training's part of ``summary.json``: aggregates over the iterations not excluded.
+
+    ``sampling_efficiency`` there is over those iterations together: their env steps
+    over their sampling seconds, per env runner, over ``env_ceiling_steps_per_s``.
+    """
+    rows = ctx.rows
     warm = [r["iteration"] for r in rows if r[EXCLUDED_COLUMN] == Exclusion.warmup]
+    counted = [r for r in rows if not r[EXCLUDED_COLUMN]]
     return {
         "iterations": len(rows),
         "warmup": {"rule": _warmup_rule(cfg), "iterations": warm, "excluded_from_summary": True},
         "excluded": excluded_counts(rows),
         "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s")),
         "total_env_steps": int(sum(r["env_steps"] for r in rows)),
+        "sampling_efficiency": sampling_efficiency(
+            sum(r["env_steps"] for r in counted),
+            sum(r["sample_s"] for r in counted),
+            max(int(ctx.plan.num_env_runners), 1),
+            ctx.summary.get("env_ceiling_steps_per_s"),
+        ),
         "checkpoint": str(checkpoint),
+    }
+
+
+def measure_env_ceiling(cfg: DictConfig, ctx: Any) -> None:
+    """``train.env_ceiling``: the env's raw speed into ``ctx.summary`` (before Ray starts)."""
+    from rlperf.envs.ceiling import env_ceiling
+    from rlperf.envs.from_config import env_config
+
+    c = cfg.train.env_ceiling
+    if not c.enabled:
+        ctx.summary.update(env_ceiling_steps_per_s=None, env_ceiling={"enabled": False})
+        return
+    result = env_ceiling(env_config(cfg), float(c.duration_s), c.cache_dir, int(cfg.seed))
+    ctx.summary["env_ceiling_steps_per_s"] = result["steps_per_s"]
+    ctx.summary["env_ceiling"] = {"enabled": True, **result}
+    ctx.progress(
+        f"env ceiling: {result['steps_per_s']:.0f} env steps/s with random actions in one "
+        + ("process (cached)" if result["cached"] else f"process ({result['probe_s']:.1f} s probe)")
+    )
+
+
+def record_scale(algo: Any, ctx: Any) -> dict[str, Any]:
+    """The scale settings as RLlib runs them (``summary.json`` ``scale``).
+
+    Read back from the built Algorithm's config and from the env runners' processes
+    (torch threads), so they are the effective values, defaults included.
+    """
+    import torch
+
+    from rlperf.algos.env_runner import runner_torch_threads
+
+    c = algo.config
+    group = algo.env_runner_group
+    remote = group.num_remote_env_runners() > 0
+    threads = group.foreach_env_runner(runner_torch_threads, local_env_runner=not remote)
+    return {
+        "num_env_runners": int(c.num_env_runners),
+        "num_envs_per_env_runner": int(c.num_envs_per_env_runner),
+        "gym_env_vectorize_mode": str(
+            getattr(c.gym_env_vectorize_mode, "value", c.gym_env_vectorize_mode)
+        ).lower(),
+        "num_cpus_per_env_runner": float(c.num_cpus_per_env_runner),
+        "env_runner_torch_threads": [int(t) for t in threads],
+        "sampling_in": "remote env runners" if remote else "the driver (local env runner)",
+        "num_learners": int(c.num_learners),
+        "learners_in": "driver" if algo.learner_group.is_local else "remote actors",
+        "num_gpus_per_learner": float(c.num_gpus_per_learner),
+        "num_cpus_per_learner": c.num_cpus_per_learner,
+        "driver_torch_threads": int(torch.get_num_threads()),
+        "ray_cpus_requested": ctx.plan.required_cpus,
     }
 
 
@@ -201,22 +280,24 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from rlperf.models.vision_net import count_trainable_params
+    from rlperf.models.policy_file import count_trainable_params
     from rlperf.resources.ray_session import ray_session
     from rlperf.telemetry.sampler import gpu_columns
 
     if cfg.train.torch_threads is not None:
         torch.set_num_threads(int(cfg.train.torch_threads))
     columns = [*TRAIN_COLUMNS, *gpu_columns(ctx.gpu_indices)]
+    measure_env_ceiling(cfg, ctx)
     with ray_session(ctx.plan, ctx.machine, cfg.ray):
         algo = build_algo_config(cfg, ctx.plan).build_algo()
         try:
             ctx.summary["model_params"] = count_trainable_params(algo.get_module(DEFAULT_MODULE_ID))
+            ctx.summary["scale"] = record_scale(algo, ctx)
             train(algo, cfg, out_dir, ctx, columns)
             ckpt = save_checkpoint(algo, cfg, out_dir, len(ctx.rows))
         finally:
             algo.stop()
-    return summarise_training(cfg, ctx.rows, columns, ckpt.relative_to(out_dir))
+    return summarise_training(cfg, ctx, columns, ckpt.relative_to(out_dir))
 
 
 def _warmup_rule(cfg: DictConfig) -> str:
