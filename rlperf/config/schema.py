@@ -234,8 +234,10 @@ class GymEnvConfig(EnvConfig):
 
     kind: EnvKind = EnvKind.gym
     id: str = MISSING
-    # Keyword arguments of gymnasium.make (e.g. {g: 9.81} for Pendulum-v1).
-    config: dict[str, Any] = field(default_factory=dict)
+    # Keyword arguments of gymnasium.make (e.g. {g: 9.81} for Pendulum-v1); null = none.
+    # Any rather than a dict field: env.config={...} on the command line must be able to
+    # set keys the option does not list (a typed dict node refuses new keys).
+    config: Any = None
 
 
 @dataclass
@@ -245,8 +247,8 @@ class CustomEnvConfig(EnvConfig):
     kind: EnvKind = EnvKind.custom
     # package.module:Class, importable from the working directory or installed.
     entry_point: str = MISSING
-    # Passed to the class as its only argument: Class(config).
-    config: dict[str, Any] = field(default_factory=dict)
+    # Passed to the class as its only argument: Class(config); null = {}. Any, as for gym.
+    config: Any = None
 
 
 @dataclass

@@ -85,6 +85,10 @@ def validate_env(cfg: DictConfig) -> None:
                 f"env.frameskip={fs!r} must be an int >= 1 or a pair [low, high] with "
                 f"1 <= low < high (ALE draws low..high-1 frames per step, e.g. the study's [2, 5])"
             )
+    elif env.config is not None and not OmegaConf.is_dict(env.config):
+        raise ConfigError(
+            f"env.config={env.config!r} must be a mapping (env.config={{key: value}}) or null"
+        )
     elif OmegaConf.is_missing(env, "id" if kind == "gym" else "entry_point"):
         key = "id" if kind == "gym" else "entry_point"
         example = "Acrobot-v1" if kind == "gym" else "my_envs.grid:GridWorld"

@@ -50,15 +50,7 @@ def ray_init_kwargs(
     are its own); otherwise a local Ray is started with ``num_cpus`` CPUs and
     ``num_gpus`` GPUs (``None``: Ray detects them) and nothing binds beyond
     127.0.0.1. The one builder for single runs and for the sweep launcher.
-
-    A local Ray's workers get the working directory on ``PYTHONPATH``
-    (``runtime_env`` ``env_vars``, :func:`rlperf.envs.entry_point.worker_pythonpath`),
-    so env runners import a user's env module from it as the driver does
-    (docs/custom-env.md). On an existing cluster the module must be importable
-    on its nodes (installed, or shipped with the cluster's own runtime_env).
     """
-    from rlperf.envs.entry_point import worker_pythonpath
-
     if ray_cfg.address is not None:
         return {
             "address": str(ray_cfg.address),
@@ -72,7 +64,6 @@ def ray_init_kwargs(
         "log_to_driver": bool(ray_cfg.log_to_driver),
         "configure_logging": True,
         "logging_level": logging.WARNING,
-        "runtime_env": {"env_vars": worker_pythonpath()},
     }
     if num_cpus is not None:
         kwargs["num_cpus"] = int(num_cpus)

@@ -1,4 +1,4 @@
-"""The rollout job (``stage=rollout``): a trained policy playing its env inside RLlib, timed per step.
+"""The rollout job (``stage=rollout``): a trained policy acting in its env in RLlib, timed per step.
 
 Config keys used: ``run`` / ``checkpoint`` (the training job to load, see
 :mod:`rlperf.runs`), ``rollout.*`` (``episodes``, ``steps``,
