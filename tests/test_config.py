@@ -207,7 +207,11 @@ def test_cli_cfg_and_help_are_fast_and_light(tmp_path) -> None:
         timeout=60,
     )
     assert helped.returncode == 0
-    for line in ("gpu_layout: both, both_driver, gpu0", "model: mlp256, mlp64, model1", "env: cartpole"):
+    for line in (
+        "gpu_layout: both, both_driver, gpu0",
+        "model: mlp256, mlp64, model1",
+        "env: cartpole",
+    ):
         assert line in helped.stdout
     assert not (tmp_path / "outputs").exists()  # --help and --cfg run nothing
 
