@@ -202,9 +202,7 @@ def breakdown(algo: Any, steps: int, repeats: int) -> dict[str, float]:
     """Seconds per env step of each part, summed over ``repeats`` sample phases (after one
     warm-up), plus ``measured`` (driver wall) and ``runner`` (sample + get_metrics inside)."""
     sample_phase(algo, steps)
-    pop = algo.env_runner_group.foreach_env_runner(
-        lambda r: r.pop_timers(), local_env_runner=False
-    )
+    pop = algo.env_runner_group.foreach_env_runner(lambda r: r.pop_timers(), local_env_runner=False)
     wall = n = 0.0
     for _ in range(repeats):
         w, k = sample_phase(algo, steps)
@@ -248,15 +246,14 @@ def ceiling(cfg: Any, seconds: float = 3.0) -> float:
 
 
 def run_breakdown(steps: int, repeats: int, envs: list[int]) -> None:
-    cfg0 = compose()
-    raw = ceiling(cfg0)
-    print(f"\n(a) one sampled env step, model1 / Pong, 1 env runner, sync; env ceiling {raw:.0f}/s")
+    print("\n(a) one sampled env step, model1 / Pong, 1 env runner, sync")
     head = ["envs/runner", *PARTS, "sum of parts", "measured", "explained",
-            "steps/s", "plain steps/s", "efficiency"]  # fmt: skip
+            "steps/s", "plain steps/s", "ceiling/s", "efficiency"]  # fmt: skip
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for n_envs in envs:
         cfg = compose(f"env_runner.num_envs={n_envs}")
+        raw = ceiling(cfg)  # right before the row: the machine's load drifts
         with built(algo_config(cfg, steps, instrumented_runner_class())) as algo:
             b = breakdown(algo, steps, repeats)
         with built(algo_config(compose(f"env_runner.num_envs={n_envs}"), steps)) as algo:
@@ -266,10 +263,11 @@ def run_breakdown(steps: int, repeats: int, envs: list[int]) -> None:
         print(
             f"| {n_envs} | " + " | ".join(cells) + f" | {total * 1e3:.3f} | "
             f"{b['measured'] * 1e3:.3f} | {total / b['measured']:.1%} | "
-            f"{1 / b['measured']:.0f} | {plain:.0f} | {plain / raw:.1%} |",
+            f"{1 / b['measured']:.0f} | {plain:.0f} | {raw:.0f} | {plain / raw:.1%} |",
             flush=True,
         )
-    print("(parts and step times in ms per env step; efficiency = plain steps/s / ceiling)")
+    print("(parts and step times in ms per env step; efficiency = plain steps/s / ceiling,")
+    print(" the ceiling measured in the driver right before the row)")
 
 
 def run_grid(steps: int, repeats: int) -> None:
