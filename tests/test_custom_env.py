@@ -47,8 +47,7 @@ def test_user_env_by_entry_point_trains_in_a_remote_env_runner(tmp_path) -> None
         cwd=tmp_path,
     )  # fmt: skip
     summary = _ok(proc, out)
-    assert summary["scale"]["sampling_in"] == "remote env runners"
-    assert summary["scale"]["num_env_runners"] == 1
+    assert summary["scale"]["num_env_runners"] == summary["env_runners"]["started"] == 1
     assert summary["total_env_steps"] == 200
     # Built in the driver (the check, the ceiling, the probe) and in the env runner's process.
     built_in = {int(p.stem) for p in pids.glob("*.pid")}
@@ -79,13 +78,13 @@ def test_cartpole_mlp_trains_and_records_its_scale(cartpole_run) -> None:
     summary = json.loads((cartpole_run / "summary.json").read_text())
     scale = summary["scale"]
     assert scale["num_envs_per_env_runner"] == 2 and scale["gym_env_vectorize_mode"] == "sync"
-    assert scale["env_runner_torch_threads"] == [1] and scale["num_learners"] == 0
-    assert scale["learners_in"] == "driver"
+    assert [r["torch_threads"] for r in summary["env_runners"]["runners"]] == [1]
+    assert scale["num_learners"] == 0 and summary["learner"]["where"] == "driver"
     assert summary["model_params"] == 2 * (4 * 64 + 64 + 64 * 64 + 64) + (64 * 2 + 2) + (64 + 1)
     metrics = pd.read_csv(cartpole_run / "metrics.csv")
     assert list(metrics["env_steps"]) == [200, 200]
     assert metrics["sampling_efficiency"].between(0, 1, inclusive="neither").all()
-    assert scale["ray_cpus_requested"] == 2.0  # driver + one env runner
+    assert summary["resource_plan"]["required_cpus"] == 2.0  # driver + one env runner
 
 
 def test_cartpole_checkpoint_rolls_out(cartpole_run, tmp_path) -> None:
@@ -133,7 +132,7 @@ def test_frozenlake_one_hot_trains(tmp_path) -> None:
         cwd=tmp_path,
     )  # fmt: skip
     summary = _ok(proc, out)
-    assert summary["scale"]["sampling_in"] == "the driver (local env runner)"
+    assert summary["scale"]["num_env_runners"] == summary["env_runners"]["started"] == 0
     # one-hot of 16 states into two 64-unit layers, policy (4 logits) and value heads
     assert summary["model_params"] == 2 * (16 * 64 + 64 + 64 * 64 + 64) + (64 * 4 + 4) + 65
     from rlperf.models.policy_file import load_policy

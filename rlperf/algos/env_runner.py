@@ -4,7 +4,9 @@ RLlib 2.60 has no setting for the torch threads of an env runner: a remote
 env runner's torch uses ``OMP_NUM_THREADS``, which Ray sets to the actor's
 ``num_cpus`` (at least 1). ``env_runner.torch_threads`` sets it explicitly —
 in remote env runners only: with ``workers=0`` the driver samples and
-``train.torch_threads`` applies. :func:`env_runner_class` returns RLlib's
+``train.torch_threads`` applies. Each runner's threads as set are recorded in
+``summary.json`` ``env_runners`` (:mod:`rlperf.resources.placement`).
+:func:`env_runner_class` returns RLlib's
 ``SingleAgentEnvRunner`` where nothing is to be set, else a subclass (one per
 thread count, cached) whose constructor calls ``torch.set_num_threads``.
 Import is cheap; RLlib is imported by :func:`env_runner_class`.
@@ -45,10 +47,3 @@ def env_runner_class(torch_threads: int | None) -> type | None:
         (base,),
         {"torch_threads": int(torch_threads), "__module__": __name__},
     )
-
-
-def runner_torch_threads(runner: Any) -> int:
-    """torch's intra-op threads in an env runner's process (run there by foreach_env_runner)."""
-    import torch
-
-    return int(torch.get_num_threads())

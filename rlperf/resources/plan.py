@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -75,6 +76,20 @@ class ResourcePlan:
     affinity: tuple[int, ...] | None  # CPUs to pin the Ray-starting process to
     vectorize_mode: str = "sync"  # RLlib gym_env_vectorize_mode
     env_runner_torch_threads: int | None = None  # None: as Ray starts the actor
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field as plain JSON values (tuples become lists), plus ``num_gpus``,
+        ``cpus_per_learner`` and ``required_cpus`` (what the pre-flight counts)."""
+        out = {
+            f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
+            for f in fields(self)
+        }
+        return {
+            **out,
+            "num_gpus": self.num_gpus,
+            "cpus_per_learner": self.cpus_per_learner,
+            "required_cpus": self.required_cpus,
+        }
 
     @property
     def cuda_visible_devices(self) -> str:

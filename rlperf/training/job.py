@@ -4,9 +4,10 @@ Config subtrees used: ``model``, ``env``, ``algo``, ``train``, ``workers``,
 ``learners``, ``env_runner``, ``gpu_layout``, ``cpu_affinity``, ``ray``, ``seed``.
 
 Steps: measure the env's ceiling (:mod:`rlperf.envs.ceiling`, before Ray, or
-from its cache) → start Ray and build the algorithm, record the scale RLlib
-runs with → train ``train.iterations`` timed iterations (``metrics.csv``) →
-save the checkpoint (RLlib checkpoint, ``rlperf_policy.pt``, ``probe.npz``:
+from its cache) → start Ray and build the algorithm, record where its learner(s)
+and env runners run (:mod:`rlperf.resources.placement`) and the scale RLlib runs
+with → train ``train.iterations`` timed iterations (``metrics.csv``) → save the
+checkpoint (RLlib checkpoint, ``rlperf_policy.pt``, ``probe.npz``:
 :mod:`rlperf.runs`) → summarise.
 """
 
@@ -239,36 +240,48 @@ def measure_env_ceiling(cfg: DictConfig, ctx: Any) -> None:
     )
 
 
-def record_scale(algo: Any, ctx: Any) -> dict[str, Any]:
-    """The scale settings as RLlib runs them (``summary.json`` ``scale``).
+def record_scale(algo: Any) -> dict[str, Any]:
+    """The scale settings as RLlib runs them (``summary.json`` ``scale``), read back from
+    the built Algorithm's config: the effective values, defaults included.
 
-    Read back from the built Algorithm's config and from the env runners' processes
-    (torch threads), so they are the effective values, defaults included.
+    The plan they came from is ``resource_plan``; where the learners run and each
+    env runner's torch threads are in ``learner`` and ``env_runners``
+    (:mod:`rlperf.resources.placement`).
     """
     import torch
 
-    from rlperf.algos.env_runner import runner_torch_threads
-
     c = algo.config
-    group = algo.env_runner_group
-    remote = group.num_remote_env_runners() > 0
-    threads = group.foreach_env_runner(runner_torch_threads, local_env_runner=not remote)
+    mode = c.gym_env_vectorize_mode
     return {
         "num_env_runners": int(c.num_env_runners),
         "num_envs_per_env_runner": int(c.num_envs_per_env_runner),
-        "gym_env_vectorize_mode": str(
-            getattr(c.gym_env_vectorize_mode, "value", c.gym_env_vectorize_mode)
-        ).lower(),
+        "gym_env_vectorize_mode": str(getattr(mode, "value", mode)).lower(),
         "num_cpus_per_env_runner": float(c.num_cpus_per_env_runner),
-        "env_runner_torch_threads": [int(t) for t in threads],
-        "sampling_in": "remote env runners" if remote else "the driver (local env runner)",
         "num_learners": int(c.num_learners),
-        "learners_in": "driver" if algo.learner_group.is_local else "remote actors",
         "num_gpus_per_learner": float(c.num_gpus_per_learner),
         "num_cpus_per_learner": c.num_cpus_per_learner,
         "driver_torch_threads": int(torch.get_num_threads()),
-        "ray_cpus_requested": ctx.plan.required_cpus,
     }
+
+
+def record_placement(algo: Any, ctx: Any) -> None:
+    """Where the learner(s) and env runners of the built ``algo`` run (``summary.json``).
+
+    ``learner``: the learners' processes and torch devices; ``env_runners``: each
+    env runner's device and the GPU share Ray gave it, to compare with
+    ``resource_plan`` (:mod:`rlperf.resources.placement`).
+    """
+    from rlperf.resources.placement import env_runner_placement, learner_placement
+
+    ctx.summary["learner"] = learner_placement(algo, ctx.plan)
+    runners = env_runner_placement(algo)
+    ctx.summary["env_runners"] = {"started": len(runners), "runners": runners}
+    devices = sorted({s["device"] for s in ctx.summary["learner"]["learners"]})
+    ctx.progress(
+        f"learner on {', '.join(devices)} ({ctx.summary['learner']['where']}); "
+        f"{len(runners)} env runner(s), GPU share each: "
+        f"{sorted({r['gpus'] for r in runners}) if runners else '-'}"
+    )
 
 
 def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
@@ -281,18 +294,22 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rlperf.models.policy_file import count_trainable_params
+    from rlperf.resources.placement import plan_record
     from rlperf.resources.ray_session import ray_session
     from rlperf.telemetry.sampler import gpu_columns
 
     if cfg.train.torch_threads is not None:
         torch.set_num_threads(int(cfg.train.torch_threads))
     columns = [*TRAIN_COLUMNS, *gpu_columns(ctx.gpu_indices)]
+    # Recorded before Ray starts, so that a layout Ray cannot place still shows its plan.
+    ctx.summary["resource_plan"] = plan_record(ctx.plan, str(cfg.gpu_layout.name))
     measure_env_ceiling(cfg, ctx)
     with ray_session(ctx.plan, ctx.machine, cfg.ray):
         algo = build_algo_config(cfg, ctx.plan).build_algo()
         try:
             ctx.summary["model_params"] = count_trainable_params(algo.get_module(DEFAULT_MODULE_ID))
-            ctx.summary["scale"] = record_scale(algo, ctx)
+            record_placement(algo, ctx)
+            ctx.summary["scale"] = record_scale(algo)
             train(algo, cfg, out_dir, ctx, columns)
             ckpt = save_checkpoint(algo, cfg, out_dir, len(ctx.rows))
         finally:
