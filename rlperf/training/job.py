@@ -196,14 +196,19 @@ def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str
 
 
 def summarise_training(
-    cfg: DictConfig, ctx: Any, columns: list[str], checkpoint: Path
+    cfg: DictConfig,
+    rows: list[dict[str, Any]],
+    columns: list[str],
+    checkpoint: Path,
+    env_runners: int = 1,
+    ceiling: float | None = None,
 ) -> dict[str, Any]:
     """The training's part of ``summary.json``: aggregates over the iterations not excluded.
 
     ``sampling_efficiency`` there is over those iterations together: their env steps
-    over their sampling seconds, per env runner, over ``env_ceiling_steps_per_s``.
+    over their sampling seconds, per env runner (``env_runners``, at least 1: the driver
+    samples with ``workers=0``), over the env's ceiling (``ceiling`` env steps/s).
     """
-    rows = ctx.rows
     warm = [r["iteration"] for r in rows if r[EXCLUDED_COLUMN] == Exclusion.warmup]
     counted = [r for r in rows if not r[EXCLUDED_COLUMN]]
     return {
@@ -215,8 +220,8 @@ def summarise_training(
         "sampling_efficiency": sampling_efficiency(
             sum(r["env_steps"] for r in counted),
             sum(r["sample_s"] for r in counted),
-            max(int(ctx.plan.num_env_runners), 1),
-            ctx.summary.get("env_ceiling_steps_per_s"),
+            max(env_runners, 1),
+            ceiling,
         ),
         "checkpoint": str(checkpoint),
     }
@@ -314,7 +319,14 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
             ckpt = save_checkpoint(algo, cfg, out_dir, len(ctx.rows))
         finally:
             algo.stop()
-    return summarise_training(cfg, ctx, columns, ckpt.relative_to(out_dir))
+    return summarise_training(
+        cfg,
+        ctx.rows,
+        columns,
+        ckpt.relative_to(out_dir),
+        ctx.plan.num_env_runners,
+        ctx.summary.get("env_ceiling_steps_per_s"),
+    )
 
 
 def _warmup_rule(cfg: DictConfig) -> str:
