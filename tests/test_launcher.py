@@ -136,7 +136,8 @@ def test_multirun_uses_the_launcher_and_the_jobs_ray_options(compose_full) -> No
 
 # Cells per preset (docs/sweeps.md). study_training: Exp1..Exp10 x models 1, 3, 4. study_cpu:
 # 3 GPU layouts x 3 CPU settings x models 1, 3, 4 (the reference's volta1_cpus runs).
-PRESET_CELLS = {"quickstart": 1, "study_sizes": 1, "study_training": 30, "study_cpu": 27}
+PRESET_CELLS = {"quickstart": 1, "study_sizes": 1, "study_training": 30, "study_cpu": 27,
+                "scaling": 36, "scaling_small": 8}  # fmt: skip
 
 # The study's training matrix (docs/study.md):
 # row -> (workers, visible GPUs, driver GPUs, GPUs per worker).
@@ -336,6 +337,36 @@ def test_preflight_explains_what_cannot_run(compose_full) -> None:
     reason = local_infeasibility(pinned, small, overcommit_cpus=False)
     assert reason is not None and "CPUs 2-3 do not exist" in reason
     assert local_infeasibility(cell_request(compose_full("workers=1")), small, False) is None
+
+
+def test_learner_cpus_count_in_rllibs_request_and_the_plan(compose_full) -> None:
+    """A CPU learner actor is a bundle of its own; the plan counts what RLlib asks for."""
+    small = Machine(cpus=(0, 1), gpus=0, gpu_source="test")
+    for overrides, cpus in ((("learners=2", "workers=1"), 4), (("learners=1", "workers=0"), 2),
+                            (("learners=0", "workers=1"), 2)):  # fmt: skip
+        req = cell_request(compose_full(*overrides))
+        assert req.totals()["CPU"] == cpus == plan_resources(compose_full(*overrides)).required_cpus
+    two = cell_request(compose_full("learners=2", "workers=1"))
+    assert two.bundles == [{"CPU": 1.0, "GPU": 0.0}, {"CPU": 1.0}, {"CPU": 1.0, "GPU": 0.0},
+                           {"CPU": 1.0, "GPU": 0.0}]  # fmt: skip
+    reason = local_infeasibility(two, small, overcommit_cpus=False)
+    assert reason is not None and "learners=2 needs 4 CPU bundles" in reason
+    assert local_infeasibility(two, small, overcommit_cpus=True) is None
+
+
+def test_scaling_small_fits_two_cpus_and_scaling_needs_more(compose_full) -> None:
+    small = compose_full("experiment=scaling_small")
+    needs = [
+        plan_resources(compose_full("experiment=scaling_small", *cell)).required_cpus
+        for cell in expand(small)
+    ]
+    assert max(needs) == 2 and min(needs) == 1
+    full = compose_full("experiment=scaling")
+    needs = sorted(
+        plan_resources(compose_full("experiment=scaling", *cell)).required_cpus
+        for cell in expand(full)
+    )
+    assert needs.count(2) == 6 and needs[-1] == 6  # workers=1 learners=0 .. workers=4 learners=1
 
 
 def test_shortfall_checks_totals_and_nodes() -> None:

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from rlperf.envs.atari import make_atari_env
-from rlperf.models.vision_net import POLICY_FILE, load_policy
+from rlperf.models.policy_file import load_policy
 from rlperf.resources.plan import count_nvidia_gpus
-from rlperf.runs import CheckpointError, load_trained_run
+from rlperf.runs import POLICY_FILE, CheckpointError, load_trained_run
 from tests.conftest import run_rlperf
 
 pytestmark = pytest.mark.slow

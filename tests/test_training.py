@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rlperf.models.vision_net import count_trainable_params, load_policy
+from rlperf.models.policy_file import count_trainable_params, load_policy
 from tests.conftest import TINY_TRAIN, run_rlperf
 
 pytestmark = pytest.mark.slow

@@ -180,8 +180,11 @@ def _varying_primary_axes(df: pd.DataFrame) -> list[str]:
 def _distinguishing_leaves(df: pd.DataFrame, axes: list[str]) -> list[str]:
     """Leaves to add to ``axes`` until the cells are told apart, or no leaf helps.
 
-    Greedy: the leaf that leaves the fewest cells indistinguishable first; ties go
-    to the leaf seen first (config file order).
+    Greedy: the leaf that leaves the fewest cells indistinguishable first, and among
+    those the one that splits the cells into the most groups (with three or more
+    crossed axes, such as a scaling sweep's num_envs x vectorize_mode x learners, no
+    single leaf makes any cell unique; each still splits the groups); ties go to the
+    leaf seen first (config file order).
     """
     chosen: list[str] = []
     candidates = [c for c in df.columns if c not in PRIMARY_AXES and is_identity_key(c)]
@@ -189,18 +192,25 @@ def _distinguishing_leaves(df: pd.DataFrame, axes: list[str]) -> list[str]:
     while len(df) > 1 and _n_dup(df, [*axes, *chosen]) and candidates:
         key = [*axes, *chosen]
         scored = [
-            (_n_dup(df, [*key, c]), i, c)
+            (_n_dup(df, [*key, c]), -_n_groups(df, [*key, c]), i, c)
             for i, c in enumerate(candidates)
             if not _determined(df, key, c)
         ]
         if not scored:
             break
-        best_dup, _, best = min(scored)
-        if best_dup >= _n_dup(df, key):
+        best_dup, best_groups, _, best = min(scored)
+        if (best_dup, best_groups) >= (_n_dup(df, key), -_n_groups(df, key)):
             break
         chosen.append(best)
         candidates.remove(best)
     return chosen
+
+
+def _n_groups(df: pd.DataFrame, key: list[str]) -> int:
+    """How many distinct combinations of ``key`` the cells have."""
+    if not key:
+        return 1
+    return int(df.groupby(key, dropna=False, sort=False).ngroups)
 
 
 def _varying_leaves(df: pd.DataFrame, varying: list[str]) -> list[str]:

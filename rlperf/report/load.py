@@ -257,6 +257,8 @@ def _axes(cfg: dict[str, Any], summary: dict[str, Any], path: Path) -> dict[str,
         axes[axis] = _get(cfg, key)
     if axes["workers"] is None and isinstance(cfg.get("workers"), int | float):
         axes["workers"] = int(cfg["workers"])  # `workers: 8` (a plain value, not a group)
+    if axes["env"] is None:
+        axes["env"] = _get(cfg, "env.entry_point")  # env.kind=custom has no id
     axes["stage"] = str(stage)
     if axes["backend"] is None and stage == "train":
         axes["backend"] = "rllib"

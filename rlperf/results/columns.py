@@ -25,6 +25,8 @@ TRAIN_COLUMNS = (
     "other_s",
     "env_steps",
     "env_steps_per_s",
+    # env steps / sample_s / env runners / env_ceiling_steps_per_s (rlperf.envs.ceiling)
+    "sampling_efficiency",
     "trained_steps",
     "trained_steps_per_s",
     "episodes",

@@ -1,12 +1,14 @@
 """The training job: the config's algorithm (:mod:`rlperf.algos`), one metrics row per iteration.
 
 Config subtrees used: ``model``, ``env``, ``algo``, ``train``, ``workers``,
-``env_runner``, ``gpu_layout``, ``cpu_affinity``, ``ray``, ``seed``.
+``learners``, ``env_runner``, ``gpu_layout``, ``cpu_affinity``, ``ray``, ``seed``.
 
-Steps: start Ray and build the algorithm, record where its learner(s) and env
-runners run (:mod:`rlperf.resources.placement`) → train ``train.iterations`` timed
-iterations (``metrics.csv``) → save the checkpoint (RLlib checkpoint,
-``rlperf_policy.pt``, ``probe.npz``: :mod:`rlperf.runs`) → summarise.
+Steps: measure the env's ceiling (:mod:`rlperf.envs.ceiling`, before Ray, or
+from its cache) → start Ray and build the algorithm, record where its learner(s)
+and env runners run (:mod:`rlperf.resources.placement`) and the scale RLlib runs
+with → train ``train.iterations`` timed iterations (``metrics.csv``) → save the
+checkpoint (RLlib checkpoint, ``rlperf_policy.pt``, ``probe.npz``:
+:mod:`rlperf.runs`) → summarise.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rlperf.envs.from_config import probe_observations
-    from rlperf.models.vision_net import save_policy
+    from rlperf.models.policy_file import save_policy
 
     ckpt = out_dir / CHECKPOINT_DIR
     algo.save_to_path(str(ckpt.resolve()))
@@ -103,6 +105,16 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
     return ckpt
 
 
+def sampling_efficiency(
+    env_steps: float, sample_s: float, runners: int, ceiling: float | None
+) -> float:
+    """Env steps per second while sampling, per env runner, over the env's ceiling (NaN
+    without a ceiling or sampling time)."""
+    if not ceiling or sample_s <= 0:
+        return math.nan
+    return env_steps / sample_s / runners / ceiling
+
+
 class IterationTimer:
     """Runs ``algo.train()`` once per call and measures it into a ``metrics.csv`` row."""
 
@@ -113,6 +125,8 @@ class IterationTimer:
         self.clock = instrument(algo)
         self.counters = IterationCounters()
         self.faults = faults.FaultWatch(algo, ctx.plan)
+        self.ceiling = ctx.summary.get("env_ceiling_steps_per_s")
+        self.runners = max(int(ctx.plan.num_env_runners), 1)  # workers=0: the driver samples
 
     def iteration(self, it: int) -> dict[str, Any]:
         """Iteration ``it`` (1-based): phases, counters, CPU and telemetry of its window."""
@@ -144,6 +158,9 @@ class IterationTimer:
             "other_s": iter_s - sum(phases.values()),
             **counts,
             "env_steps_per_s": counts["env_steps"] / iter_s,
+            "sampling_efficiency": sampling_efficiency(
+                counts["env_steps"], phases["sample_s"], self.runners, self.ceiling
+            ),
             "trained_steps_per_s": (
                 counts["trained_steps"] / phases["learn_s"] if phases["learn_s"] > 0 else math.nan
             ),
@@ -190,10 +207,21 @@ def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str
 
 
 def summarise_training(
-    cfg: DictConfig, rows: list[dict[str, Any]], columns: list[str], checkpoint: Path
+    cfg: DictConfig,
+    rows: list[dict[str, Any]],
+    columns: list[str],
+    checkpoint: Path,
+    env_runners: int = 1,
+    ceiling: float | None = None,
 ) -> dict[str, Any]:
-    """The training's part of ``summary.json``: aggregates over the iterations not excluded."""
+    """The training's part of ``summary.json``: aggregates over the iterations not excluded.
+
+    ``sampling_efficiency`` there is over those iterations together: their env steps
+    over their sampling seconds, per env runner (``env_runners``, at least 1: the driver
+    samples with ``workers=0``), over the env's ceiling (``ceiling`` env steps/s).
+    """
     warm = [r["iteration"] for r in rows if r[EXCLUDED_COLUMN] == Exclusion.warmup]
+    counted = [r for r in rows if not r[EXCLUDED_COLUMN]]
     return {
         "iterations": len(rows),
         "warmup": {"rule": _warmup_rule(cfg), "iterations": warm, "excluded_from_summary": True},
@@ -201,7 +229,55 @@ def summarise_training(
         "faults": faults.fault_list(rows),
         "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s", *FAULT_COLUMNS)),
         "total_env_steps": int(sum(r["env_steps"] for r in rows)),
+        "sampling_efficiency": sampling_efficiency(
+            sum(r["env_steps"] for r in counted),
+            sum(r["sample_s"] for r in counted),
+            max(env_runners, 1),
+            ceiling,
+        ),
         "checkpoint": str(checkpoint),
+    }
+
+
+def measure_env_ceiling(cfg: DictConfig, ctx: Any) -> None:
+    """``train.env_ceiling``: the env's raw speed into ``ctx.summary`` (before Ray starts)."""
+    from rlperf.envs.ceiling import env_ceiling
+    from rlperf.envs.from_config import env_config
+
+    c = cfg.train.env_ceiling
+    if not c.enabled:
+        ctx.summary.update(env_ceiling_steps_per_s=None, env_ceiling={"enabled": False})
+        return
+    result = env_ceiling(env_config(cfg), float(c.duration_s), c.cache_dir, int(cfg.seed))
+    ctx.summary["env_ceiling_steps_per_s"] = result["steps_per_s"]
+    ctx.summary["env_ceiling"] = {"enabled": True, **result}
+    ctx.progress(
+        f"env ceiling: {result['steps_per_s']:.0f} env steps/s with random actions in one "
+        + ("process (cached)" if result["cached"] else f"process ({result['probe_s']:.1f} s probe)")
+    )
+
+
+def record_scale(algo: Any) -> dict[str, Any]:
+    """The scale settings as RLlib runs them (``summary.json`` ``scale``), read back from
+    the built Algorithm's config: the effective values, defaults included.
+
+    The plan they came from is ``resource_plan``; where the learners run and each
+    env runner's torch threads are in ``learner`` and ``env_runners``
+    (:mod:`rlperf.resources.placement`).
+    """
+    import torch
+
+    c = algo.config
+    mode = c.gym_env_vectorize_mode
+    return {
+        "num_env_runners": int(c.num_env_runners),
+        "num_envs_per_env_runner": int(c.num_envs_per_env_runner),
+        "gym_env_vectorize_mode": str(getattr(mode, "value", mode)).lower(),
+        "num_cpus_per_env_runner": float(c.num_cpus_per_env_runner),
+        "num_learners": int(c.num_learners),
+        "num_gpus_per_learner": float(c.num_gpus_per_learner),
+        "num_cpus_per_learner": c.num_cpus_per_learner,
+        "driver_torch_threads": int(torch.get_num_threads()),
     }
 
 
@@ -234,7 +310,7 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from rlperf.models.vision_net import count_trainable_params
+    from rlperf.models.policy_file import count_trainable_params
     from rlperf.resources.placement import plan_record
     from rlperf.resources.ray_session import ray_session
     from rlperf.telemetry.sampler import gpu_columns
@@ -244,17 +320,26 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     columns = [*TRAIN_COLUMNS, *gpu_columns(ctx.gpu_indices)]
     # Recorded before Ray starts, so that a layout Ray cannot place still shows its plan.
     ctx.summary["resource_plan"] = plan_record(ctx.plan, str(cfg.gpu_layout.name))
+    measure_env_ceiling(cfg, ctx)
     ctx.progress(f"starting Ray; {cfg.algo.name} with {ctx.plan.num_env_runners} env runner(s)")
     with ray_session(ctx.plan, ctx.machine, cfg.ray):
         algo = build_algo_config(cfg, ctx.plan).build_algo()
         try:
             ctx.summary["model_params"] = count_trainable_params(algo.get_module(DEFAULT_MODULE_ID))
             record_placement(algo, ctx)
+            ctx.summary["scale"] = record_scale(algo)
             train(algo, cfg, out_dir, ctx, columns)
             ckpt = save_checkpoint(algo, cfg, out_dir, len(ctx.rows))
         finally:
             algo.stop()
-    return summarise_training(cfg, ctx.rows, columns, ckpt.relative_to(out_dir))
+    return summarise_training(
+        cfg,
+        ctx.rows,
+        columns,
+        ckpt.relative_to(out_dir),
+        ctx.plan.num_env_runners,
+        ctx.summary.get("env_ceiling_steps_per_s"),
+    )
 
 
 def _warmup_rule(cfg: DictConfig) -> str:
