@@ -82,7 +82,8 @@ def test_cartpole_mlp_trains_and_records_its_scale(cartpole_run) -> None:
     assert scale["num_learners"] == 0 and summary["learner"]["where"] == "driver"
     assert summary["model_params"] == 2 * (4 * 64 + 64 + 64 * 64 + 64) + (64 * 2 + 2) + (64 + 1)
     metrics = pd.read_csv(cartpole_run / "metrics.csv")
-    assert list(metrics["env_steps"]) == [200, 200]
+    # The batch (200) in two envs; RLlib may overshoot by up to one step per env.
+    assert metrics["env_steps"].between(200, 202).all() and len(metrics) == 2
     assert metrics["sampling_efficiency"].between(0, 1, inclusive="neither").all()
     assert summary["resource_plan"]["required_cpus"] == 2.0  # driver + one env runner
 

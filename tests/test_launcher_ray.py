@@ -99,16 +99,29 @@ def cell(sweep: Path, subdir: str, name: str = "cell.json") -> dict[str, Any]:
     return json.loads((sweep / subdir / name).read_text())
 
 
+FAIL_CELL = """# @package _global_
+defaults:
+  - override /env: custom
+workers: 0
+env:
+  entry_point: support.failing_env:FailsMidRun
+  config: {shape: [42, 42, 4]}
+train:
+  env_ceiling: {enabled: false}
+"""
+
+#: PYTHONPATH that makes ``support.failing_env`` importable in the driver and Ray's workers.
+TESTS_PATH = str(Path(__file__).parent)
+
+
 def write_testcells(root: Path) -> Path:
     """A config group ``testcell`` (found through hydra.searchpath): one ok cell, one made to
-    fail (an Atari game that does not exist: passes validation, fails in RLlib), one that
-    asks for a GPU."""
+    fail (an env that passes rlperf's checks and raises in RLlib: tests/support/failing_env.py,
+    with ``tests`` on PYTHONPATH), one that asks for a GPU."""
     group = root / "testcell"
     group.mkdir(parents=True)
     (group / "ok.yaml").write_text("# @package _global_\nworkers: 1\n")
-    (group / "fail.yaml").write_text(
-        "# @package _global_\nworkers: 0\nenv:\n  id: ALE/NoSuchGame-v5\n"
-    )
+    (group / "fail.yaml").write_text(FAIL_CELL)
     (group / "gpu.yaml").write_text(
         "# @package _global_\ndefaults:\n  - override /gpu_layout: gpu0_driver\nworkers: 0\n"
     )
@@ -154,7 +167,7 @@ def test_sweep_statuses_failure_and_skip(tmp_path: Path, ray_tmp: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "rlperf", *args],
         cwd=tmp_path,
-        env=rlperf_env(ray_tmp),
+        env=rlperf_env(ray_tmp, PYTHONPATH=TESTS_PATH),
         capture_output=True,
         text=True,
         timeout=480,
@@ -183,9 +196,9 @@ def test_sweep_statuses_failure_and_skip(tmp_path: Path, ray_tmp: str) -> None:
 
     # The failed cell: status failed, the error and its traceback.
     failed = cell(sweep, "1", "summary.json")
-    assert failed["status"] == "failed" and "NameNotFound" in failed["error"]
-    assert "NoSuchGame" in failed["traceback"] and "Traceback" in failed["traceback"]
-    assert "NoSuchGame" in fail["reason"]
+    assert failed["status"] == "failed" and "breaks on purpose" in failed["error"]
+    assert "FailsMidRun" in failed["traceback"] and "Traceback" in failed["traceback"]
+    assert "breaks on purpose" in fail["reason"]
 
     # The GPU cell: skipped before it ran, with the reason; still a folder to find it by.
     skipped = cell(sweep, "2", "summary.json")
@@ -203,7 +216,7 @@ def test_sweep_statuses_failure_and_skip(tmp_path: Path, ray_tmp: str) -> None:
 
     # Progress lines and the final table on stderr.
     assert re.search(r"\] started\s+#0 \+testcell=ok", err)
-    assert re.search(r"\] failed\s+#1 \+testcell=fail .*NameNotFound", err)
+    assert re.search(r"\] failed\s+#1 \+testcell=fail .*breaks on purpose", err)
     assert re.search(r"\] skipped\s+#2 \+testcell=gpu", err)
     table = err[err.rindex("] cells:") :].splitlines()[1:5]
     assert [row.split()[:2] for row in table] == [

@@ -193,9 +193,9 @@ def test_broken_checkpoint_fails_naming_the_file(tiny_run: Path, tmp_path: Path)
     policy.write_bytes(policy.read_bytes()[:100])
     out = tmp_path / "broken"
     proc = run_rlperf([*ROLLOUT, f"run={run}", f"hydra.run.dir={out}"], cwd=tmp_path)
-    assert proc.returncode != 0
+    assert proc.returncode == 2, proc.stderr[-2000:]  # bad input: a user error
     s = json.loads((out / "summary.json").read_text())
-    assert s["status"] == "failed" and s["error"].startswith("CheckpointError")
+    assert s["status"] == "invalid" and s["error"].startswith("CheckpointError")
     assert str(policy) in s["error"] and "truncated or not a torch file" in s["error"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -138,15 +139,23 @@ def test_invalid_config_leaves_a_summary_saying_so(tmp_path) -> None:
 
 def test_failure_keeps_summary_with_error(tmp_path) -> None:
     out = tmp_path / "bad_env"
+    # An env that passes rlperf's checks and raises in RLlib (tests/support/failing_env.py).
+    failing_env = [
+        "env=custom",
+        "env.entry_point=support.failing_env:FailsMidRun",
+        "env.config={shape: [42, 42, 4]}",
+        "train.env_ceiling.enabled=false",
+    ]
     proc = run_rlperf(
-        [*TINY_TRAIN, "env.id=ALE/NoSuchGame-v5", "workers=0", f"hydra.run.dir={out}"],
+        [*TINY_TRAIN, *failing_env, "workers=0", f"hydra.run.dir={out}"],
         cwd=tmp_path,
         timeout=300,
+        env={"PYTHONPATH": str(Path(__file__).parent)},
     )
-    assert proc.returncode != 0
+    assert proc.returncode == 1, proc.stderr[-3000:]  # a failure, not a user error
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "failed"
-    assert "NoSuchGame" in s["error"] and "Traceback" in s["traceback"]
+    assert "breaks on purpose" in s["error"] and "FailsMidRun" in s["traceback"]
 
 
 def test_ctrl_c_keeps_completed_iterations(tmp_path) -> None:

@@ -116,6 +116,7 @@ def test_user_conf_folder_adds_and_overrides_options(
         "# @package _global_\ndefaults:\n  - override /model: my_net\ntrain:\n  iterations: 7\n"
     )
     (conf / "model" / "my_net.yaml").write_text(
+        "defaults:\n  - /schema/model/vision@_here_\n  - _self_\n"
         "name: my_net\ndim: 42\nframestack: 4\n"
         "conv_filters: [[4, [8, 8], 4], [8, [4, 4], 2], [16, [6, 6], 1]]\n"
     )
