@@ -105,8 +105,26 @@ def report_exit(exc: BaseException, code: int, prog: str = "rlperf") -> None:
         message = message_of(exc)
     else:
         traceback.print_exception(exc, file=sys.stderr)
-        message = f"failed: {type(exc).__name__}: {exc}"
+        message = f"failed: {error_line(exc)}"
     print(f"{prog}: {message}", file=sys.stderr, flush=True)
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: message`` of ``exc``; a message-less wrapper names the cause that has one.
+
+    RLlib re-raises an env's error as a bare ``RuntimeError from e``: the line then reads
+    ``RuntimeError (from ValueError: what the env said)``.
+    """
+    if str(exc).strip():
+        return f"{type(exc).__name__}: {exc}"
+    inner = exc.__cause__ or exc.__context__
+    seen = {id(exc)}
+    while inner is not None and id(inner) not in seen:
+        if str(inner).strip():
+            return f"{type(exc).__name__} (from {type(inner).__name__}: {inner})"
+        seen.add(id(inner))
+        inner = inner.__cause__ or inner.__context__
+    return type(exc).__name__
 
 
 def message_of(exc: BaseException) -> str:

@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.console import TERMINAL, current
 from rlperf.console.deprecations import watching
-from rlperf.errors import UserError
+from rlperf.errors import UserError, error_line
 from rlperf.resources.plan import (
     InfeasibleError,
     Machine,
@@ -183,7 +183,7 @@ def execute_stage(
         if not in_trial:  # a single run that cannot run here: exit 2 (rlperf.errors)
             raise
     except UserError as exc:  # an input the stage found wrong (a checkpoint, a model file)
-        summary.update(status=RunStatus.invalid, error=f"{type(exc).__name__}: {exc}")
+        summary.update(status=RunStatus.invalid, error=error_line(exc))
         summary["traceback"] = traceback.format_exc()
         log.error("invalid: %s", exc, extra={TERMINAL: False})
         raise
@@ -191,7 +191,7 @@ def execute_stage(
         summary.update(status=RunStatus.interrupted, error="interrupted (Ctrl-C)")
         raise
     except BaseException as exc:
-        summary.update(status=RunStatus.failed, error=f"{type(exc).__name__}: {exc}")
+        summary.update(status=RunStatus.failed, error=error_line(exc))
         summary["traceback"] = traceback.format_exc()
         log.error("failed: %s", summary["error"], exc_info=True, extra={TERMINAL: False})
         raise

@@ -18,7 +18,14 @@ from omegaconf import DictConfig
 
 from rlperf import cli, stages
 from rlperf.config import schema
-from rlperf.errors import ExitCode, SweepIncomplete, UserError, exit_code_of, run_command
+from rlperf.errors import (
+    ExitCode,
+    SweepIncomplete,
+    UserError,
+    error_line,
+    exit_code_of,
+    run_command,
+)
 from rlperf.training.faults import RunFault
 
 
@@ -140,3 +147,20 @@ def test_exit_status_by_exception_type(capfd: pytest.CaptureFixture[str]) -> Non
 
     assert run_command(incomplete) == 1
     assert capfd.readouterr().err == "rlperf: sweep of 3 cells: 1 failed\n"
+
+
+def test_error_line_names_the_cause_of_a_bare_wrapper() -> None:
+    """RLlib re-raises an env's error as ``RuntimeError from e``: the line names the cause."""
+
+    def env_step() -> None:
+        raise ValueError("the env broke")
+
+    try:
+        try:
+            env_step()
+        except ValueError as e:
+            raise RuntimeError from e
+    except RuntimeError as wrapped:
+        assert error_line(wrapped) == "RuntimeError (from ValueError: the env broke)"
+    assert error_line(KeyError("k")) == "KeyError: 'k'"
+    assert error_line(RuntimeError()) == "RuntimeError"
