@@ -229,3 +229,41 @@ def test_upstream_label_of_a_downstream_cell(compose_cfg, sweep: Path) -> None:
     )
     assert upstream_label(compose_cfg("stage=edge", f"run={sweep}")) is None  # not one job
     assert upstream_label(compose_cfg(f"run={sweep}/3")) is None  # a training cell
+
+
+def test_the_sweeper_is_registered_and_selected() -> None:
+    from hydra import compose, initialize_config_module
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+
+    from rlperf.config.schema import register_configs
+
+    names = {f"{c.__module__}.{c.__name__}" for c in Plugins.instance().discover(Sweeper)}
+    assert "hydra_plugins.rlperf_sweeper.sweeper.RlperfSweeper" in names
+    node = ConfigStore.instance().load("hydra/sweeper/rlperf.yaml").node
+    assert node._target_ == "hydra_plugins.rlperf_sweeper.sweeper.RlperfSweeper"
+    register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="rlperf.conf", version_base="1.3"):
+            cfg = compose("config", overrides=["experiment=study_edge"], return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
+    assert cfg.hydra.sweeper._target_.endswith("RlperfSweeper")
+    # A preset's axes reach the sweeper as with Hydra's basic sweeper.
+    assert cfg.hydra.sweeper.params.backend == "rllib,tflite_fp32,tflite_int8,edgetpu"
+
+
+def test_expanded_cells_have_stable_distinct_hashes(sweep: Path, loader: Any) -> None:
+    """Resume keys cells by their hash: the job is part of it, and expanding again
+    (a resumed sweep) gives the same cells."""
+    from rlperf.sweep.cells import cell_hash
+
+    batch = [["stage=rollout", f"run={sweep}"]]
+    first = expand_batch(batch, loader, None)
+    assert expand_batch(batch, loader, None) == first
+    hashes = [cell_hash(loader(cell)) for cell in first]
+    assert len(set(hashes)) == 4
+    assert hashes == [cell_hash(loader(cell)) for cell in first]
