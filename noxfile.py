@@ -1,4 +1,4 @@
-"""nox sessions: tests, lint, smoke (the README's main command), bench (benchmarks)."""
+"""nox sessions: tests, lint, smoke (the README's main command), bench (benchmarks), gpu_check."""
 
 from __future__ import annotations
 
@@ -51,3 +51,14 @@ def bench(session: nox.Session) -> None:
     scripts = session.posargs or sorted(glob.glob("benchmarks/bench_*.py"))
     for script in scripts:
         session.run("python", script, env={"PYTHONPATH": "tests"})
+
+
+@nox.session(python=False)
+def gpu_check(session: nox.Session) -> None:
+    """Prove the GPU paths on this machine (benchmarks/gpu_check.py), in the current environment.
+
+    No venv and no install: a GPU machine brings its own CUDA torch and the
+    wheelhouse (docs/development.md#gpu-check). Arguments pass through
+    (`nox -s gpu_check -- --out DIR`).
+    """
+    session.run("python", "benchmarks/gpu_check.py", *session.posargs)

@@ -51,10 +51,13 @@ TINY_TRAIN = (
 
 
 def run_rlperf(
-    args: list[str], cwd: Path, timeout: float = 600
+    args: list[str], cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run the ``rlperf`` entry point in a subprocess (its own Ray, its own process)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", RAY_DEDUP_LOGS="0")
+    """Run the ``rlperf`` entry point in a subprocess (its own Ray, its own process).
+
+    ``env``: variables set on top of this process's environment.
+    """
+    env = dict(os.environ, PYTHONUNBUFFERED="1", RAY_DEDUP_LOGS="0", **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "rlperf", *args],
         cwd=cwd,

@@ -268,3 +268,20 @@ def test_workers_axis_as_value_or_group(tmp_path, workers):
     # rlperf 0.1 files flag warm-up in a boolean `warmup` column (CsvLog wrote 1/0).
     assert cell.iterations["excluded"].tolist() == ["warmup", ""]
     assert cell.status == "partial"
+
+
+def test_all_empty_excluded_column_keeps_every_row(tmp_path):
+    """A run without warm-up writes an `excluded` column pandas reads as all-NaN floats."""
+    import warnings
+
+    from rlperf.report.discover import CellRef
+    from rlperf.report.load import included, load_rlperf_cell
+
+    cfg = synthetic.resolved_config()
+    metrics = pd.DataFrame({"iteration": [1, 2], "iter_s": [1.0, 1.1], "excluded": ["", ""]})
+    synthetic.write_cell(tmp_path, synthetic.CellSpec(cfg, [], None, None, metrics))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pandas' fill-value deprecations must not hit us
+        cell = load_rlperf_cell(CellRef(tmp_path, "rlperf", "c", "g"))
+    assert cell.iterations["excluded"].tolist() == ["", ""]
+    assert len(included(cell.iterations)) == 2

@@ -123,9 +123,12 @@ def test_placement_is_applied_and_restored(compose_cfg) -> None:
     before_mask = os.sched_getaffinity(0)
     before_cuda = os.environ.get("CUDA_VISIBLE_DEVICES")
     plan = plan_resources(compose_cfg("cpu_affinity=pinned", "workers=0", "gpu_layout=none"))
+    before_order = os.environ.get("CUDA_DEVICE_ORDER")
     with applied_placement(plan):
         assert os.sched_getaffinity(0) == {0}
         assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+        assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # indices mean NVML's
+    assert os.environ.get("CUDA_DEVICE_ORDER") == before_order
     assert os.sched_getaffinity(0) == before_mask
     assert os.environ.get("CUDA_VISIBLE_DEVICES") == before_cuda
 

@@ -124,11 +124,17 @@ def flags_to_exclusion(flags: pd.Series | np.ndarray | bool, index: pd.Index) ->
     return pd.Series(np.where(values, str(Exclusion.warmup), ""), index=index, dtype=object)
 
 
+def as_text(series: pd.Series) -> pd.Series:
+    """Strings with ``""`` for missing values (an all-empty CSV column reads as float NaN)."""
+    text = series.astype(object).where(series.notna(), "")
+    return text.astype(str).str.strip()
+
+
 def exclusion_column(df: pd.DataFrame) -> pd.Series | None:
     """``excluded`` as strings (``""``: the row counts) from a file's ``excluded`` column,
     or from an older rlperf's boolean ``warmup`` column; ``None`` when it has neither."""
     if EXCLUDED_COLUMN in df.columns:
-        return df[EXCLUDED_COLUMN].fillna("").astype(str).str.strip()
+        return as_text(df[EXCLUDED_COLUMN])
     if "warmup" in df.columns:  # rlperf 0.1 result files
         return flags_to_exclusion(_as_bool(df["warmup"]), df.index)
     return None

@@ -16,7 +16,7 @@ import pandas as pd
 from rlperf.report.axes import AxisPlan
 from rlperf.report.cells import PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell
 from rlperf.report.findings import FamilyAnalysis
-from rlperf.report.load import included
+from rlperf.report.load import as_text, included
 from rlperf.results.columns import LATENCY_COLUMNS
 from rlperf.runs import EXCLUDED_COLUMN, Exclusion
 
@@ -105,7 +105,7 @@ def _long_table(
     gpu = sorted(c for c in out.columns if c.startswith("gpu") and c not in first)
     rest = sorted(c for c in out.columns if c not in first and c not in gpu)
     out = out[[c for c in first if c in out] + gpu + rest]
-    out[EXCLUDED_COLUMN] = out[EXCLUDED_COLUMN].fillna("").astype(str)
+    out[EXCLUDED_COLUMN] = as_text(out[EXCLUDED_COLUMN])
     return out
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -64,6 +65,14 @@ class ResourcePlan:
     envs_per_env_runner: int
     ray_num_cpus: int | None  # None = let Ray detect (cpu_affinity=unrestricted)
     affinity: tuple[int, ...] | None  # CPUs to pin the Ray-starting process to
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field as plain JSON values (tuples become lists), plus ``num_gpus``."""
+        out = {
+            f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
+            for f in fields(self)
+        }
+        return {**out, "num_gpus": self.num_gpus}
 
     @property
     def cuda_visible_devices(self) -> str:

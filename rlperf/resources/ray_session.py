@@ -23,21 +23,30 @@ log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 
 
+#: GPU indices in configs are physical (NVML, PCI bus order, as telemetry reports them).
+#: CUDA numbers devices fastest-first unless told otherwise, so on a machine with two
+#: different cards (the study's RTX 3090 + V100) ``CUDA_VISIBLE_DEVICES=1`` could name
+#: the other card than NVML's GPU 1: the placement makes CUDA use PCI order too.
+CUDA_DEVICE_ORDER = "PCI_BUS_ID"
+
+
 @contextmanager
 def applied_placement(plan: ResourcePlan) -> Iterator[None]:
-    """Set CUDA_VISIBLE_DEVICES and the CPU affinity mask of this process; restore after."""
-    prev_cuda = os.environ.get("CUDA_VISIBLE_DEVICES")
+    """Set CUDA_VISIBLE_DEVICES (in PCI order) and the CPU affinity mask; restore after."""
+    prev_env = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
     prev_mask = os.sched_getaffinity(0)
+    os.environ["CUDA_DEVICE_ORDER"] = CUDA_DEVICE_ORDER
     os.environ["CUDA_VISIBLE_DEVICES"] = plan.cuda_visible_devices
     if plan.affinity is not None:
         os.sched_setaffinity(0, plan.affinity)
     try:
         yield
     finally:
-        if prev_cuda is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = prev_cuda
+        for key, value in prev_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         os.sched_setaffinity(0, prev_mask)
 
 

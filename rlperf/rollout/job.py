@@ -89,26 +89,13 @@ def check_hardware(cfg: DictConfig, ctx: Any) -> Any:
 
 
 def _runner_state(runner: Any) -> dict[str, Any]:
-    """Runs inside each env runner actor."""
-    import os
+    """Runs inside each env runner actor: where it runs and what it sampled so far."""
+    from rlperf.resources.placement import env_runner_state
 
-    module = getattr(runner, "module", None)
-    device = getattr(runner, "_device", None)
-    if module is not None:
-        params = list(module.parameters())
-        device = params[0].device if params else device
     return {
-        "pid": os.getpid(),
-        "worker_index": int(runner.worker_index),
-        "device": str(device),
+        **env_runner_state(runner),
         "env_steps": int(getattr(runner, "num_env_steps_sampled_lifetime", 0)),
     }
-
-
-def _learner_state(learner: Any) -> dict[str, Any]:
-    import os
-
-    return {"pid": os.getpid(), "device": str(learner.device)}
 
 
 def _cpu_s(pid: int) -> float | None:
@@ -143,6 +130,7 @@ class EnvRunnerWatch:
                     "worker_index": s["worker_index"],
                     "pid": s["pid"],
                     "device": s["device"],
+                    "gpus": s["gpus"],
                     "env_steps_during_rollout": a["env_steps"] - s["env_steps"],
                     "cpu_s_during_rollout": (
                         cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
@@ -176,17 +164,6 @@ def _process_role() -> dict[str, Any]:
     return {
         "process": "driver (the job's process is a Ray actor: a sweep trial)",
         "actor_id": actor,
-    }
-
-
-def _learner_info(algo: Any, plan: Any) -> dict[str, Any]:
-    results = algo.learner_group.foreach_learner(_learner_state)
-    states = [r.get() if hasattr(r, "get") else r for r in results]
-    return {
-        "num_learners": int(plan.num_learners),
-        "where": "driver" if algo.learner_group.is_local else "remote actors",
-        "gpus_per_learner": float(plan.gpus_per_learner),
-        "learners": states,
     }
 
 
@@ -323,6 +300,7 @@ def restore_policy(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
     from the checkpoint alone.
     """
     from rlperf.models.vision_net import count_trainable_params
+    from rlperf.resources.placement import learner_placement
     from rlperf.rollout.policy import DriverPolicy
     from rlperf.runs import check_probe
 
@@ -337,7 +315,7 @@ def restore_policy(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
             source="Algorithm.get_module() (the driver's EnvRunner module) after "
             "Algorithm.restore_from_path",
         )
-        ctx.summary["learner"] = _learner_info(rollout.algo, ctx.plan)
+        ctx.summary["learner"] = learner_placement(rollout.algo, ctx.plan)
     else:
         policy = DriverPolicy.from_checkpoint(ckpt, rollout.device, explore)
     ctx.summary["model_params"] = count_trainable_params(policy.module)

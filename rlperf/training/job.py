@@ -3,7 +3,8 @@
 Config subtrees used: ``model``, ``env``, ``algo``, ``train``, ``workers``,
 ``env_runner``, ``gpu_layout``, ``cpu_affinity``, ``ray``, ``seed``.
 
-Steps: start Ray and build the algorithm → train ``train.iterations`` timed
+Steps: start Ray and build the algorithm, record where its learner(s) and env
+runners run (:mod:`rlperf.resources.placement`) → train ``train.iterations`` timed
 iterations (``metrics.csv``) → save the checkpoint (RLlib checkpoint,
 ``rlperf_policy.pt``, ``probe.npz``: :mod:`rlperf.runs`) → summarise.
 """
@@ -192,6 +193,26 @@ def summarise_training(
     }
 
 
+def record_placement(algo: Any, ctx: Any) -> None:
+    """Where the learner(s) and env runners of the built ``algo`` run (``summary.json``).
+
+    ``learner``: the learners' processes and torch devices; ``env_runners``: each
+    env runner's device and the GPU share Ray gave it, to compare with
+    ``resource_plan`` (:mod:`rlperf.resources.placement`).
+    """
+    from rlperf.resources.placement import env_runner_placement, learner_placement
+
+    ctx.summary["learner"] = learner_placement(algo, ctx.plan)
+    runners = env_runner_placement(algo)
+    ctx.summary["env_runners"] = {"started": len(runners), "runners": runners}
+    devices = sorted({s["device"] for s in ctx.summary["learner"]["learners"]})
+    ctx.progress(
+        f"learner on {', '.join(devices)} ({ctx.summary['learner']['where']}); "
+        f"{len(runners)} env runner(s), GPU share each: "
+        f"{sorted({r['gpus'] for r in runners}) if runners else '-'}"
+    )
+
+
 def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     """Train ``train.iterations`` iterations; write metrics.csv and the checkpoint.
 
@@ -202,16 +223,20 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rlperf.models.vision_net import count_trainable_params
+    from rlperf.resources.placement import plan_record
     from rlperf.resources.ray_session import ray_session
     from rlperf.telemetry.sampler import gpu_columns
 
     if cfg.train.torch_threads is not None:
         torch.set_num_threads(int(cfg.train.torch_threads))
     columns = [*TRAIN_COLUMNS, *gpu_columns(ctx.gpu_indices)]
+    # Recorded before Ray starts, so that a layout Ray cannot place still shows its plan.
+    ctx.summary["resource_plan"] = plan_record(ctx.plan, str(cfg.gpu_layout.name))
     with ray_session(ctx.plan, ctx.machine, cfg.ray):
         algo = build_algo_config(cfg, ctx.plan).build_algo()
         try:
             ctx.summary["model_params"] = count_trainable_params(algo.get_module(DEFAULT_MODULE_ID))
+            record_placement(algo, ctx)
             train(algo, cfg, out_dir, ctx, columns)
             ckpt = save_checkpoint(algo, cfg, out_dir, len(ctx.rows))
         finally:
