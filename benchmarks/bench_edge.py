@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
-    from rlperf.models.vision_net import load_policy
+    from rlperf.models.policy_file import load_policy
 
     tmp = Path(tempfile.mkdtemp(prefix="rlperf-bench-edge-"))
     if args.run is None:

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
 
     from rlperf.envs.atari import make_atari_env
-    from rlperf.models.vision_net import count_trainable_params
+    from rlperf.models.policy_file import count_trainable_params
     from rlperf.results.latency import LatencyRecorder, summarize_latency
     from rlperf.rollout.job import play
     from rlperf.rollout.timing import measure_timer

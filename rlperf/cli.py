@@ -1,11 +1,13 @@
 """The ``rlperf`` command: a thin Hydra shell around the stages.
 
 Composition and ``--help`` import only Hydra and the schemas; the stage that
-runs imports Ray, torch or TensorFlow itself.
+runs imports Ray, torch or TensorFlow itself. The exit status follows
+docs/exit-codes.md (:mod:`rlperf.errors`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -14,22 +16,72 @@ from omegaconf import DictConfig
 
 from rlperf.config.schema import register_configs
 from rlperf.config.search_path import SHIPPED_CONF, user_primary_config_clash
+from rlperf.console.filters import TF_IMPORT_LOGGER, OnceFilter
+from rlperf.errors import ExitCode, run_command
+
+#: Short for ``verbosity=verbose`` (Hydra itself has no ``-v``).
+VERBOSE_FLAGS = ("-v", "--verbose")
+
+_job_started = False
+_job_error: Exception | None = None
 
 
 @hydra.main(version_base="1.3", config_path=SHIPPED_CONF, config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
+    global _job_started, _job_error
+    _job_started = True
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
     from rlperf.stages import run_stage
 
-    return run_stage(cfg)
+    if HydraConfig.get().mode != RunMode.RUN:  # a sweep's cell: its launcher reports
+        return run_stage(cfg)
+    try:
+        return run_stage(cfg)
+    except Exception as exc:
+        # Raised again by _run: Hydra would first print "Error executing job ...".
+        _job_error = exc
+        return None
+
+
+def _run() -> None:
+    _hydra_main()
+    if _job_error is not None:
+        raise _job_error
+
+
+def expand_verbose_flag(args: list[str]) -> list[str]:
+    """``-v`` / ``--verbose`` -> the override ``verbosity=verbose``."""
+    if not any(a in VERBOSE_FLAGS for a in args):
+        return args
+    return ["verbosity=verbose", *(a for a in args if a not in VERBOSE_FLAGS)]
+
+
+def _composition_error(exc: BaseException) -> bool:
+    """Hydra's errors before any job started: a bad override or config name (exit 2)."""
+    from hydra.errors import HydraException
+
+    return isinstance(exc, HydraException) and not _job_started
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point; exits with the status of docs/exit-codes.md."""
+    global _job_started, _job_error
+    _job_started, _job_error = False, None
     # RLlib imports TensorFlow whenever it is installed, even for torch
     # algorithms: ~4 s and ~500 MB in the driver and in every env runner (Ray
     # workers inherit this environment). The edge stage imports TensorFlow itself.
     os.environ.setdefault("RLLIB_TEST_NO_TF_IMPORT", "1")
+    # RLlib then logs "Not importing TensorFlow for test purposes" at each of its ~40
+    # imports of TensorFlow: once is enough, in the log (rlperf.console.filters).
+    tf_logger = logging.getLogger(TF_IMPORT_LOGGER)
+    if not any(isinstance(f, OnceFilter) for f in tf_logger.filters):
+        tf_logger.addFilter(OnceFilter())
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Hydra re-raises instead of printing "Error executing job" and exiting 1:
+    # rlperf maps every exception to its exit status itself.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
     clash = user_primary_config_clash()
     if clash is not None:
         print(
@@ -38,14 +90,10 @@ def main() -> None:
             f"not config.yaml (docs/configuration.md#your-own-configs)",
             file=sys.stderr,
         )
-        raise SystemExit(2)
+        raise SystemExit(ExitCode.user_error)
+    sys.argv[1:] = expand_verbose_flag(sys.argv[1:])
     register_configs()
-    try:
-        _hydra_main()
-    except KeyboardInterrupt:
-        # Completed rows and cells are on disk; summary.json says "interrupted".
-        print("rlperf: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+    raise SystemExit(run_command(_run, "rlperf", _composition_error))
 
 
 if __name__ == "__main__":

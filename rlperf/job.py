@@ -5,16 +5,19 @@ writes ``fingerprint.json``, runs background telemetry, and always writes
 ``summary.json`` with a :class:`~rlperf.runs.RunStatus`: ``completed``;
 ``invalid`` or ``skipped`` when the run is refused before it starts (a wrong
 config; a machine that cannot run it), with the reason and ``preflight: true``;
-``skipped`` when the stage finds it cannot run here; ``failed`` (with the error
-and traceback) or ``interrupted`` (Ctrl-C) — keeping every row already flushed
-by the stage.
+``skipped`` when the stage finds it cannot run here (:class:`SkipCell`);
+``invalid`` when the stage finds an input wrong (a
+:class:`~rlperf.errors.UserError` such as a checkpoint that does not load);
+``failed`` (with the error and traceback) or ``interrupted`` (Ctrl-C) — keeping
+every row already flushed by the stage. The exception goes on to the caller,
+which maps it to the exit status (docs/exit-codes.md); only a skip inside a
+sweep's trial ends here.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -25,6 +28,9 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlperf.console import TERMINAL, current
+from rlperf.console.deprecations import watching
+from rlperf.errors import UserError
 from rlperf.resources.plan import (
     InfeasibleError,
     Machine,
@@ -44,8 +50,17 @@ log = logging.getLogger("rlperf")
 IN_TRIAL_ENV = "RLPERF_IN_TUNE_TRIAL"
 
 
-class SkipCell(Exception):
-    """Raised by a stage that cannot run here (missing hardware or runtime): status ``skipped``."""
+def running_in_trial() -> bool:
+    """Whether this process runs a cell of a sweep (a Ray Tune trial of the launcher)."""
+    return os.environ.get(IN_TRIAL_ENV) == "1"
+
+
+class SkipCell(UserError):
+    """Raised by a stage that cannot run here (missing hardware or runtime): status ``skipped``.
+
+    In a sweep the cell is recorded as skipped and the sweep goes on; a single
+    run ends with exit status 2 (docs/exit-codes.md).
+    """
 
 
 @dataclass
@@ -60,6 +75,8 @@ class JobContext:
     sampler: Any | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    label: str = "rlperf"  # the stage, in progress lines
+    display: Any | None = None  # the run's progress display, opened by the first step
 
     @classmethod
     def for_job(cls, cfg: DictConfig, out_dir: Path) -> JobContext:
@@ -68,7 +85,7 @@ class JobContext:
         machine = detect_machine()
         summary = _new_summary(cfg, RunStatus.running)
         gpu_indices = [i for i in plan.visible_gpus if i < machine.gpus]
-        return cls(out_dir, plan, machine, gpu_indices, summary)
+        return cls(out_dir, plan, machine, gpu_indices, summary, label=str(cfg.stage))
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
@@ -81,12 +98,43 @@ class JobContext:
         return self.sampler.window(t0, t1) if self.sampler is not None else {}
 
     def progress(self, message: str) -> None:
-        """One progress line on stderr and in the job log."""
-        log.info(message)
-        print(f"[rlperf {self.elapsed_s():7.1f}s] {message}", file=sys.stderr, flush=True)
+        """One progress line for the person (:func:`rlperf.console.current`) and the job log."""
+        log.info(message, extra={TERMINAL: False})
+        current().say(f"[rlperf {self.elapsed_s():7.1f}s] {message}", progress=True)
+
+    def step(
+        self, done: int, total: int, info: str, brief: str = "", unit: str = "iteration"
+    ) -> None:
+        """Step ``done`` of ``total`` finished; ``info`` says what it measured, ``brief`` in short.
+
+        Goes to the run's progress display (a bar shows ``brief``), the job log
+        and, in a sweep's trial, to the launcher (:data:`STEP_SINKS`).
+        """
+        log.info("%s %d/%d: %s", unit, done, total, info, extra={TERMINAL: False})
+        if self.display is None:
+            self.open_display(total, unit)
+        assert self.display is not None
+        self.display.update(done, info, brief or info)
+        for sink in STEP_SINKS:
+            sink(done, total, brief or info)
+
+    def open_display(self, total: int, unit: str = "iteration") -> None:
+        """Show the run's progress (a bar on a terminal) from now on: before its first step."""
+        self.close_display()
+        display = current().run_progress(self.label, total, unit, self.started)
+        self.display = display.__enter__()
+
+    def close_display(self) -> None:
+        if self.display is not None:
+            self.display.__exit__(None, None, None)
+            self.display = None
 
 
 Stage = Callable[[DictConfig, Path, JobContext], dict[str, Any]]
+
+#: Called with ``(done, total, info)`` at every :meth:`JobContext.step`; the sweep
+#: launcher adds one in its trials to show each cell's progress.
+STEP_SINKS: list[Callable[[int, int, str], None]] = []
 
 
 def execute_stage(
@@ -104,7 +152,7 @@ def execute_stage(
     from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
 
     if in_trial is None:
-        in_trial = os.environ.get(IN_TRIAL_ENV) == "1"
+        in_trial = running_in_trial()
     try:
         validate_config(cfg)
         ctx = JobContext.for_job(cfg, out_dir)
@@ -112,6 +160,7 @@ def execute_stage(
             check_feasible(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
     except (ConfigError, InfeasibleError) as exc:
         status = RunStatus.invalid if isinstance(exc, ConfigError) else RunStatus.skipped
+        log.error("%s before start: %s", status, exc, extra={TERMINAL: False})
         write_refused_summary(out_dir, cfg, status, str(exc))
         raise
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -121,7 +170,7 @@ def execute_stage(
     try:
         # Visible GPUs and the affinity mask hold for the whole stage (and the Ray
         # it starts); the fingerprint records the mask in force.
-        with nullcontext() if in_trial else applied_placement(ctx.plan):
+        with nullcontext() if in_trial else applied_placement(ctx.plan), watching():
             write_fingerprint(out_dir / FINGERPRINT_FILE, collect_fingerprint(resolved))
             write_json(out_dir / SUMMARY_FILE, summary)
             sampler = _start_telemetry(cfg, out_dir, ctx.gpu_indices, ctx.started)
@@ -130,15 +179,24 @@ def execute_stage(
         summary["status"] = RunStatus.completed
     except SkipCell as exc:
         summary.update(status=RunStatus.skipped, error=str(exc))
-        ctx.progress(f"skipped: {exc}")
+        log.warning("skipped: %s", exc, extra={TERMINAL: False})
+        if not in_trial:  # a single run that cannot run here: exit 2 (rlperf.errors)
+            raise
+    except UserError as exc:  # an input the stage found wrong (a checkpoint, a model file)
+        summary.update(status=RunStatus.invalid, error=f"{type(exc).__name__}: {exc}")
+        summary["traceback"] = traceback.format_exc()
+        log.error("invalid: %s", exc, extra={TERMINAL: False})
+        raise
     except KeyboardInterrupt:
         summary.update(status=RunStatus.interrupted, error="interrupted (Ctrl-C)")
         raise
     except BaseException as exc:
         summary.update(status=RunStatus.failed, error=f"{type(exc).__name__}: {exc}")
         summary["traceback"] = traceback.format_exc()
+        log.error("failed: %s", summary["error"], exc_info=True, extra={TERMINAL: False})
         raise
     finally:
+        ctx.close_display()
         if sampler is not None:
             sampler.stop()
         summary["wall_s"] = ctx.elapsed_s()

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlperf.errors import UserError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -115,6 +117,10 @@ class Exclusion(StrEnum):
     """Why a row is excluded (the value of :data:`EXCLUDED_COLUMN`)."""
 
     warmup = "warmup"  # before the end of the warm-up (the rule is in summary.json)
+    # An env runner or learner was lost or restarted during the iteration (RLlib's fault
+    # tolerance): its times and throughput measure the fault, not the configuration.
+    fault = "fault"
+    no_samples = "no_samples"  # the iteration sampled no env steps
 
 
 def is_excluded(value: object) -> bool:
@@ -122,8 +128,8 @@ def is_excluded(value: object) -> bool:
     return isinstance(value, str) and value != ""
 
 
-class CheckpointError(ValueError):
-    """A run folder or checkpoint that cannot be used; the message says why and where."""
+class CheckpointError(UserError, ValueError):
+    """A run folder or checkpoint that cannot be used; the message says why and where (exit 2)."""
 
 
 @dataclass
@@ -169,15 +175,14 @@ class TrainedRun:
     def describe(self) -> dict[str, Any]:
         """The ``source`` entry of a rollout's ``summary.json``."""
         model = self.config.model
+        geometry = model_geometry(model)
+        if "obs_shape" in geometry:
+            dim, _, stack = geometry.pop("obs_shape")
+            geometry = {"dim": dim, "framestack": stack, **geometry}
         return {
             "run": str(self.run_dir),
             "checkpoint": str(self.checkpoint_dir),
-            "model": {
-                "name": str(model.name),
-                "dim": int(model.dim),
-                "framestack": int(model.framestack),
-                "conv_filters": OmegaConf.to_container(model.conv_filters),
-            },
+            "model": {"name": str(model.name), **geometry},
             **self.job_identity(),
             "trained_iterations": self.trained_iterations,
             "rlperf_version": self.rlperf_version,
@@ -594,11 +599,7 @@ def load_run_config(run_dir: Path) -> DictConfig:
         ) from exc
     if not isinstance(cfg, DictConfig):
         raise CheckpointError(f"{path} is not a config mapping; expected a training job's config")
-    missing = [
-        k
-        for k in ("stage", "model.dim", "model.framestack", "model.conv_filters", "env.id")
-        if OmegaConf.select(cfg, k, default=None) is None
-    ]
+    missing = [k for k in _required_run_keys(cfg) if OmegaConf.select(cfg, k, default=None) is None]
     if missing:
         raise CheckpointError(
             f"{path} lacks {', '.join(missing)}; expected the resolved config of an rlperf "
@@ -610,6 +611,17 @@ def load_run_config(run_dir: Path) -> DictConfig:
             f"written by `rlperf stage=train` (run=<training job folder>)"
         )
     return cfg
+
+
+def _required_run_keys(cfg: DictConfig) -> tuple[str, ...]:
+    """Keys a training run's config has, by its model and env kinds (no kind: rlperf 0.1)."""
+    model = OmegaConf.select(cfg, "model", default=None)
+    if model_kind_of(model) == "mlp":
+        model_keys: tuple[str, ...] = ("model.hiddens", "model.activation")
+    else:
+        model_keys = ("model.dim", "model.framestack", "model.conv_filters")
+    env_key = "env.entry_point" if OmegaConf.select(cfg, "env.kind") == "custom" else "env.id"
+    return ("stage", *model_keys, env_key)
 
 
 def check_checkpoint_files(ckpt: Path, rllib: bool = True) -> dict[str, Any] | None:
@@ -665,7 +677,7 @@ def read_policy_payload(ckpt: Path) -> dict[str, Any]:
     import torch
 
     from rlperf import __version__
-    from rlperf.models.vision_net import POLICY_FORMAT_VERSION
+    from rlperf.models.policy_file import POLICY_FORMAT_VERSION, READABLE_FORMAT_VERSIONS
 
     path = ckpt / POLICY_FILE
     try:
@@ -679,12 +691,13 @@ def read_policy_payload(ckpt: Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}: not an rlperf policy file (no model_config)")
     fmt = payload.get("format_version")
     saved = str(payload.get("rlperf_version", "unknown"))
-    if fmt != POLICY_FORMAT_VERSION or not compatible_version(saved, __version__):
+    if fmt not in READABLE_FORMAT_VERSIONS or not compatible_version(saved, __version__):
         raise CheckpointError(
             f"{path} was written by rlperf {saved} (policy format {fmt!r}); this is rlperf "
             f"{__version__}, which reads checkpoints of rlperf "
-            f"{'.'.join(_major_minor(__version__))}.x with policy format {POLICY_FORMAT_VERSION}"
-            f"; retrain with this rlperf or use the rlperf that trained it"
+            f"{'.'.join(_major_minor(__version__))}.x with policy format "
+            f"{' or '.join(map(str, READABLE_FORMAT_VERSIONS))} (it writes "
+            f"{POLICY_FORMAT_VERSION}); retrain with this rlperf or use the rlperf that trained it"
         )
     return payload
 
@@ -698,28 +711,60 @@ def _normalize_filters(filters: Iterable[Any]) -> list[list[Any]]:
     return out
 
 
+def model_kind_of(cfg_model: Any) -> str:
+    """``kind`` of a config's ``model`` subtree (``vision`` for configs of rlperf 0.1, which
+    had only the study's networks)."""
+    kind = cfg_model.get("kind") if cfg_model is not None else None
+    return str(kind or "vision")
+
+
 def model_geometry(cfg_model: Any) -> dict[str, Any]:
-    """``obs_shape`` and ``conv_filters`` of a config's ``model`` subtree."""
+    """What identifies a config's network: vision ``obs_shape`` and ``conv_filters``; mlp
+    ``hiddens`` and ``activation`` (the spaces come from the env)."""
+    if model_kind_of(cfg_model) == "mlp":
+        hiddens = OmegaConf.to_container(cfg_model.hiddens, resolve=True)
+        assert isinstance(hiddens, list)
+        return {
+            "kind": "mlp",
+            "hiddens": [int(h) for h in hiddens],
+            "activation": str(cfg_model.activation),
+        }
     filters = OmegaConf.to_container(cfg_model.conv_filters, resolve=True)
     assert isinstance(filters, list)
     dim, stack = int(cfg_model.dim), int(cfg_model.framestack)
     return {"obs_shape": [dim, dim, stack], "conv_filters": _normalize_filters(filters)}
 
 
-def check_same_model(ckpt: Path, run_cfg: DictConfig, model_config: dict[str, Any]) -> None:
-    """The checkpoint's network is the one its run's config describes."""
-    want = model_geometry(run_cfg.model)
-    have = {
+def _saved_geometry(model_config: dict[str, Any]) -> dict[str, Any]:
+    """:func:`model_geometry` of a policy file's ``model_config``."""
+    if str(model_config.get("kind", "vision")) == "mlp":
+        return {
+            "kind": "mlp",
+            "hiddens": [int(h) for h in model_config.get("hiddens", [])],
+            "activation": str(model_config.get("activation")),
+        }
+    return {
         "obs_shape": [int(v) for v in model_config.get("obs_shape", [])],
         "conv_filters": _normalize_filters(model_config.get("conv_filters", [])),
     }
+
+
+def check_same_model(ckpt: Path, run_cfg: DictConfig, model_config: dict[str, Any]) -> None:
+    """The checkpoint's network is the one its run's config describes."""
+    want = model_geometry(run_cfg.model)
+    have = _saved_geometry(model_config)
     if want != have:
         raise CheckpointError(
             f"checkpoint {ckpt} holds another model than its run's config: the checkpoint's "
-            f"network has input {have['obs_shape']} and conv_filters {have['conv_filters']}, "
-            f"the run's config (model={run_cfg.model.name}) expects input {want['obs_shape']} "
-            f"and conv_filters {want['conv_filters']}"
+            f"network is {_geometry_text(have)}, the run's config (model={run_cfg.model.name}) "
+            f"expects {_geometry_text(want)}"
         )
+
+
+def _geometry_text(geometry: dict[str, Any]) -> str:
+    if geometry.get("kind") == "mlp":
+        return f"an MLP with hiddens {geometry['hiddens']} ({geometry['activation']})"
+    return f"input {geometry['obs_shape']} with conv_filters {geometry['conv_filters']}"
 
 
 def read_probe(ckpt: Path) -> Probe | None:
@@ -858,9 +903,8 @@ def _check_explicit_model(cfg: DictConfig, trained: TrainedRun, keys: set[str]) 
             given = cfg.model.name if key == "model" else OmegaConf.select(cfg, key)
             raise ConfigError(
                 f"{key}={given} was given, but the run {trained.run_dir} trained "
-                f"model={trained.config.model.name} (input {run_model['obs_shape']}, "
-                f"conv_filters {run_model['conv_filters']}); the {cfg.stage} takes the model "
-                f"from the run: drop {key}= or give that model's run"
+                f"model={trained.config.model.name} ({_geometry_text(run_model)}); the "
+                f"{cfg.stage} takes the model from the run: drop {key}= or give that model's run"
             )
 
 
@@ -875,25 +919,46 @@ def merge_run_config(
     ``model=`` / ``model.<key>=`` that disagrees with the run's model is a
     :class:`~rlperf.config.validate.ConfigError`.
     """
-    from rlperf.config.validate import validate_model
+    from rlperf.config.validate import validate_env, validate_env_model, validate_model
 
     keys = override_keys(overrides)
     _check_explicit_model(cfg, trained, keys)
     plain = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(plain, dict)
-    own_env = dict(plain["env"])
-    # The run's values over the job's defaults (keys newer than the run keep defaults).
-    env = dict(own_env) if "env" in keys else {**own_env, **_plain(trained.config, "env")}
-    for key in keys:
-        if key.startswith("env.") and key[4:] in own_env:
-            env[key[4:]] = own_env[key[4:]]
-    plain["model"] = _plain(trained.config, "model")
-    plain["env"] = env
+    plain["model"] = {"kind": "vision", **_plain(trained.config, "model")}
+    plain["env"] = _effective_env(dict(plain["env"]), trained, keys)
     plain["algo"] = {**plain["algo"], **_plain(trained.config, "algo")}
     out = OmegaConf.create(plain)
     OmegaConf.set_struct(out, True)
+    validate_env(out)
     validate_model(out)
+    validate_env_model(out)
     return out
+
+
+def _effective_env(own_env: dict[str, Any], trained: TrainedRun, keys: set[str]) -> dict[str, Any]:
+    """The run's env; the job's own where ``env=`` was given; ``env.<key>=`` on top.
+
+    Keys the job's env has and the run's lacks (newer than the run) keep the job's
+    defaults where both are of the same kind (a run without ``kind`` is Atari).
+    """
+    from rlperf.config.validate import ConfigError
+
+    run_env = {"kind": "atari", **_plain(trained.config, "env")}
+    if "env" in keys:
+        return own_env
+    env = {**own_env, **run_env} if own_env.get("kind") == run_env["kind"] else dict(run_env)
+    for key in sorted(keys):
+        if not key.startswith("env."):
+            continue
+        top = key[4:].split(".")[0]
+        if top not in env:
+            raise ConfigError(
+                f"{key} was given, but the run {trained.run_dir} trained on an env of kind "
+                f"{run_env['kind']}, which has no {top!r}; its keys are {sorted(env)}"
+            )
+        env[top] = own_env[top]
+    return env
 
 
 def upstream_run(cfg: DictConfig, *, rllib: bool = True) -> tuple[TrainedRun, DictConfig]:

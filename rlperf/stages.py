@@ -11,7 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from rlperf.job import Stage, execute_stage
+from rlperf.job import Stage, execute_stage, running_in_trial
 
 #: ``stage`` -> ``module:function`` of its entry point.
 STAGES = {
@@ -39,10 +39,26 @@ def run_stage(cfg: DictConfig, out_dir: Path | None = None) -> float | None:
     """Run ``cfg.stage`` in the job wrapper; returns a number for Hydra sweepers.
 
     Training returns the mean iteration time (s) over non-warm-up iterations.
+    A single run owns the terminal (header, progress, summary; the rest to the
+    job log: :mod:`rlperf.console`); in a sweep's trial the launcher does.
     """
     from rlperf.config.names import log_deprecated_choices
 
-    log_deprecated_choices()
-    summary = execute_stage(cfg, out_dir or output_dir(), stage_function(str(cfg.stage)))
+    out_dir = out_dir or output_dir()
+    stage = stage_function(str(cfg.stage))
+    if running_in_trial():
+        log_deprecated_choices()
+        summary = execute_stage(cfg, out_dir, stage)
+    else:
+        from rlperf.console import terminal_session
+        from rlperf.console.text import header_lines, summary_lines
+
+        with terminal_session(str(cfg.verbosity), None) as console:
+            for line in header_lines(cfg, out_dir, console.log_path):
+                console.say(line)
+            log_deprecated_choices()
+            summary = execute_stage(cfg, out_dir, stage)
+            for line in summary_lines(summary, out_dir):
+                console.say(line)
     metric = summary.get("metrics", {}).get("iter_s", {}).get("mean")
     return float(metric) if metric is not None else None

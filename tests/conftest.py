@@ -1,4 +1,5 @@
-"""Shared fixtures: Hydra composition of rlperf's configs with outputs in tmp_path."""
+"""Shared fixtures: Hydra composition of rlperf's configs with outputs in tmp_path; every
+test fails on a deprecated Ray / RLlib API reached from rlperf's own calls."""
 
 from __future__ import annotations
 
@@ -14,9 +15,34 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from rlperf.config.schema import register_configs
+from rlperf.console.deprecations import OWN_DEPRECATION, watching
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
+
+
+@pytest.fixture(autouse=True)
+def no_deprecated_api_from_rlperf(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test in which rlperf's code called a deprecated Ray / RLlib API.
+
+    RLlib reports deprecations through its logger, not ``warnings``, so
+    pyproject's ``filterwarnings`` cannot see them (rlperf.console.deprecations).
+    Ray reports each one once per process: its memory of that is reset first.
+    Subprocess runs are checked by :func:`run_rlperf` (rlperf logs a warning).
+    Tests of the check itself carry ``@pytest.mark.own_deprecations``.
+    """
+    if request.node.get_closest_marker("own_deprecations") is not None:
+        yield
+        return
+    if "ray.util.debug" in sys.modules:
+        sys.modules["ray.util.debug"].reset_log_once()
+    with watching() as handler:
+        yield
+    if handler.found:
+        pytest.fail(
+            "deprecated API reached from rlperf's own code: "
+            + "; ".join(f"{msg} (at {site})" for msg, site in handler.found)
+        )
 
 
 def group_options(group: str) -> list[str]:
@@ -55,10 +81,11 @@ def run_rlperf(
 ) -> subprocess.CompletedProcess[str]:
     """Run the ``rlperf`` entry point in a subprocess (its own Ray, its own process).
 
-    ``env``: variables set on top of this process's environment.
+    ``env``: variables set on top of this process's environment. Fails when the
+    run reports a deprecated API reached from rlperf's own calls.
     """
     env = dict(os.environ, PYTHONUNBUFFERED="1", RAY_DEDUP_LOGS="0", **(env or {}))
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "rlperf", *args],
         cwd=cwd,
         env=env,
@@ -66,11 +93,20 @@ def run_rlperf(
         text=True,
         timeout=timeout,
     )
+    assert OWN_DEPRECATION not in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    return proc
+
+
+#: What the tiny run printed (stdout, then stderr), next to its run folder.
+TERMINAL_FILE = "terminal.txt"
 
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real tiny training run through the entry point, shared by the tests that read it."""
+    """One real tiny training run through the entry point, shared by the tests that read it.
+
+    What it printed is kept in ``<run>/../terminal.txt`` (a test reads the terminal).
+    """
     root = tmp_path_factory.mktemp("tiny_run")
     out = root / "run"
     proc = run_rlperf(
@@ -84,6 +120,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     if proc.returncode != 0:
         raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    (root / TERMINAL_FILE).write_text(proc.stdout + proc.stderr)
     return out
 
 

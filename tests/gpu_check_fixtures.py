@@ -96,6 +96,10 @@ def _sample(sampler: TelemetrySampler, cards: list[FakeGpu], busy: float, extra:
     sampler.sample_now()
 
 
+#: The env ceiling the recorded jobs divide by (env steps/s of Pong on one core).
+CEILING = 2600.0
+
+
 def _telemetry_and_rows(
     folder: Path, plan: ResourcePlan, n_gpus: int, energy: bool, tweak: Tweak, learner: str
 ) -> list[dict[str, Any]]:
@@ -121,7 +125,11 @@ def _telemetry_and_rows(
             {
                 "iteration": it,
                 "time_s": t1,
-                "warmup": it == 1,
+                "excluded": "warmup" if it == 1 else "",
+                "env_runners_healthy": plan.num_env_runners,
+                "env_runner_restarts": 0,
+                "env_runners_lost": 0,
+                "learner_failures": 0,
                 "sample_s": sample_s,
                 "load_s": load_s,
                 "learn_s": learn_s,
@@ -130,6 +138,7 @@ def _telemetry_and_rows(
                 "other_s": 0.05,
                 "env_steps": 1000,
                 "env_steps_per_s": 1000 / iter_s,
+                "sampling_efficiency": 1000 / sample_s / max(plan.num_env_runners, 1) / CEILING,
                 "trained_steps": 2000,
                 "trained_steps_per_s": 2000 / learn_s,
                 "episodes": 1 if it == 2 else 0,
@@ -173,6 +182,7 @@ def _placement(plan: ResourcePlan, tweak: Tweak) -> tuple[dict[str, Any], dict[s
                 "pid": 4300 + k,
                 "worker_index": k + 1,
                 "device": "cuda:0" if share > 0 else "cpu",
+                "torch_threads": 1,
                 "cuda_visible_devices": str(gpu) if gpu is not None else visible,
                 "gpus": share,
                 "gpu_ids": [str(gpu)] if gpu is not None else [],
@@ -207,7 +217,19 @@ def write_training(
         "model_params": 2009447,
         "learner": learner_info,
         "env_runners": runners,
-        **summarise_training(cfg, rows, columns, Path("checkpoint")),
+        "env_ceiling_steps_per_s": CEILING,
+        "env_ceiling": {"enabled": True, "steps_per_s": CEILING, "cached": True, "probe_s": 0.0},
+        "scale": {
+            "num_env_runners": plan.num_env_runners,
+            "num_envs_per_env_runner": plan.envs_per_env_runner,
+            "gym_env_vectorize_mode": plan.vectorize_mode,
+            "num_cpus_per_env_runner": plan.cpus_per_env_runner,
+            "num_learners": plan.num_learners,
+            "num_gpus_per_learner": plan.gpus_per_learner,
+            "num_cpus_per_learner": "auto",
+            "driver_torch_threads": 1,
+        },
+        **summarise_training(cfg, rows, columns, Path("checkpoint"), plan.num_env_runners, CEILING),
         "wall_s": 31.5,
     }
     write_json(folder / SUMMARY_FILE, summary)

@@ -51,9 +51,22 @@ def test_every_group_has_options() -> None:
     assert set(group_options("cpu_affinity")) == {"unrestricted", "ray_cpus", "pinned"}
 
 
+#: What an option needs besides itself to validate: the model kind its env fits, the key a
+#: generic option leaves to the user.
+COMPANIONS = {
+    ("env", "cartpole"): ["model=mlp64"],
+    ("env", "pendulum"): ["model=mlp64"],
+    ("env", "frozenlake"): ["model=mlp64"],
+    ("env", "gym"): ["model=mlp64", "env.id=Acrobot-v1"],
+    ("env", "custom"): ["model=mlp64", "env.entry_point=rlperf.envs.frozenlake:FrozenLake"],
+    ("model", "mlp64"): ["env=cartpole"],
+    ("model", "mlp256"): ["env=pendulum"],
+}
+
+
 @pytest.mark.parametrize(("group", "option"), [(g, o) for g in GROUPS for o in group_options(g)])
 def test_option_composes_and_validates(compose_cfg, group: str, option: str) -> None:
-    overrides = [f"{group}={option}"]
+    overrides = [f"{group}={option}", *COMPANIONS.get((group, option), [])]
     if group == "backend" and option != "rllib":
         overrides += ["stage=edge", "run=/some/run"]
     if group == "gpu_layout" and option.endswith("driver") is False and option != "none":
@@ -176,7 +189,10 @@ def test_cli_cfg_and_help_are_fast_and_light(tmp_path) -> None:
         "import sys, json\n"
         "from rlperf.cli import main\n"
         "sys.argv = ['rlperf', 'model=model3', 'workers=2', 'train.iterations=3', '--cfg', 'job']\n"
-        "main()\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
         "print(json.dumps([m for m in ('ray', 'torch', 'tensorflow') if m in sys.modules]))\n"
     )
     out = subprocess.run(
@@ -194,7 +210,11 @@ def test_cli_cfg_and_help_are_fast_and_light(tmp_path) -> None:
         timeout=60,
     )
     assert helped.returncode == 0
-    for line in ("gpu_layout: both, both_driver, gpu0", "model: model1", "cpu_affinity: pinned"):
+    for line in (
+        "gpu_layout: both, both_driver, gpu0",
+        "model: mlp256, mlp64, model1",
+        "env: cartpole",
+    ):
         assert line in helped.stdout
     assert not (tmp_path / "outputs").exists()  # --help and --cfg run nothing
 

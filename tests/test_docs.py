@@ -334,13 +334,11 @@ def test_the_summary_example_has_the_keys_of_a_real_run(tiny_run: Path) -> None:
     )
 
 
-# The exit-code contract (completed 0, user error 2, failure 1, interrupt 130; a sweep
-# exits 0 when its cells were only skipped) is another issue's; where the pages state
-# its values, these hold them to it. xfail until the contract is on main.
-_CONTRACT = "the exit-code contract (user error: 2) is not on main yet"
+# The exit-code contract (docs/exit-codes.md: completed 0, user error 2, failure 1,
+# interrupt 130; a sweep exits 0 when its cells were only skipped): where the pages
+# state its values, these hold them to it.
 
 
-@pytest.mark.xfail(strict=True, reason=_CONTRACT)
 def test_report_refusal_exits_2(tmp_path: Path) -> None:
     """docs/report.md: a path without runs is refused with status 2."""
     (tmp_path / "empty").mkdir()
@@ -352,7 +350,6 @@ def test_report_refusal_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
 
 
-@pytest.mark.xfail(strict=True, reason=_CONTRACT)
 def test_an_invalid_single_run_exits_2(tmp_path: Path) -> None:
     proc = run_rlperf(["model.dim=100", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

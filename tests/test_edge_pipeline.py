@@ -139,7 +139,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def variant_sets(trained_run: dict[str, Any]) -> dict[str, Any]:
     from rlperf.edge.calibration import collect_observations
-    from rlperf.models.vision_net import load_policy
+    from rlperf.models.policy_file import load_policy
 
     net = load_policy(trained_run["policy"])
     env = {"dim": 42, "max_episode_steps": 60}
@@ -422,7 +422,7 @@ def test_sweep_through_entry_point_reuses_cache(trained_run, tmp_path) -> None:
 def test_probe_of_the_training_job_is_checked(trained_run, tmp_path) -> None:
     """probe.npz (logits saved at training time) must match the reloaded policy."""
     from rlperf.edge.export import torch_outputs
-    from rlperf.models.vision_net import load_policy
+    from rlperf.models.policy_file import load_policy
     from rlperf.runs import PROBE_ATOL, CheckpointError, check_probe, read_probe
 
     net = load_policy(trained_run["policy"])

@@ -276,11 +276,12 @@ def test_runner_records_every_job_and_its_exit(tmp_path: Path) -> None:
     ]
     lines: list[str] = []
     manifest = run_sequence(steps, tmp_path, {"gpus": 0}, 120, lines.append)
-    assert [s["returncode"] for s in manifest["steps"]] == [0, 1]
+    # A bad option is a user error: exit 2 (docs/exit-codes.md).
+    assert [s["returncode"] for s in manifest["steps"]] == [0, 2]
     assert json.loads((tmp_path / MANIFEST_FILE).read_text())["steps"] == manifest["steps"]
     assert "name: none" in (tmp_path / manifest["steps"][0]["log"]).read_text()
     assert "no_such_layout" in (tmp_path / manifest["steps"][1]["log"]).read_text()
-    assert lines[-1] == f"[2/2] train/bad: exit 1 in {manifest['steps'][1]['wall_s']} s"
+    assert lines[-1] == f"[2/2] train/bad: exit 2 in {manifest['steps'][1]['wall_s']} s"
     by_name = _by_name(check_results(tmp_path))
     assert by_name["train/none: exit status"].passed
     assert not by_name["train/bad: exit status"].passed

@@ -7,6 +7,9 @@ Real sweeps through the ``rlperf`` command are in ``test_launcher_ray.py``.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -26,14 +29,16 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
 from hydra.test_utils.launcher_common_tests import LauncherTestSuite
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
-from rlperf.config.schema import register_configs
+from rlperf.config.schema import RlperfConfig, register_configs
 from rlperf.config.search_path import SHIPPED_CONF
-from rlperf.config.validate import ConfigError, validate_config
+from rlperf.config.validate import validate_config
+from rlperf.console import Console
+from rlperf.errors import SweepIncomplete
 from rlperf.resources.plan import Machine, plan_resources
-from rlperf.sweep.cells import cell_hash, identity_config
+from rlperf.sweep.cells import NON_IDENTITY_KEYS, cell_hash, identity_config
 from rlperf.sweep.index import CellRecord, SweepIndex, jsonable_return
 from rlperf.sweep.progress import SweepProgress, format_duration, format_table
 from rlperf.sweep.resources import (
@@ -131,7 +136,8 @@ def test_multirun_uses_the_launcher_and_the_jobs_ray_options(compose_full) -> No
 
 # Cells per preset (docs/sweeps.md). study_training: Exp1..Exp10 x models 1, 3, 4. study_cpu:
 # 3 GPU layouts x 3 CPU settings x models 1, 3, 4 (the reference's volta1_cpus runs).
-PRESET_CELLS = {"quickstart": 1, "study_sizes": 1, "study_training": 30, "study_cpu": 27}
+PRESET_CELLS = {"quickstart": 1, "study_sizes": 1, "study_training": 30, "study_cpu": 27,
+                "scaling": 36, "scaling_small": 8}  # fmt: skip
 
 # The study's training matrix (docs/study.md):
 # row -> (workers, visible GPUs, driver GPUs, GPUs per worker).
@@ -242,6 +248,58 @@ def test_cell_hash_is_the_resolved_config_minus_hydra_and_ray(compose_full) -> N
     assert cell_hash({"x": 1, "y": [1, 2]}) == cell_hash({"y": [1, 2], "x": 1})
 
 
+def _leaves(node: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every leaf of a plain config (dict values, list items; empty containers are leaves)."""
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    for key, value in items:
+        if isinstance(value, dict | list) and value:
+            yield from _leaves(value, (*path, key))
+        else:
+            yield (*path, key), value
+
+
+def _other_value(value: Any) -> Any:
+    """A different value of the same kind."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value * 2 + 1
+    if isinstance(value, str):
+        return value + "~"
+    if isinstance(value, list):
+        return [*value, 1]
+    if isinstance(value, dict):
+        return {**value, "~": 1}
+    return "~"  # None
+
+
+def test_every_value_outside_the_non_identity_keys_changes_the_cell_hash(compose_full) -> None:
+    """Perturb each leaf of a composed config in turn: the cell hash changes, unless the leaf
+    is under NON_IDENTITY_KEYS (then it must not). A hash that ignored a config group (or
+    one value) would let a resumed sweep keep one cell's results for another."""
+    # The documented list (docs/sweeps.md#resume): changing it is a decision, not a slip.
+    assert NON_IDENTITY_KEYS == ("hydra", "ray", "verbosity")
+    task = compose_full("stage=train")
+    with read_write(task), open_dict(task):
+        del task["hydra"]  # as the launcher hashes a cell: its job config
+    base = OmegaConf.to_container(task, resolve=True)
+    assert isinstance(base, dict)
+    reference = cell_hash(task)
+    assert cell_hash(OmegaConf.create(base)) == reference
+    leaves = list(_leaves(base))
+    # The whole config: a leaf under every key of the primary schema.
+    assert {path[0] for path, _ in leaves} == {f.name for f in dataclasses.fields(RlperfConfig)}
+    wrong = []
+    for path, value in leaves:
+        changed = copy.deepcopy(base)
+        parent = functools.reduce(lambda node, key: node[key], path[:-1], changed)
+        parent[path[-1]] = _other_value(value)
+        same = cell_hash(OmegaConf.create(changed)) == reference
+        if same != (path[0] in NON_IDENTITY_KEYS):
+            wrong.append(".".join(map(str, path)))
+    assert wrong == []
+
+
 # -------------------------------------------------------------- requests, pre-flight
 
 
@@ -281,6 +339,36 @@ def test_preflight_explains_what_cannot_run(compose_full) -> None:
     assert local_infeasibility(cell_request(compose_full("workers=1")), small, False) is None
 
 
+def test_learner_cpus_count_in_rllibs_request_and_the_plan(compose_full) -> None:
+    """A CPU learner actor is a bundle of its own; the plan counts what RLlib asks for."""
+    small = Machine(cpus=(0, 1), gpus=0, gpu_source="test")
+    for overrides, cpus in ((("learners=2", "workers=1"), 4), (("learners=1", "workers=0"), 2),
+                            (("learners=0", "workers=1"), 2)):  # fmt: skip
+        req = cell_request(compose_full(*overrides))
+        assert req.totals()["CPU"] == cpus == plan_resources(compose_full(*overrides)).required_cpus
+    two = cell_request(compose_full("learners=2", "workers=1"))
+    assert two.bundles == [{"CPU": 1.0, "GPU": 0.0}, {"CPU": 1.0}, {"CPU": 1.0, "GPU": 0.0},
+                           {"CPU": 1.0, "GPU": 0.0}]  # fmt: skip
+    reason = local_infeasibility(two, small, overcommit_cpus=False)
+    assert reason is not None and "learners=2 needs 4 CPU bundles" in reason
+    assert local_infeasibility(two, small, overcommit_cpus=True) is None
+
+
+def test_scaling_small_fits_two_cpus_and_scaling_needs_more(compose_full) -> None:
+    small = compose_full("experiment=scaling_small")
+    needs = [
+        plan_resources(compose_full("experiment=scaling_small", *cell)).required_cpus
+        for cell in expand(small)
+    ]
+    assert max(needs) == 2 and min(needs) == 1
+    full = compose_full("experiment=scaling")
+    needs = sorted(
+        plan_resources(compose_full("experiment=scaling", *cell)).required_cpus
+        for cell in expand(full)
+    )
+    assert needs.count(2) == 6 and needs[-1] == 6  # workers=1 learners=0 .. workers=4 learners=1
+
+
 def test_shortfall_checks_totals_and_nodes() -> None:
     bundles = [{"CPU": 1.0, "GPU": 0.0001}] + [{"CPU": 1.0, "GPU": 0.1249}] * 16
     two_gpus = {"CPU": 32.0, "GPU": 2.0}
@@ -316,7 +404,7 @@ def test_progress_line_counts_and_eta() -> None:
     import io
 
     out = io.StringIO()
-    progress = SweepProgress(concurrency=1, stream=out)
+    progress = SweepProgress(concurrency=1, console=Console(stream=out, interactive=False))
     recs = [_rec(0, "completed", 40.0), _rec(1, "running"), _rec(2, "pending"), _rec(3, "skipped")]
     assert progress.eta_s(recs) is None  # nothing finished in this session yet
     progress.walls += [40.0, 20.0]
@@ -465,14 +553,43 @@ def test_resume_keeps_completed_cells_by_hash(tmp_path: Path, fake_groups) -> No
 
 
 @pytest.mark.usefixtures("hydra_restore_singletons")
+def test_resume_never_keeps_a_cell_whose_resolved_config_changed(
+    tmp_path: Path, fake_groups
+) -> None:
+    """Same command line, same folder, but a preset it uses changed in between: the cells
+    are different experiments and run again; an unchanged preset keeps them."""
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    preset = conf / "experiment" / "mine.yaml"
+    preset.write_text("# @package _global_\ntrain:\n  iterations: 7\n")
+    sweep = tmp_path / "sweep"
+    args = (f"hydra.searchpath=[file://{conf}]", "experiment=mine", "seed=0,1", "workers=0")
+    fake = fake_groups()
+    multirun(sweep, *args)
+    assert len([c for _, cells in fake.groups for c in cells]) == 2
+    fake = fake_groups()
+    multirun(sweep, *args)  # unchanged: both kept
+    assert fake.groups == []
+    preset.write_text("# @package _global_\ntrain:\n  iterations: 8\n")  # not on the command line
+    fake = fake_groups()
+    multirun(sweep, *args)
+    assert [c for _, cells in fake.groups for c in cells] == [
+        ["experiment=mine", "seed=0", "workers=0"],
+        ["experiment=mine", "seed=1", "workers=0"],
+    ]
+    records = json.loads((sweep / "sweep.json").read_text())["cells"].values()
+    # The old cells' records stay under their own hashes; the new cells got new folders.
+    assert len(records) == 4 and len({r["subdir"] for r in records}) == 4
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
 def test_failed_and_invalid_cells_fail_the_sweep_after_the_others(
     tmp_path: Path, fake_groups
 ) -> None:
-    from hydra_plugins.rlperf_tune_launcher._core import CellFailed
-
     fake = fake_groups(fail=("workers=1",))
-    with pytest.raises(ConfigError, match="model=tiny.*1x1"):
+    with pytest.raises(SweepIncomplete, match="3 cells: 3 invalid") as invalid:
         multirun(tmp_path, "workers=0,1,2", "model=tiny", "model.dim=100")
+    assert invalid.value.exit_code == 2  # invalid cells only: a user error (docs/exit-codes.md)
     # model.dim=100 cannot reach 1x1 with the tiny model: invalid before anything runs.
     index = json.loads((tmp_path / "sweep.json").read_text())
     assert {tuple(r["overrides"])[0]: r["status"] for r in index["cells"].values()} == {
@@ -488,8 +605,9 @@ def test_failed_and_invalid_cells_fail_the_sweep_after_the_others(
 
     other = tmp_path / "other"
     fake = fake_groups(fail=("seed=1",))
-    with pytest.raises(CellFailed, match="cell #1 .*seed=1.* failed: RuntimeError: on purpose"):
+    with pytest.raises(SweepIncomplete, match="3 cells: 1 failed") as failed:
         multirun(other, "seed=0,1,2", "workers=0")
+    assert failed.value.exit_code == 1
     # The failed cell did not stop the one after it.
     assert [c for _, cells in fake.groups for c in cells] == [
         ["seed=0", "workers=0"],

@@ -205,13 +205,18 @@ def test_sweep_statuses_failure_and_skip(tmp_path: Path, ray_tmp: str) -> None:
     assert re.search(r"\] started\s+#0 \+testcell=ok", err)
     assert re.search(r"\] failed\s+#1 \+testcell=fail .*NameNotFound", err)
     assert re.search(r"\] skipped\s+#2 \+testcell=gpu", err)
-    table = err[err.rindex("cells:") :].splitlines()[1:5]
+    table = err[err.rindex("] cells:") :].splitlines()[1:5]
     assert [row.split()[:2] for row in table] == [
         ["#", "status"],
         ["0", "completed"],
         ["1", "failed"],
         ["2", "skipped"],
     ]
+    # Then one line for the outcome, not the failed cell's traceback (it is in its folder).
+    assert err.strip().splitlines()[-1].startswith("rlperf: sweep of 3 cells: 1 failed (")
+    assert "Traceback" not in err[err.rindex("] cells:") :] and "Error executing job" not in err
+    assert "Token authentication" not in err  # third-party chatter: in sweep.log only
+    assert "Token authentication is enabled" in (sweep / "sweep.log").read_text()
     assert not wait_gone(ray_tmp), "Ray processes left behind"
 
 

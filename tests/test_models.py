@@ -10,14 +10,14 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from rlperf.models.shapes import ConvLayerShape, conv_stack_shapes
-from rlperf.models.vision_net import (
+from rlperf.models.policy_file import (
     PolicyLoadError,
-    VisionNet,
     count_trainable_params,
     load_policy,
     save_policy,
 )
+from rlperf.models.shapes import ConvLayerShape, conv_stack_shapes
+from rlperf.models.vision_net import VisionNet
 from tests.conftest import CONF
 
 

@@ -42,10 +42,10 @@ def test_help_is_fast_and_imports_nothing_heavy():
 def test_path_without_runs_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     (tmp_path / "empty" / "notes.csv").write_text("a,b\n1,2\n")
-    assert main([str(tmp_path / "empty")]) == 1
+    assert main([str(tmp_path / "empty")]) == 2  # a user error (docs/exit-codes.md)
     err = capsys.readouterr().err
     assert "error:" in err and "no runs found" in err and str(tmp_path / "empty") in err
-    assert main([str(tmp_path / "missing")]) == 1
+    assert main([str(tmp_path / "missing")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
     assert not (tmp_path / "empty" / "report").exists()
 
@@ -67,6 +67,9 @@ def test_mixed_fingerprints_warn_in_every_affected_table(two_machines, tmp_path)
     assert "model1 · pinned (a)" in labels
     assert "model1 · pinned (b)" in labels
     assert set(res.runs["fingerprint"]) == {"fp1", "fp2"}
+    # The same configuration on two machines is two configurations, never pooled repeats.
+    confs = res.configurations
+    assert len(confs) == len(res.runs) and (confs["repeats"] == 1).all()
 
 
 def test_strict_refuses_and_exits_non_zero(two_machines, tmp_path, capsys):
@@ -74,7 +77,7 @@ def test_strict_refuses_and_exits_non_zero(two_machines, tmp_path, capsys):
         build_report([two_machines], tmp_path / "lib", strict=True)
     out = tmp_path / "cli"
     assert main([str(two_machines / "a"), str(two_machines / "b"), "--strict",
-                 "--out", str(out)]) == 1  # fmt: skip
+                 "--out", str(out)]) == 2  # fmt: skip
     assert "--strict refuses" in capsys.readouterr().err
     assert not out.exists()
     # One machine only: --strict has nothing to refuse.
@@ -86,5 +89,5 @@ def test_strict_refuses_and_exits_non_zero(two_machines, tmp_path, capsys):
 
 def test_unknown_baseline_is_an_error(two_machines, tmp_path, capsys):
     assert main([str(two_machines / "a"), "--baseline", "gpu_layout=tpu", "--no-figures",
-                 "--out", str(tmp_path)]) == 1  # fmt: skip
-    assert "matches no completed cell" in capsys.readouterr().err
+                 "--out", str(tmp_path)]) == 2  # fmt: skip
+    assert "--baseline gpu_layout=tpu matches no completed cell" in capsys.readouterr().err

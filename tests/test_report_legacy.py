@@ -203,3 +203,40 @@ def test_report_on_the_study_data(tmp_path):
     assert "iterations before the first finished episode" in md
     assert "1 unreadable and 1 duplicate folders skipped" in md
     assert "1 duplicate folder(s), copies of a run already read" in md
+
+
+def test_phase_times_both_ways_side_by_side(tmp_path):
+    """docs/report.md, "Warm-up": the study's way (mean of the logged 10-iteration window
+    means after the warm-up cut) gives model1_gpu0_8_workers a learn time of 10.61 s where
+    the per-iteration times give 9.57 s; the report shows both, and the difference."""
+    res = build_report([RUNS / "volta1_cpus"], tmp_path, figures=False)
+    runs = res.runs.set_index("cell")
+    row = runs.loc["volta1_cpus/model1_gpu0_no_cpu_limit_8_workers"]
+    assert row["learn_s_study_mean"] == pytest.approx(10.6083, abs=1e-4)
+    assert row["learn_s_mean"] == pytest.approx(9.5663, abs=1e-4)
+    assert row["iter_s_mean"] == pytest.approx(15.1621, abs=1e-4)  # the same both ways
+    md = (tmp_path / "report.md").read_text()
+    assert "| learn s: study / rlperf (Δ) |" in md
+    assert "| all CPUs | 15.16 | 5.35 / 5.25 (-1.8%) | 0.173 / 0.126 (-27.2%) | " in md
+    assert "10.6 / 9.57 (-9.8%)" in md
+    legacy = [f for f in res.findings if f.kind == "legacy"]
+    assert len(legacy) == 1  # one per model; it names the fastest configuration (ray_cpus)
+    assert "learn 10.48 s the study's way vs 9.43 s per iteration (-10.0%)" in legacy[0].text
+    assert "differs from the study's by -15.2% to -9.8%" in legacy[0].text
+    assert "rankings and speedups are the same both ways" in legacy[0].text
+    one = build_report([RUNS / "volta1_def" / "model1_gpu0_8_workers"], tmp_path / "one",
+                       figures=False)  # fmt: skip
+    (finding,) = [f for f in one.findings if f.kind == "legacy"]
+    assert "learn 10.61 s the study's way vs 9.57 s per iteration (-9.8%)" in finding.text
+
+
+def test_legacy_timers_window_is_deprecated_and_still_works(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="rlperf"):
+        res = build_report([RUNS / "volta1_cpus"], tmp_path, legacy_timers="window",
+                           figures=False)  # fmt: skip
+    note = next(w for w in res.warnings if "deprecated" in w)
+    assert "--legacy-timers" in note and "removed in rlperf 0.3" in note
+    assert note in caplog.text
+    row = res.runs.set_index("cell").loc["volta1_cpus/model1_gpu0_no_cpu_limit_8_workers"]
+    assert row["learn_s_mean"] == pytest.approx(row["learn_s_study_mean"])  # window means
+    assert row["iter_s_mean"] == pytest.approx(15.1621, abs=1e-4)

@@ -133,6 +133,8 @@ def test_every_figure_is_produced(report):
         "phase_breakdown",
         "utilisation",
         "iter_time_vs_workers",
+        "intervals",
+        "gpu_power",
         "latency",
         "fidelity_latency",
     }
@@ -169,8 +171,8 @@ def test_report_files(report):
                    "max_concurrent_trials=1", "### model1",
                    "ran them with max_concurrent_trials=1 (one cell at a time)"):  # fmt: skip
         assert needle in md
-    assert len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", md)) == 6
-    assert html.count("src='data:image/png;base64,") == 6
+    assert len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", md)) == 8
+    assert html.count("src='data:image/png;base64,") == 8
     assert "figures/" not in re.sub(r"<p>Tables:.*?</p>", "", html)
     assert "Warning" not in md  # one machine, one software stack
     assert "read 16/16 cells (1 skipped)" in report.messages  # progress while reading

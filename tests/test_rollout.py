@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from rlperf.envs.atari import make_atari_env
-from rlperf.models.vision_net import POLICY_FILE, load_policy
+from rlperf.models.policy_file import load_policy
 from rlperf.resources.plan import count_nvidia_gpus
-from rlperf.runs import CheckpointError, load_trained_run
+from rlperf.runs import POLICY_FILE, CheckpointError, load_trained_run
 from tests.conftest import run_rlperf
 
 pytestmark = pytest.mark.slow
@@ -158,7 +158,18 @@ def test_sweep_over_workers_shows_env_runners_unused(
 def test_gpu_cell_is_skipped_without_a_gpu(tiny_run: Path, tmp_path: Path) -> None:
     if count_nvidia_gpus()[0] > 0:
         pytest.skip("this machine has a GPU: the cell would run")
-    out = rollout(tiny_run, tmp_path / "gpu", "workers=0", "gpu_layout=gpu0_driver")
+    out = tmp_path / "gpu"
+    args = [
+        *ROLLOUT,
+        f"run={tiny_run}",
+        "workers=0",
+        "gpu_layout=gpu0_driver",
+        f"hydra.run.dir={out}",
+    ]
+    proc = run_rlperf(args, cwd=tmp_path)
+    # A single run this machine cannot run: exit 2, one line (as training's, docs/exit-codes.md).
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("rlperf: gpu_layout=gpu0_driver needs")
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "skipped"
     assert "gpu_layout=gpu0_driver needs GPU(s) [0]" in s["error"]

@@ -16,12 +16,19 @@ from omegaconf import OmegaConf
 
 from rlperf.config.validate import ConfigError, validate_config
 from rlperf.job import SkipCell
-from rlperf.models.vision_net import POLICY_FILE, VisionNet, save_policy
+from rlperf.models.policy_file import save_policy
+from rlperf.models.vision_net import VisionNet
 from rlperf.resources.plan import Machine, plan_resources
 from rlperf.results.latency import LatencyRecorder
 from rlperf.rollout.job import check_hardware, play
 from rlperf.rollout.timing import measure_timer
-from rlperf.runs import CheckpointError, load_trained_run, merge_run_config, resolve_paths
+from rlperf.runs import (
+    POLICY_FILE,
+    CheckpointError,
+    load_trained_run,
+    merge_run_config,
+    resolve_paths,
+)
 from tests.conftest import CONF, group_options
 
 TINY_FILTERS = [[4, [8, 8], 4], [8, [4, 4], 2], [16, [6, 6], 1]]
@@ -172,7 +179,7 @@ def test_checkpoint_of_another_model(run_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
-        ({"rlperf_version": "0.0.3"}, "written by rlperf 0.0.3 (policy format 1)"),
+        ({"rlperf_version": "0.0.3"}, "written by rlperf 0.0.3 (policy format 2)"),
         ({"format_version": 7}, "(policy format 7)"),
     ],
 )

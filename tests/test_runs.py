@@ -328,7 +328,7 @@ def test_a_training_job_writes_the_layout(tiny_run: Path) -> None:
 def test_the_saved_policy_passes_its_probe_at_cpu_tolerance(tiny_run: Path) -> None:
     import torch
 
-    from rlperf.models.vision_net import load_policy
+    from rlperf.models.policy_file import load_policy
 
     trained = load_trained_run(tiny_run, None, rllib=False)
     net = load_policy(trained.policy_path)

@@ -31,6 +31,7 @@ import os
 import signal
 import time
 import traceback
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -54,7 +55,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from ray import tune
 
 from rlperf.config.names import log_deprecated_choices
-from rlperf.job import IN_TRIAL_ENV, write_refused_summary
+from rlperf.console import TERMINAL, Console, terminal_session
+from rlperf.console.deprecations import watching
+from rlperf.errors import ExitCode, SweepIncomplete
+from rlperf.job import IN_TRIAL_ENV, STEP_SINKS, write_refused_summary
 from rlperf.resources.plan import detect_machine, plan_resources
 from rlperf.resources.ray_session import init_ray
 from rlperf.results.summary import write_json
@@ -91,11 +95,15 @@ log = logging.getLogger(__name__)
 
 #: Tune's own files (experiment state, trial error files) under the sweep folder.
 TUNE_DIR = ".tune"
+#: The launcher's log (everything this process and Ray's driver wrote); each cell's
+#: job log is in its folder.
+SWEEP_LOG = "sweep.log"
 #: Keys of the trial's final result.
 RESULT_RETURN = "rlperf_job_return"
 RESULT_STATUS = "rlperf_job_status"
 RESULT_ENTERED = "rlperf_trial_entered"
 RESULT_ADDRESS = "rlperf_ray_address"
+RESULT_STEP = "rlperf_step"  # [done, total, info] of the job's latest step (its progress)
 
 
 class SweepError(HydraException):
@@ -162,24 +170,56 @@ class _Sweep:
 def launch(
     launcher: RlperfTuneLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> Sequence[JobReturn]:
-    """Run every cell as a Tune trial; one JobReturn per override list, in order."""
+    """Run every cell as a Tune trial; one JobReturn per override list, in order.
+
+    An rlperf sweep in which cells failed or were invalid raises
+    :class:`~rlperf.errors.SweepIncomplete` after the final table instead
+    (docs/exit-codes.md); other Hydra apps get their failed JobReturns.
+    """
     setup_globals()
     assert launcher.config is not None and launcher.hydra_context is not None
     assert launcher.task_function is not None
     config = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    opts = launcher.options
-    _check_options(opts)
-    log_deprecated_choices(OmegaConf.to_container(config.hydra.runtime.choices))  # type: ignore[arg-type]
+    _check_options(launcher.options)
     sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    verbosity = str(OmegaConf.select(config, "verbosity", default="normal"))
+    with terminal_session(verbosity, sweep_dir / SWEEP_LOG) as console:
+        log_deprecated_choices(OmegaConf.to_container(config.hydra.runtime.choices))  # type: ignore[arg-type]
+        sweep = _new_sweep(launcher, job_overrides, initial_job_idx, sweep_dir, console)
+        with watching():
+            _run_sweep(sweep)
+        outcome = _outcome(sweep)
+        if outcome is not None:
+            log.error("%s", outcome, extra={TERMINAL: False})
+    if outcome is not None:
+        raise outcome
+    return [_job_return(c) for c in sweep.cells]
+
+
+def _new_sweep(
+    launcher: RlperfTuneLauncher,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+    sweep_dir: Path,
+    console: Console,
+) -> _Sweep:
+    """The sweep's index (resumed from ``sweep.json``), its cells and its progress display."""
+    assert launcher.config is not None
+    opts = launcher.options
     index = SweepIndex.load(sweep_dir) if opts.resume else SweepIndex(sweep_dir)
     index.options = OmegaConf.to_container(opts, resolve=True)  # type: ignore[assignment]
-    progress = SweepProgress(concurrency=int(opts.max_concurrent_trials))
+    progress = SweepProgress(int(opts.max_concurrent_trials), console)
     cells = _prepare_cells(launcher, job_overrides, initial_job_idx, sweep_dir, index)
-    sweep = _Sweep(launcher, sweep_dir, index, cells, progress, opts, _ray_options(config))
+    sweep = _Sweep(launcher, sweep_dir, index, cells, progress, opts, _ray_options(launcher.config))
     sweep.by_hash = {c.record.hash: c for c in cells}
+    return sweep
 
+
+def _run_sweep(sweep: _Sweep) -> None:
+    """Pre-flight, then each group of cells in its Ray; the final table in any case."""
+    progress, index, cells = sweep.progress, sweep.index, sweep.cells
     # An address, or a Ray this process already runs (a notebook, a test): join, never start.
     existing = sweep.ray_cfg.address is not None or ray.is_initialized()
     joined = False
@@ -195,6 +235,7 @@ def launch(
         _register_groups(sweep, groups)
         _record_not_run(sweep)
         _announce(sweep, groups, existing)
+        progress.start_live([c.record for c in cells if not c.kept])
         for group in groups:
             if group.cells:
                 _run_group(sweep, group, existing)
@@ -205,16 +246,37 @@ def launch(
         _mark_interrupted(sweep)
         progress.say(
             "interrupted (Ctrl-C): completed cells are kept; run the same command with "
-            f"hydra.sweep.dir={sweep_dir} to resume"
+            f"hydra.sweep.dir={sweep.sweep_dir} to resume"
         )
         raise
     finally:
+        progress.stop_live()
         if joined:
             ray.shutdown()
         index.save()
         if any(c.record.status != "pending" or c.kept for c in cells):
             progress.say("cells:\n" + format_table(sweep.records))
-    return [_job_return(c) for c in cells]
+
+
+def _outcome(sweep: _Sweep) -> SweepIncomplete | None:
+    """How the sweep ends (docs/exit-codes.md): None when every rlperf cell completed or was
+    skipped; else exit 1 if a cell failed, 2 if cells were only invalid."""
+    records = [c.record for c in sweep.cells if c.rlperf]
+    counts = Counter(r.status for r in records)
+    failed, invalid = counts[RunStatus.failed], counts[RunStatus.invalid]
+    if not failed and not invalid:
+        return None
+    what = ", ".join(
+        f"{n} {status}"
+        for status, n in ((RunStatus.failed, failed), (RunStatus.invalid, invalid))
+        if n
+    )
+    message = (
+        f"sweep of {len(records)} cells: {what} (reasons in the table above; each cell's "
+        f"summary.json has its error). The other cells' results stand; the same command with "
+        f"hydra.sweep.dir={sweep.sweep_dir} runs only the cells not completed"
+    )
+    return SweepIncomplete(message, ExitCode.failed if failed else ExitCode.user_error)
 
 
 def _ray_options(config: DictConfig) -> DictConfig:
@@ -656,6 +718,9 @@ class _SweepCallback(tune.Callback):
         self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
     ) -> None:
         cell = self._cell(trial)
+        if result.get(RESULT_STEP):
+            done, total, text = result[RESULT_STEP]
+            self.sweep.progress.cell_step(cell.record, int(done), int(total), str(text))
         if result.get(RESULT_RETURN):
             cell.job_blob = str(result[RESULT_RETURN])
         if result.get(RESULT_ENTERED):
@@ -681,8 +746,10 @@ class _SweepCallback(tune.Callback):
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         cell = self._cell(trial)
-        reason = read_summary(cell.out_dir).get("error") if cell.rlperf else None
-        self._finish(cell, "failed", reason or _first_line(_trial_error(trial)))
+        summary = read_summary(cell.out_dir) if cell.rlperf else {}
+        # The job found an input wrong (a checkpoint, a model file): invalid, not failed.
+        status = RunStatus.invalid if summary.get("status") == RunStatus.invalid else "failed"
+        self._finish(cell, status, summary.get("error") or _first_line(_trial_error(trial)))
 
     def _finish(self, cell: Cell, status: str, reason: str | None) -> None:
         rec = cell.record
@@ -792,13 +859,17 @@ def _trial_main(config: dict[str, Any], payload: dict[str, Any]) -> None:
     cwd = str(sweep_config.hydra.runtime.cwd)
     if os.path.isdir(cwd):
         os.chdir(cwd)
-    ret = run_job(
-        hydra_context=payload["hydra_context"],
-        task_function=payload["task_function"],
-        config=sweep_config,
-        job_dir_key="hydra.sweep.dir",
-        job_subdir_key="hydra.sweep.subdir",
-    )
+    STEP_SINKS.append(_report_step)
+    try:
+        ret = run_job(
+            hydra_context=payload["hydra_context"],
+            task_function=payload["task_function"],
+            config=sweep_config,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
+    finally:
+        STEP_SINKS.remove(_report_step)
     ok = ret.status == JobStatus.COMPLETED
     blob = None
     if ok:
@@ -822,6 +893,11 @@ def _trial_main(config: dict[str, Any], payload: dict[str, Any]) -> None:
         raise CellFailed(f"{type(exc).__name__}: {exc}") from None
 
 
+def _report_step(done: int, total: int, info: str) -> None:
+    """A step of the trial's job, to the launcher's progress display (an intermediate result)."""
+    tune.report({RESULT_STEP: [done, total, info]})
+
+
 def _record_failure(out_dir: Path, cfg: Any, exc: BaseException) -> None:
     """Make sure a failed rlperf cell's summary.json says failed, with the traceback.
 
@@ -831,7 +907,7 @@ def _record_failure(out_dir: Path, cfg: Any, exc: BaseException) -> None:
     if cfg is None or not is_rlperf_config(cfg):
         return
     summary = read_summary(out_dir)
-    if summary.get("status") == "failed" and summary.get("traceback"):
+    if summary.get("status") in ("failed", RunStatus.invalid) and summary.get("traceback"):
         return
     summary.setdefault("stage", str(cfg.get("stage")))
     summary.update(

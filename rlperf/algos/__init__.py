@@ -25,6 +25,13 @@ ALGORITHMS = {
     "ppo": "rlperf.algos.ppo",
 }
 
+#: RLlib 2.60's default ``num_learners`` per algorithm, what ``learners=null`` gives
+#: (without a multi-GPU layout). PPO, DQN and SAC learn in the driver (0). APPO and
+#: IMPALA default to one remote learner actor (a CPU of its own) and become
+#: *synchronous* with ``num_learners=0`` (``do_async_updates = num_learners > 0`` in
+#: RLlib's IMPALA.training_step): ``learners=0`` changes what they measure.
+RLLIB_DEFAULT_LEARNERS = {"ppo": 0, "appo": 1, "impala": 1, "dqn": 0, "sac": 0}
+
 
 def build_algo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
     """The RLlib ``AlgorithmConfig`` of ``cfg.algo.name`` for the config and resource plan.
@@ -42,4 +49,4 @@ def build_algo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
     return import_module(ALGORITHMS[name]).build_config(cfg, plan)
 
 
-__all__ = ["ALGORITHMS", "build_algo_config"]
+__all__ = ["ALGORITHMS", "RLLIB_DEFAULT_LEARNERS", "build_algo_config"]

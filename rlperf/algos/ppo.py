@@ -1,14 +1,15 @@
 """PPO (RLlib's new API stack, torch) with the study's network and rlperf's timed learner.
 
 Config subtrees used: ``algo`` (PPO hyperparameters, see ``conf/algo/ppo.yaml``),
-``model.conv_filters``, ``env``, ``seed``.
+``model`` (its kind picks the RLModule), ``env``, ``seed``; the plan gives env
+runners (with ``env_runner.*``), learners and GPUs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlperf.resources.plan import ResourcePlan
 
@@ -18,10 +19,11 @@ def build_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+    from rlperf.algos.env_runner import env_runner_class
     from rlperf.algos.timed_learner import TimedPPOTorchLearner
-    from rlperf.envs.atari import register_rllib_env
+    from rlperf.envs.factory import register_rllib_env
     from rlperf.envs.from_config import env_config
-    from rlperf.models.rl_module import VisionNetRLModule
+    from rlperf.models.rl_module import RL_MODULES, rl_module_model_config
 
     a = cfg.algo
     return (
@@ -32,6 +34,8 @@ def build_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
         .env_runners(
             num_env_runners=plan.num_env_runners,
             num_envs_per_env_runner=plan.envs_per_env_runner,
+            gym_env_vectorize_mode=plan.vectorize_mode,
+            env_runner_cls=env_runner_class(plan.env_runner_torch_threads),
             num_cpus_per_env_runner=plan.cpus_per_env_runner,  # type: ignore[arg-type]
             num_gpus_per_env_runner=plan.gpus_per_worker_scheduled,
             rollout_fragment_length=a.rollout_fragment_length,
@@ -58,8 +62,8 @@ def build_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
         )
         .rl_module(
             rl_module_spec=RLModuleSpec(
-                module_class=VisionNetRLModule,
-                model_config={"conv_filters": OmegaConf.to_container(cfg.model.conv_filters)},
+                module_class=RL_MODULES[str(cfg.model.get("kind") or "vision")],
+                model_config=rl_module_model_config(cfg.model),
             )
         )
         .debugging(seed=int(cfg.seed), log_level="WARN")

@@ -12,11 +12,13 @@ from rlperf.config.search_path import shipped_conf_dir
 
 @cache
 def model_presets() -> dict[str, tuple[int, list[list[Any]]]]:
-    """name -> (input dim, conv_filters) of every ``model`` option (model1..6, tiny, tiny2)."""
+    """name -> (input dim, conv_filters) for every vision ``model`` option (model1..model6,
+    tiny, tiny2; the MLP options have no conv stack)."""
     out: dict[str, tuple[int, list[list[Any]]]] = {}
     for path in sorted((shipped_conf_dir() / "model").glob("*.yaml")):
         node = yaml.safe_load(path.read_text())
-        out[node["name"]] = (int(node["dim"]), node["conv_filters"])
+        if "conv_filters" in node:
+            out[node["name"]] = (int(node["dim"]), node["conv_filters"])
     return out
 
 

@@ -121,15 +121,69 @@ class RunMatchConfig:
     cpu_affinity: str | None = None  # cpu_affinity.name
 
 
+class Verbosity(StrEnum):
+    """``verbosity``: how much the terminal shows (the job log keeps everything)."""
+
+    quiet = "quiet"  # header, warnings and errors, the result summary (no progress)
+    normal = "normal"  # + progress
+    verbose = "verbose"  # + every log record and every third-party line (``-v``)
+
+
+#: ``train.on_fault``: what a fault (an env runner or learner lost) does to the run.
+#: ``continue``: record it, exclude the iterations it touched, go on; ``fail``: the run
+#: fails (status failed, exit 1). Built with the functional API: OmegaConf matches
+#: member *names*, and ``continue`` is a Python keyword.
+OnFault = StrEnum("OnFault", [("continue", "continue"), ("fail", "fail")])  # type: ignore[misc]
+
+
+class ModelKind(StrEnum):
+    """``model.kind``: the network family; each kind has its own keys (its dataclass below)."""
+
+    vision = "vision"  # the study's conv VisionNetwork, for image observations
+    mlp = "mlp"  # fully connected layers, for vector and Discrete observations
+
+
+class Activation(StrEnum):
+    """``model.activation`` of an MLP."""
+
+    tanh = "tanh"
+    relu = "relu"
+    elu = "elu"
+    silu = "silu"
+
+
 @dataclass
 class ModelConfig:
-    """``model``: the study's VisionNetwork geometry."""
+    """``model``: what every kind of network has. An option extends one kind's schema
+    (``defaults: [/schema/model/<kind>@_here_, _self_]``), so a key of another kind is
+    an error at composition."""
 
     name: str = MISSING
+    kind: ModelKind = MISSING
+
+
+@dataclass
+class VisionModelConfig(ModelConfig):
+    """``model.kind=vision``: the study's VisionNetwork geometry (image observations)."""
+
+    kind: ModelKind = ModelKind.vision
     dim: int = 84
     framestack: int = 4
     # [[out_channels, [kh, kw], stride], ...]; the last layer is 'valid' and must reach 1x1.
     conv_filters: list[Any] = MISSING
+
+
+@dataclass
+class MlpModelConfig(ModelConfig):
+    """``model.kind=mlp``: policy and value MLPs of their own (vector / Discrete observations).
+
+    ``Discrete`` observations are one-hot encoded inside the network; a ``Box``
+    action space gets a Gaussian head (mean and log-std), a ``Discrete`` one logits.
+    """
+
+    kind: ModelKind = ModelKind.mlp
+    hiddens: list[int] = field(default_factory=lambda: [64, 64])
+    activation: Activation = Activation.tanh
 
 
 @dataclass
@@ -143,12 +197,23 @@ class GpuLayoutConfig:
     driver_gpus: float = 0.0
 
 
+#: ``env_runner.vectorize_mode``: RLlib's ``gym_env_vectorize_mode`` (gymnasium's
+#: VectorizeMode): ``sync`` steps the sub-envs one after another in the env runner's
+#: process; ``async`` runs each in a process of its own (AsyncVectorEnv). The
+#: functional form because ``async`` is a Python keyword.
+VectorizeMode = StrEnum("VectorizeMode", {"sync": "sync", "async": "async"})
+
+
 @dataclass
 class EnvRunnerConfig:
     """``env_runner``: what each of the ``workers`` env runners gets."""
 
     num_envs: int = 1
     num_cpus: float = 1.0
+    vectorize_mode: VectorizeMode = VectorizeMode["sync"]  # type: ignore[valid-type]
+    # torch intra-op threads in each env runner (its policy forward); null = as Ray
+    # starts the actor (OMP_NUM_THREADS = its num_cpus, at least 1).
+    torch_threads: int | None = None
 
 
 @dataclass
@@ -170,20 +235,64 @@ class BackendConfig:
     name: Backend = Backend.rllib
 
 
+class EnvKind(StrEnum):
+    """``env.kind``: how the environment is built; each kind has its own keys."""
+
+    atari = "atari"  # an ALE game with DeepMind-style preprocessing (rlperf.envs.atari)
+    gym = "gym"  # any registered gymnasium id, as gymnasium makes it
+    custom = "custom"  # a gymnasium.Env class named by entry point (docs/custom-env.md)
+
+
 @dataclass
 class EnvConfig:
-    """``env``: the Atari environment and its DeepMind-style preprocessing."""
+    """``env``: what every kind of environment has. An option extends one kind's schema
+    (``defaults: [/schema/env/<kind>@_here_, _self_]``), so ``env=cartpole`` shows and
+    accepts no Atari key."""
 
+    kind: EnvKind = MISSING
+    # Agent steps per episode before a truncation (gymnasium TimeLimit); null = the env's own.
+    max_episode_steps: int | None = None
+
+
+@dataclass
+class AtariEnvConfig(EnvConfig):
+    """``env.kind=atari``: an ALE game and its preprocessing (docs/environment.md)."""
+
+    kind: EnvKind = EnvKind.atari
     id: str = "ALE/Pong-v5"
     dim: int = "${model.dim}"  # type: ignore[assignment]
     framestack: int = "${model.framestack}"  # type: ignore[assignment]
-    frameskip: int = 1
+    # ALE-level frameskip: an int, or [low, high] for a random low..high-1 per step
+    # (the study's Pong-v0 used [2, 5]); checked by rlperf.config.validate.
+    frameskip: Any = 1
     skip: int = 4
     repeat_action_probability: float = 0.0
     noop_max: int = 30
     episodic_life: bool = True
     fire_reset: bool = True
-    max_episode_steps: int | None = None
+
+
+@dataclass
+class GymEnvConfig(EnvConfig):
+    """``env.kind=gym``: a registered gymnasium id, no preprocessing."""
+
+    kind: EnvKind = EnvKind.gym
+    id: str = MISSING
+    # Keyword arguments of gymnasium.make (e.g. {g: 9.81} for Pendulum-v1); null = none.
+    # Any rather than a dict field: env.config={...} on the command line must be able to
+    # set keys the option does not list (a typed dict node refuses new keys).
+    config: Any = None
+
+
+@dataclass
+class CustomEnvConfig(EnvConfig):
+    """``env.kind=custom``: the user's gymnasium.Env class (docs/custom-env.md)."""
+
+    kind: EnvKind = EnvKind.custom
+    # package.module:Class, importable from the working directory or installed.
+    entry_point: str = MISSING
+    # Passed to the class as its only argument: Class(config); null = {}. Any, as for gym.
+    config: Any = None
 
 
 @dataclass
@@ -208,6 +317,16 @@ class AlgoConfig:
 
 
 @dataclass
+class EnvCeilingConfig:
+    """``train.env_ceiling``: the raw speed of the run's env, the denominator of
+    ``sampling_efficiency`` (:mod:`rlperf.envs.ceiling`)."""
+
+    enabled: bool = True
+    duration_s: float = 3.0  # random-action steps timed for this long, in one process
+    cache_dir: str | None = None  # null = ~/.cache/rlperf/env_ceiling
+
+
+@dataclass
 class TrainConfig:
     """``train``: the training job."""
 
@@ -218,7 +337,12 @@ class TrainConfig:
     warmup_iterations: int = 0
     warmup_until_first_episode: bool = True
     checkpoint_every: int = 0  # 0 = only at the end
+    # An iteration an env-runner or learner fault touched, or that sampled nothing, is
+    # flagged (excluded: fault / no_samples) and listed in summary.json "faults".
+    # continue: go on (RLlib restarts the env runner); fail: the run fails.
+    on_fault: OnFault = OnFault["continue"]  # type: ignore[valid-type]
     torch_threads: int | None = None  # torch intra-op threads in the driver; null = torch default
+    env_ceiling: EnvCeilingConfig = field(default_factory=lambda: EnvCeilingConfig())
 
 
 @dataclass
@@ -300,6 +424,10 @@ class RlperfConfig:
     # not a config group: Hydra cannot select a group option named by a number
     # from the command line, and `workers=1,2,4` must sweep.
     workers: int = 1
+    # RLlib num_learners: 0 = the learner runs in the driver process; N = N data-parallel
+    # learner actors, each with a CPU (or a GPU) of its own. null = as the GPU layout
+    # says (0, or one learner per GPU where the driver has several).
+    learners: int | None = None
     env_runner: EnvRunnerConfig = field(default_factory=EnvRunnerConfig)
     cpu_affinity: CpuAffinityConfig = MISSING
     backend: BackendConfig = MISSING
@@ -308,6 +436,8 @@ class RlperfConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     ray: RayConfig = field(default_factory=RayConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    # What the terminal shows; `-v` on the command line is verbosity=verbose.
+    verbosity: Verbosity = Verbosity.normal
     # Downstream stages: the upstream run folder, or a checkpoint path.
     run: str | None = None
     # Downstream stages over a sweep folder: which of its training jobs (docs/sweeps.md).
@@ -319,6 +449,17 @@ class RlperfConfig:
     edge: EdgeConfig = field(default_factory=EdgeConfig)
 
 
+#: The schema of each kind of a group with kinds, stored as ``schema/<group>/<kind>``
+#: for the options' defaults lists (``- /schema/env/atari@_here_``).
+KIND_SCHEMAS: dict[str, dict[str, type]] = {
+    "env": {
+        EnvKind.atari: AtariEnvConfig,
+        EnvKind.gym: GymEnvConfig,
+        EnvKind.custom: CustomEnvConfig,
+    },
+    "model": {ModelKind.vision: VisionModelConfig, ModelKind.mlp: MlpModelConfig},
+}
+
 _registered = False
 
 
@@ -329,4 +470,7 @@ def register_configs() -> None:
         return
     cs = ConfigStore.instance()
     cs.store(name="rlperf_schema", node=RlperfConfig)
+    for group, schemas in KIND_SCHEMAS.items():
+        for kind, node in schemas.items():
+            cs.store(group=f"schema/{group}", name=kind, node=node)
     _registered = True

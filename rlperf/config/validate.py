@@ -11,15 +11,16 @@ names the keys involved, the value and what would be valid.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from rlperf.errors import UserError
 from rlperf.models.shapes import ConvStackError, conv_stack_shapes
 
 
-class ConfigError(ValueError):
-    """An invalid value or combination of values in the composed config."""
+class ConfigError(UserError, ValueError):
+    """An invalid value or combination of values in the composed config (exit 2)."""
 
 
 def _positive(key: str, value: Any, allow_zero: bool = False) -> None:
@@ -31,13 +32,24 @@ def _positive(key: str, value: Any, allow_zero: bool = False) -> None:
 
 
 def validate_model(cfg: DictConfig) -> None:
-    """``model.*``: the conv stack reaches 1x1 for ``model.dim``; the env frame matches."""
+    """``model.*``: the kind's geometry (vision: the conv stack reaches 1x1 for
+    ``model.dim`` and the Atari frame matches; mlp: positive layer sizes)."""
+    kind = str(OmegaConf.select(cfg, "model.kind", default=None) or "vision")
+    if kind == "mlp":
+        hiddens = list(cfg.model.hiddens)
+        if any(not isinstance(h, int) or isinstance(h, bool) or h < 1 for h in hiddens):
+            raise ConfigError(
+                f"model.hiddens={hiddens} must be a list of positive layer sizes (e.g. [64, 64])"
+            )
+        return
     _positive("model.dim", cfg.model.dim)
     _positive("model.framestack", cfg.model.framestack)
     try:
         conv_stack_shapes(cfg.model.dim, cfg.model.framestack, list(cfg.model.conv_filters))
     except ConvStackError as exc:
         raise ConfigError(f"model={cfg.model.name}: {exc}") from exc
+    if _env_kind(cfg) != "atari":
+        return  # the env's observations are checked against the model by validate_env_model
     if cfg.env.dim != cfg.model.dim:
         raise ConfigError(
             f"env.dim={cfg.env.dim} differs from model.dim={cfg.model.dim}; the network "
@@ -48,6 +60,68 @@ def validate_model(cfg: DictConfig) -> None:
             f"env.framestack={cfg.env.framestack} differs from model.framestack="
             f"{cfg.model.framestack}; they must be equal"
         )
+
+
+def _env_kind(cfg: DictConfig) -> str:
+    return str(OmegaConf.select(cfg, "env.kind", default=None) or "atari")
+
+
+def validate_env(cfg: DictConfig) -> None:
+    """``env.*`` of each kind, without building the env (that is :func:`validate_env_model`)."""
+    kind = _env_kind(cfg)
+    env = cfg.env
+    if env.get("max_episode_steps") is not None:
+        _positive("env.max_episode_steps", env.max_episode_steps)
+    if kind == "atari":
+        fs = env.frameskip
+        pair = OmegaConf.is_list(fs) or isinstance(fs, list | tuple)
+        ok = (isinstance(fs, int) and not isinstance(fs, bool) and fs >= 1) or (
+            pair
+            and len(fs) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in fs)
+            and 1 <= fs[0] < fs[1]
+        )
+        if not ok:
+            raise ConfigError(
+                f"env.frameskip={fs!r} must be an int >= 1 or a pair [low, high] with "
+                f"1 <= low < high (ALE draws low..high-1 frames per step, e.g. the study's [2, 5])"
+            )
+    elif env.config is not None and not OmegaConf.is_dict(env.config):
+        raise ConfigError(
+            f"env.config={env.config!r} must be a mapping (env.config={{key: value}}) or null"
+        )
+    elif OmegaConf.is_missing(env, "id" if kind == "gym" else "entry_point"):
+        key = "id" if kind == "gym" else "entry_point"
+        example = "Acrobot-v1" if kind == "gym" else "my_envs.grid:GridWorld"
+        raise ConfigError(f"env.kind={kind} needs env.{key} (e.g. env.{key}={example})")
+
+
+def validate_env_model(cfg: DictConfig) -> None:
+    """Build and check the env (:func:`rlperf.envs.check.check_env`: ids, a user's class,
+    its spaces, reset and step), then check the model against its spaces.
+
+    Imports gymnasium (and the user's module); no Ray. Raises :class:`ConfigError`
+    (an :class:`~rlperf.envs.check.EnvCheckError` for the env) naming the keys.
+    """
+    from rlperf.envs.check import check_env
+    from rlperf.models.spaces import ModelSpaceError, check_model_spaces
+
+    model_kind = str(OmegaConf.select(cfg, "model.kind", default=None) or "vision")
+    if _env_kind(cfg) == "atari" and model_kind != "vision":
+        # Checked before the env is resolved: its frame size follows model.dim.
+        raise ConfigError(
+            f"model={cfg.model.name} (an MLP for vector or Discrete observations) cannot be "
+            f"used with env.id={cfg.env.id}: an Atari env gives image frames "
+            f"(Box(dim x dim x framestack, uint8)); use model=model1 (or tiny, model2..model6)"
+        )
+    env = cast(dict[str, Any], OmegaConf.to_container(cfg.env, resolve=True))
+    report = check_env(env)
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    assert isinstance(model, dict)
+    try:
+        check_model_spaces(model, report.observation_space, report.action_space, report.name)
+    except ModelSpaceError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def validate_gpu_layout(cfg: DictConfig) -> None:
@@ -80,6 +154,13 @@ def validate_gpu_layout(cfg: DictConfig) -> None:
                 f"gpu_layout={gl.name} (mode=shared) with workers=0: there are no workers to "
                 f"share the GPUs with; use gpu_layout={gl.name}_driver or workers >= 1"
             )
+    from rlperf.resources.plan import gpu_fractions, learner_split
+
+    driver, _ = gpu_fractions(gl.mode, len(visible), float(gl.driver_gpus), int(cfg.workers))
+    try:
+        learner_split(driver, cfg.learners, str(cfg.algo.name))
+    except ValueError as exc:
+        raise ConfigError(f"gpu_layout={gl.name}: {exc}") from exc
 
 
 def validate_resources(cfg: DictConfig) -> None:
@@ -88,6 +169,15 @@ def validate_resources(cfg: DictConfig) -> None:
         raise ConfigError(f"workers={cfg.workers!r} must be an integer >= 0")
     _positive("env_runner.num_envs", cfg.env_runner.num_envs)
     _positive("env_runner.num_cpus", cfg.env_runner.num_cpus, allow_zero=True)
+    if cfg.env_runner.torch_threads is not None:
+        _positive("env_runner.torch_threads", cfg.env_runner.torch_threads)
+    if cfg.learners is not None and (
+        not isinstance(cfg.learners, int) or isinstance(cfg.learners, bool) or cfg.learners < 0
+    ):
+        raise ConfigError(
+            f"learners={cfg.learners!r} must be null (the algorithm's and GPU layout's default) "
+            f"or an integer >= 0 (0: the learner runs in the driver; N: N learner actors)"
+        )
     aff = cfg.cpu_affinity
     if aff.num_cpus is not None:
         _positive("cpu_affinity.num_cpus", aff.num_cpus)
@@ -127,7 +217,7 @@ def validate_telemetry(cfg: DictConfig) -> None:
 
 
 def validate_train(cfg: DictConfig) -> None:
-    """``stage=train``: ``train.*``; training runs in RLlib."""
+    """``stage=train``: ``train.*``; training runs in RLlib; the env builds and fits the model."""
     if cfg.backend.name != "rllib":
         raise ConfigError(
             f"backend={cfg.backend.name} with stage=train: training runs in RLlib; "
@@ -138,6 +228,8 @@ def validate_train(cfg: DictConfig) -> None:
     _positive("train.checkpoint_every", cfg.train.checkpoint_every, allow_zero=True)
     if cfg.train.torch_threads is not None:
         _positive("train.torch_threads", cfg.train.torch_threads)
+    _positive("train.env_ceiling.duration_s", cfg.train.env_ceiling.duration_s)
+    validate_env_model(cfg)
 
 
 def validate_rollout(cfg: DictConfig) -> None:
@@ -195,6 +287,7 @@ STAGE_VALIDATORS: dict[str, Callable[[DictConfig], None]] = {
 
 def validate_config(cfg: DictConfig) -> None:
     """Run the common checks, then the stage's; raise :class:`ConfigError` naming the keys."""
+    validate_env(cfg)
     validate_model(cfg)
     validate_resources(cfg)
     validate_gpu_layout(cfg)

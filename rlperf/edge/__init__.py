@@ -12,6 +12,8 @@ imported by the functions that use them.
 
 from __future__ import annotations
 
+from rlperf.errors import UserError
+
 # One skip signal for every stage: the job wrapper records it as status "skipped".
 from rlperf.job import SkipCell
 
@@ -24,8 +26,18 @@ class ExportVerificationError(EdgeError):
     """The exported model does not reproduce the torch policy within the tolerance."""
 
 
-class EdgeTpuModelOnCpuError(EdgeError):
+class EdgeInputError(EdgeError, UserError):
+    """A model file the edge stage cannot use as given (exit 2, docs/exit-codes.md)."""
+
+
+class EdgeTpuModelOnCpuError(EdgeInputError):
     """An Edge-TPU-compiled ``.tflite`` was given to a CPU backend."""
 
 
-__all__ = ["EdgeError", "EdgeTpuModelOnCpuError", "ExportVerificationError", "SkipCell"]
+__all__ = [
+    "EdgeError",
+    "EdgeInputError",
+    "EdgeTpuModelOnCpuError",
+    "ExportVerificationError",
+    "SkipCell",
+]

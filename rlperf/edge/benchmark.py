@@ -94,9 +94,9 @@ def make_actor(spec: BenchmarkSpec) -> Any:
 
 def make_env(spec: BenchmarkSpec) -> Any:
     """The benchmark's env (seeded per episode by :func:`play_episodes`)."""
-    from rlperf.envs.atari import make_atari_env
+    from rlperf.envs.factory import make_env
 
-    return make_atari_env({**spec.env_config, "seed": None})
+    return make_env({**spec.env_config, "seed": None})
 
 
 def play_episodes(

@@ -28,7 +28,8 @@ Policy = Callable[[np.ndarray], int]
 
 @dataclass
 class ObservationSet:
-    """Real uint8 observations ``(N, dim, dim, C)`` and how they were collected."""
+    """Real observations as the env gives them, stacked (uint8 frames ``(N, dim, dim, C)``,
+    float vectors ``(N, d)``, Discrete states ``(N,)``), and how they were collected."""
 
     observations: np.ndarray
     purpose: str  # calibration | fidelity
@@ -50,8 +51,13 @@ class ObservationSet:
     def metadata(self) -> dict[str, Any]:
         meta = {k: v for k, v in asdict(self).items() if k not in ("observations", "extra")}
         meta.update(count=self.count, shape=list(self.observations.shape), sha256=self.digest())
-        meta["pixel_min"] = int(self.observations.min()) if self.count else None
-        meta["pixel_max"] = int(self.observations.max()) if self.count else None
+        meta["dtype"] = str(self.observations.dtype)
+        lo = self.observations.min() if self.count else None
+        hi = self.observations.max() if self.count else None
+        if self.observations.dtype == np.uint8:
+            meta["pixel_min"], meta["pixel_max"] = _item(lo), _item(hi)
+        else:
+            meta["value_min"], meta["value_max"] = _item(lo), _item(hi)
         return meta
 
     def save(self, path: Path) -> Path:
@@ -84,6 +90,29 @@ class ObservationSet:
             )
 
 
+def observation_range(space: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """The values an observation space allows, for the int8 calibration of non-frame inputs:
+    ``(start, start + n - 1)`` of a Discrete, ``(low, high)`` of a non-uint8 Box (infinite
+    where unbounded); None for uint8 frames (calibrated as 0..255) or no space."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Discrete):
+        start = float(space.start)
+        return np.array(start, np.float32), np.array(start + int(space.n) - 1, np.float32)
+    if isinstance(space, spaces.Box) and space.dtype != np.uint8:
+        return space.low.astype(np.float32), space.high.astype(np.float32)
+    return None
+
+
+def _item(value: Any) -> Any:
+    return None if value is None else np.asarray(value).item()
+
+
+def _key(obs: Any) -> bytes:
+    """Identity of an observation (its bytes), to skip frames of another set."""
+    return hashlib.sha1(np.ascontiguousarray(obs).tobytes()).digest()
+
+
 def collect_observations(
     env_config: Mapping[str, Any],
     count: int,
@@ -96,7 +125,7 @@ def collect_observations(
     """Play the env and keep every ``stride``-th observation until ``count`` are kept.
 
     Args:
-        env_config: the ``env`` subtree (keys of :func:`rlperf.envs.atari.make_atari_env`).
+        env_config: the ``env`` subtree (:func:`rlperf.envs.factory.make_env`).
         count: observations to keep.
         seed: seeds the first reset and the random actions; later episodes continue
             the env's own random stream, so the whole set is reproducible.
@@ -106,16 +135,13 @@ def collect_observations(
         max_steps: give up after this many env steps (default ``count * stride * 20``).
 
     Returns:
-        ``(observations (N, dim, dim, C) uint8, number of skipped duplicates)``.
+        ``(observations stacked as the env gives them, number of skipped duplicates)``.
     """
-    from rlperf.envs.atari import make_atari_env
+    from rlperf.envs.factory import make_env
 
-    excluded = (
-        {hashlib.sha1(o.tobytes()).digest() for o in exclude} if exclude is not None else set()
-    )
-    env = make_atari_env({**dict(env_config), "seed": None})
-    rng = np.random.default_rng(seed)
-    n_actions = int(env.action_space.n)  # type: ignore[attr-defined]
+    excluded = {_key(o) for o in exclude} if exclude is not None else set()
+    env = make_env({**dict(env_config), "seed": None})
+    env.action_space.seed(seed)
     kept: list[np.ndarray] = []
     skipped = 0
     limit = max_steps if max_steps is not None else max(count, 1) * stride * 20
@@ -125,12 +151,11 @@ def collect_observations(
             if len(kept) >= count:
                 break
             if step % stride == 0:
-                key = hashlib.sha1(obs.tobytes()).digest()
-                if key in excluded:
+                if _key(obs) in excluded:
                     skipped += 1
                 else:
-                    kept.append(obs)
-            action = policy(obs) if policy is not None else int(rng.integers(n_actions))
+                    kept.append(np.asarray(obs))
+            action = policy(obs) if policy is not None else env.action_space.sample()
             obs, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 obs, _ = env.reset()
@@ -140,7 +165,7 @@ def collect_observations(
         raise RuntimeError(
             f"collected only {len(kept)} of {count} observations in {limit} env steps"
         )
-    return np.stack(kept).astype(np.uint8, copy=False), skipped
+    return np.stack(kept), skipped
 
 
 def build_observation_set(

@@ -19,6 +19,14 @@ input, bit for bit. The study's file was
 calibrated on frames whose brightest pixel was 236, got scale 236/255 and
 distorted every frame fed to it as raw bytes. :func:`convert_keras` checks the
 result and refuses a model whose uint8 input is not exact.
+
+Observations that are not uint8 frames (an MLP policy's float32 vectors, a
+Discrete state as a number) are quantized with the scale calibration gives
+them. The calibration then always covers ``input_range`` — the env's
+observation bounds where they are finite (0..n-1 for a Discrete state), the
+calibration set's own extremes where not — through two extra samples at its
+low and high ends (:func:`with_value_range`), so observations the trained
+policy meets beyond what random play saw are not clipped to a narrower range.
 """
 
 from __future__ import annotations
@@ -66,30 +74,58 @@ def with_full_pixel_range(observations: np.ndarray) -> np.ndarray:
     return obs
 
 
-def representative_dataset(observations: np.ndarray) -> Callable[[], Iterator[list[np.ndarray]]]:
-    """The converter's calibration generator: one float32 frame (raw pixels) per sample."""
-    frames = with_full_pixel_range(observations)
+def with_value_range(
+    observations: np.ndarray, input_range: tuple[np.ndarray, np.ndarray] | None
+) -> np.ndarray:
+    """float32 ``observations`` plus two samples at the low and high end of ``input_range``
+    (per value; the observations' own extremes where the range is not finite or not given)."""
+    obs = np.asarray(observations, dtype=np.float32)
+    low, high = obs.min(axis=0), obs.max(axis=0)
+    if input_range is not None:
+        lo = np.broadcast_to(np.asarray(input_range[0], np.float32), low.shape)
+        hi = np.broadcast_to(np.asarray(input_range[1], np.float32), high.shape)
+        low = np.where(np.isfinite(lo), np.minimum(lo, low), low)
+        high = np.where(np.isfinite(hi), np.maximum(hi, high), high)
+    return np.concatenate([obs, low[None], high[None]])
+
+
+def representative_dataset(
+    observations: np.ndarray, input_range: tuple[np.ndarray, np.ndarray] | None = None
+) -> Callable[[], Iterator[list[np.ndarray]]]:
+    """The converter's calibration generator: one float32 observation per sample (uint8
+    frames as raw pixels with the full 0..255 range, other observations with
+    :func:`with_value_range`)."""
+    if np.asarray(observations).dtype == np.uint8:
+        frames = with_full_pixel_range(observations).astype(np.float32)
+    else:
+        frames = with_value_range(observations, input_range)
 
     def gen() -> Iterator[list[np.ndarray]]:
         for frame in frames:
-            yield [frame[None].astype(np.float32)]
+            yield [frame.reshape(1, -1) if frame.ndim == 0 else frame[None]]
 
     return gen
 
 
 def convert_keras(
-    model: Any, variant: str, calibration: np.ndarray | None = None, int8_io: str = "uint8"
+    model: Any,
+    variant: str,
+    calibration: np.ndarray | None = None,
+    int8_io: str = "uint8",
+    input_range: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> bytes:
     """Convert a Keras policy (from :func:`rlperf.edge.export.build_keras_policy`) to TFLite bytes.
 
     Args:
         model: the batch-1 Keras model.
         variant: one of :data:`VARIANTS`.
-        calibration: uint8 observations ``(N, dim, dim, C)``, required for int8 and int16x8.
+        calibration: observations, required for int8 and int16x8: uint8 frames
+            ``(N, dim, dim, C)``, or the float / integer observations of an MLP policy.
         int8_io: type of the int8 model's input and output (``edge.int8_io``):
             ``"uint8"`` (the study's and the Edge TPU's usual format) or ``"int8"``.
             With uint8, TFLite adds uint8<->int8 QUANTIZE ops that XNNPACK does not
             take (about 20 us for an 84x84x4 frame on x86); int8 has none.
+        input_range: (low, high) the calibration of non-frame observations must cover.
 
     Raises:
         EdgeError: int8 calibration missing, or the int8 input is not exactly scale 1 /
@@ -108,7 +144,7 @@ def convert_keras(
             raise EdgeError(
                 f"the {variant} conversion needs a calibration set (edge.calibration_size > 0)"
             )
-        converter.representative_dataset = representative_dataset(calibration)
+        converter.representative_dataset = representative_dataset(calibration, input_range)
     if variant == "int8":
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
         if int8_io not in INT8_IO:
@@ -125,7 +161,7 @@ def convert_keras(
         # Emitted for every uint8/int8 interface; the input range comes from calibration.
         warnings.filterwarnings("ignore", message="Statistics for quantized inputs")
         data = bytes(converter.convert())
-    if variant == "int8":
+    if variant == "int8" and np.asarray(calibration).dtype == np.uint8:
         _check_exact_input(data)
     return data
 

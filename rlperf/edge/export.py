@@ -11,6 +11,16 @@ into the first conv's kernel, so the Keras model takes raw 0..255 pixels as
 float32 and has no separate scaling op (for int8 this makes the input tensor
 the raw frame, quantized losslessly with scale 1).
 
+MLP policies (:class:`~rlperf.models.mlp_net.MlpNet`) become Dense layers
+with the same activations (torch ``Linear`` weights transposed). The Keras
+model takes the observation as the env gives it, as float32: a ``Box`` in its
+own shape (flattened inside), a ``Discrete`` state as one number ``(1,)``. The
+torch module's one-hot encoding of that state is rebuilt from two fixed Dense +
+ReLU layers — ``relu(1 - relu(s - i) - relu(i - s))`` for every state ``i``,
+exactly 1 at ``i = s`` and 0 elsewhere for an integer ``s`` — so the exported
+graph holds only FULLY_CONNECTED and activation ops, which every TFLite variant
+(int8 and the Edge TPU included) runs; no ONE_HOT or GATHER op.
+
 ``heads="policy"`` exports the policy branch only (acting needs no value
 function: half the compute); ``heads="both"`` adds the value branch as a
 second output.
@@ -19,20 +29,23 @@ second output.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from rlperf.edge import ExportVerificationError
 
 if TYPE_CHECKING:
+    from rlperf.models.mlp_net import MlpNet
     from rlperf.models.vision_net import VisionNet
+
+    PolicyNet = VisionNet | MlpNet
 
 HEADS = ("policy", "both")
 
 
 def torch_outputs(
-    net: VisionNet, observations: np.ndarray, heads: str = "policy", batch: int = 256
+    net: PolicyNet, observations: np.ndarray, heads: str = "policy", batch: int = 256
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Logits ``(N, A)`` (and values ``(N,)`` for ``heads="both"``) of the torch module."""
     import torch
@@ -79,11 +92,76 @@ def _copy_head(x: Any, conv: Any, name: str) -> Any:
     return keras.layers.Reshape((conv.out_channels,), name=name)(x)
 
 
-def build_keras_policy(net: VisionNet, heads: str = "policy", batch_size: int | None = 1) -> Any:
-    """A ``keras.Model`` computing the torch policy: raw float pixels in, logits (and value) out.
+#: Keras activation of each ``model.activation`` (torch module of the same name).
+KERAS_ACTIVATIONS = {"tanh": "tanh", "relu": "relu", "elu": "elu", "silu": "silu"}
+
+
+def policy_input_shape(net: PolicyNet) -> tuple[int, ...]:
+    """Shape of one observation at the exported model's input (without the batch)."""
+    if (
+        getattr(net, "kind", "vision") == "mlp"
+        and cast("MlpNet", net).obs_spec["type"] == "discrete"
+    ):
+        return (1,)
+    return tuple(int(d) for d in net.obs_shape)
+
+
+def _one_hot(x: Any, n: int) -> Any:
+    """Exact one-hot of an integer state ``x`` ``(B, 1)`` from fixed Dense + ReLU layers."""
+    import keras
+
+    states = np.arange(n, dtype=np.float32)
+    diff = keras.layers.Dense(2 * n, activation="relu", name="one_hot_diff")
+    x = diff(x)  # [relu(s - i), relu(i - s)] for every state i
+    diff.set_weights([np.concatenate([np.ones(n), -np.ones(n)])[None].astype(np.float32),
+                      np.concatenate([-states, states])])  # fmt: skip
+    pick = keras.layers.Dense(n, activation="relu", name="one_hot")
+    x = pick(x)  # relu(1 - |s - i|)
+    pick.set_weights([-np.vstack([np.eye(n), np.eye(n)]).astype(np.float32),
+                      np.ones(n, np.float32)])  # fmt: skip
+    return x
+
+
+def _copy_mlp(x: Any, layers: Any, activation: str, prefix: str) -> Any:
+    """Dense copies of a torch ``Sequential`` of Linear layers (activation after all but the
+    last)."""
+    import keras
+
+    linears = [m for m in layers if hasattr(m, "weight")]
+    for i, lin in enumerate(linears):
+        last = i == len(linears) - 1
+        dense = keras.layers.Dense(
+            lin.out_features,
+            activation=None if last else KERAS_ACTIVATIONS[activation],
+            name=f"{prefix}_dense{i}" if not last else prefix,
+        )
+        x = dense(x)
+        dense.set_weights(
+            [lin.weight.detach().cpu().numpy().T.copy(), lin.bias.detach().cpu().numpy()]
+        )
+    return x
+
+
+def _build_keras_mlp(net: MlpNet, heads: str, batch_size: int | None) -> Any:
+    import keras
+
+    inp = keras.Input(policy_input_shape(net), batch_size=batch_size, name="observations")
+    if net.obs_spec["type"] == "discrete":
+        features = _one_hot(inp, net.in_features)
+    else:
+        features = keras.layers.Flatten(name="flatten")(inp) if len(net.obs_shape) > 1 else inp
+    outputs = [_copy_mlp(features, net.pi_net, net.activation, "logits")]
+    if heads == "both":
+        outputs.append(_copy_mlp(features, net.vf_net, net.activation, "value"))
+    return keras.Model(inp, outputs if heads == "both" else outputs[0], name=f"rlperf_{heads}")
+
+
+def build_keras_policy(net: PolicyNet, heads: str = "policy", batch_size: int | None = 1) -> Any:
+    """A ``keras.Model`` computing the torch policy: the raw observation (pixels as floats)
+    in, logits (and value) out.
 
     Args:
-        net: the trained torch policy.
+        net: the trained torch policy (VisionNet or MlpNet).
         heads: ``"policy"`` (logits only) or ``"both"`` (outputs ``[logits, value]``).
         batch_size: fixed batch of the input (1 for export: static shapes for the
             Edge TPU compiler and XNNPACK); None for a batched verification model.
@@ -92,6 +170,8 @@ def build_keras_policy(net: VisionNet, heads: str = "policy", batch_size: int | 
 
     if heads not in HEADS:
         raise ValueError(f"edge.heads={heads!r} must be one of {HEADS}")
+    if getattr(net, "kind", "vision") == "mlp":
+        return _build_keras_mlp(cast("MlpNet", net), heads, batch_size)
     dim, _, channels = net.obs_shape
     inp = keras.Input((dim, dim, channels), batch_size=batch_size, name="observations")
     outputs = [_copy_head(_copy_trunk(inp, net.pi_trunk, "pi"), net.pi_logits, "logits")]
@@ -160,18 +240,19 @@ def compare_logits(
 
 
 def verify_keras_policy(
-    model: Any, net: VisionNet, observations: np.ndarray, heads: str, tolerance: float
+    model: Any, net: PolicyNet, observations: np.ndarray, heads: str, tolerance: float
 ) -> ExportCheck:
     """Run ``model`` and the torch ``net`` on ``observations``; compare (no exception)."""
     ref_logits, ref_values = torch_outputs(net, observations, heads)
-    out = model.predict(observations.astype(np.float32), batch_size=64, verbose=0)
+    inputs = observations.astype(np.float32).reshape(len(observations), *policy_input_shape(net))
+    out = model.predict(inputs, batch_size=64, verbose=0)
     if heads == "both" and ref_values is not None:
         return compare_logits(out[0], ref_logits, tolerance, (out[1], ref_values))
     return compare_logits(out, ref_logits, tolerance)
 
 
 def export_policy(
-    net: VisionNet, observations: np.ndarray, heads: str = "policy", tolerance: float = 1e-4
+    net: PolicyNet, observations: np.ndarray, heads: str = "policy", tolerance: float = 1e-4
 ) -> tuple[Any, ExportCheck]:
     """Rebuild ``net`` in Keras, verify it on real ``observations``, return (batch-1 model, check).
 

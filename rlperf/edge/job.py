@@ -28,9 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from rlperf.edge import EdgeError, SkipCell
+from rlperf.edge import EdgeInputError, SkipCell
+from rlperf.envs.factory import describe_env
+from rlperf.models.spaces import describe_space
 from rlperf.runs import TrainedRun
 
 log = logging.getLogger("rlperf.edge")
@@ -74,6 +77,7 @@ class EdgeCell:
     file_info: Any = None  # what read_tflite says about model_path=
     env: dict[str, Any] = field(default_factory=dict)
     num_actions: int = 0
+    obs_space: Any = None  # the env's observation space
     edgetpu: dict[str, Any] | None = None  # runtime and device, for backend=edgetpu
     fidelity: Any = None  # the fidelity ObservationSet with the torch logits
     fidelity_name: str | None = None
@@ -96,14 +100,16 @@ class EdgeCell:
 
 def resolve_cell(cfg: DictConfig, out_dir: Path) -> EdgeCell:
     """The cell's policy (``run`` / ``checkpoint``), file (``model_path``), backend and env."""
+    from gymnasium import spaces
+
     from rlperf.edge.cache import resolve_cache_root
-    from rlperf.envs.atari import env_spaces
+    from rlperf.envs.factory import env_spaces
 
     cell = EdgeCell(cfg, out_dir, str(cfg.backend.name), resolve_cache_root(cfg.edge.cache_dir))
     if cfg.model_path:
         cell.model_file = Path(str(cfg.model_path))
         if not cell.model_file.is_file():
-            raise EdgeError(f"model_path={cfg.model_path}: no such file")
+            raise EdgeInputError(f"model_path={cfg.model_path}: no such file")
     cell.source["model_path"] = str(cell.model_file) if cell.model_file else None
     ecfg = load_trained_policy(cell) if cfg.run or cfg.checkpoint else cfg
     if cell.model_file is not None:
@@ -113,7 +119,15 @@ def resolve_cell(cfg: DictConfig, out_dir: Path) -> EdgeCell:
     else:
         obs_shape = cell.net.obs_shape
     cell.env = play_env(ecfg, tuple(obs_shape))
-    cell.num_actions = int(env_spaces(cell.env)[1].n)
+    obs_space, action_space = env_spaces(cell.env)
+    if not isinstance(action_space, spaces.Discrete):
+        raise EdgeInputError(
+            f"the edge stage benchmarks policies with Discrete actions (the greedy action is the "
+            f"argmax of the logits); {describe_space(action_space)} actions of "
+            f"{describe_env(cell.env)} are not supported"
+        )
+    cell.num_actions = int(action_space.n)
+    cell.obs_space = obs_space
     return cell
 
 
@@ -125,7 +139,7 @@ def load_trained_policy(cell: EdgeCell) -> DictConfig:
     """
     from rlperf.edge.cache import ArtifactCache
     from rlperf.edge.export import torch_outputs
-    from rlperf.models.vision_net import count_trainable_params, load_policy
+    from rlperf.models.policy_file import count_trainable_params, load_policy
     from rlperf.runs import check_probe, upstream_run, write_effective_config
 
     trained, ecfg = upstream_run(cell.cfg, rllib=False)
@@ -152,26 +166,32 @@ def inspect_model_file(cell: EdgeCell) -> None:
     from rlperf.edge.tflite_model import ensure_cpu_runnable, read_tflite
 
     assert cell.model_file is not None
+    from rlperf.edge.export import policy_input_shape
+
     cell.file_info = info = read_tflite(cell.model_file)
     cell.backend = _backend_for_file(cell.backend, info)
     if cell.backend != "edgetpu":
         ensure_cpu_runnable(info, cell.backend)
     in_shape = info.inputs[0].shape[1:]
-    if cell.net is not None and tuple(cell.net.obs_shape) != tuple(in_shape):
-        raise EdgeError(
+    if cell.net is not None and policy_input_shape(cell.net) != tuple(in_shape):
+        raise EdgeInputError(
             f"model_path input {list(in_shape)} does not match the policy's "
-            f"observation shape {list(cell.net.obs_shape)}"
+            f"observation shape {list(policy_input_shape(cell.net))}"
         )
 
 
 def play_env(ecfg: DictConfig, obs_shape: tuple[int, ...]) -> dict[str, Any]:
     """The env to play: ``ecfg.env`` (the run's, as trained, with command-line ``env.*``).
 
-    ``dim`` and ``framestack`` always follow the network's input.
+    An Atari env's ``dim`` and ``framestack`` always follow the network's input.
     """
     from rlperf.envs.atari import DEFAULT_ENV_CONFIG
 
     env = cast(dict[str, Any], OmegaConf.to_container(ecfg.env, resolve=True))
+    env.pop("seed", None)
+    if str(env.get("kind") or "atari") != "atari":
+        return env
+    # Without "kind": the settings hash of observation sets cached before env kinds existed.
     out = {k: env[k] for k in DEFAULT_ENV_CONFIG if k in env and k != "seed"}
     out["dim"], out["framestack"] = int(obs_shape[0]), int(obs_shape[2])
     return out
@@ -218,17 +238,19 @@ def fidelity_set(cache: Any, cfg: DictConfig, env_cfg: dict[str, Any], net: Any)
 def calibration_set(
     cache: Any, cfg: DictConfig, env_cfg: dict[str, Any], net: Any, fidelity: Any
 ) -> tuple[Any, str, bool]:
-    """The calibration set (no frame of the fidelity set in it), built once and cached."""
+    """The calibration set, built once and cached: no frame of the fidelity set in it,
+    except for Discrete states (a few states in all: both sets hold every one of them)."""
     from rlperf.edge.cache import settings_hash
     from rlperf.edge.calibration import DEFAULT_STRIDE, ObservationSet, build_observation_set
 
+    discrete_states = fidelity.observations.ndim == 1
     settings: dict[str, Any] = {
         "env": env_cfg,
         "count": int(cfg.edge.calibration_size),
         "seed": int(cfg.edge.calibration_seed),
         "policy": str(cfg.edge.calibration_policy),
         "stride": DEFAULT_STRIDE,
-        "excluding": fidelity.digest(),
+        "excluding": None if discrete_states else fidelity.digest(),
     }
     name = f"calibration-{settings_hash(settings)}.npz"
     if cache.has(name):
@@ -241,7 +263,7 @@ def calibration_set(
         "calibration",
         settings["policy"],
         net.greedy_action,
-        exclude=fidelity.observations,
+        exclude=None if discrete_states else fidelity.observations,
     )
     obs_set.save(cache.path(name))
     cache.record_artifact(name, {"kind": "calibration set", **obs_set.metadata()})
@@ -261,7 +283,13 @@ def variant_file_name(heads: str, variant: str, int8_io: str, calibration_key: s
 
 
 def build_variant(
-    cache: Any, cfg: DictConfig, backend: str, net: Any, env_cfg: dict[str, Any], fidelity: Any
+    cache: Any,
+    cfg: DictConfig,
+    backend: str,
+    net: Any,
+    env_cfg: dict[str, Any],
+    fidelity: Any,
+    obs_space: Any = None,
 ) -> Variant:
     """The ``.tflite`` that ``backend`` runs, from the cache or built now. Holds the cache lock.
 
@@ -269,6 +297,7 @@ def build_variant(
     fidelity set) and the conversion of every variant in :data:`CACHED_VARIANTS`
     that is missing, so the other cells of a sweep find theirs ready.
     """
+    from rlperf.edge.calibration import observation_range
     from rlperf.edge.convert import BACKEND_VARIANTS, convert_keras
     from rlperf.edge.export import export_policy
 
@@ -282,6 +311,9 @@ def build_variant(
     (built if new else reused).append(calib_name)
     timings["calibration_s"] = time.perf_counter() - t0
     calib_meta = {**calib.metadata(), "file": str(cache.path(calib_name))}
+    input_range = observation_range(obs_space)
+    if input_range is not None:
+        calib_meta["input_range"] = [np.asarray(v).tolist() for v in input_range]
     calib_key = calib_name.removeprefix("calibration-").removesuffix(".npz")
     names = {v: variant_file_name(heads, v, int8_io, calib_key) for v in CACHED_VARIANTS}
     export_name = f"export-{heads}.json"
@@ -298,7 +330,9 @@ def build_variant(
         for v in missing:
             t0 = time.perf_counter()
             log.info("converting to TFLite %s", v)
-            data = convert_keras(model, v, calib.observations if v == "int8" else None, int8_io)
+            data = convert_keras(
+                model, v, calib.observations if v == "int8" else None, int8_io, input_range
+            )
             cache.write_bytes(names[v], data)
             timings[f"convert_{v}_s"] = time.perf_counter() - t0
             cache.record_artifact(
@@ -420,7 +454,9 @@ def prepare_variant(cell: EdgeCell) -> None:
             cell.fidelity, cell.fidelity_name, new = fidelity_set(cache, cfg, cell.env, cell.net)
             if cell.model_file is None:
                 int8_backend = "tflite_int8" if backend == "edgetpu" else backend
-                variant = build_variant(cache, cfg, int8_backend, cell.net, cell.env, cell.fidelity)
+                variant = build_variant(
+                    cache, cfg, int8_backend, cell.net, cell.env, cell.fidelity, cell.obs_space
+                )
                 (variant.built if new else variant.reused).insert(0, cell.fidelity_name)
                 cell.variant = compile_variant(cache, variant) if backend == "edgetpu" else variant
     if cell.model_file is not None:
@@ -562,7 +598,7 @@ def summarise(
     cell: EdgeCell, result: dict[str, Any], bench_s: float, checks: dict[str, Any]
 ) -> dict[str, Any]:
     """The edge cell's ``summary.json`` entries (``checks``: fidelity, reference returns)."""
-    from rlperf.edge.tflite_model import input_distortion, read_tflite
+    from rlperf.edge.tflite_model import read_tflite
 
     threads, variant = int(cell.cfg.edge.threads), cell.variant
     copied = copy_artifacts(cell)
@@ -589,9 +625,9 @@ def summarise(
         "model_size_bytes": cell.benchmarked_file.stat().st_size,
         "model_info": info.to_dict() if info is not None else None,
         "input": (
-            {**info.inputs[0].to_dict(), **input_distortion(info.inputs[0])}
+            {**info.inputs[0].to_dict(), **_distortion(cell, info.inputs[0])}
             if info is not None
-            else {"dtype": "uint8", "note": "torch scales by 1/255 inside"}
+            else _torch_input(cell)
         ),
         "delegate": result["delegate"]
         or {"delegates": ["torch"], "status": "n/a", "threads": threads},
@@ -609,6 +645,32 @@ def summarise(
             "reused": variant.reused if variant is not None else [],
         },
         "timings_s": {**(variant.timings_s if variant is not None else {}), "benchmark_s": bench_s},
+    }
+
+
+def _distortion(cell: EdgeCell, tensor: Any) -> dict[str, Any]:
+    """How feeding raw frame bytes distorts the input (uint8 frames only: other observations
+    are always quantized with the tensor's scale)."""
+    from gymnasium import spaces
+
+    from rlperf.edge.tflite_model import input_distortion
+
+    space = cell.obs_space
+    if isinstance(space, spaces.Box) and space.dtype == np.uint8:
+        return input_distortion(tensor)
+    return {"lossless": not tensor.quantized, "note": "observations quantized with its scale"}
+
+
+def _torch_input(cell: EdgeCell) -> dict[str, Any]:
+    """The ``input`` entry of an ``rllib`` (torch) cell."""
+    if getattr(cell.net, "kind", "vision") != "mlp":
+        return {"dtype": "uint8", "note": "torch scales by 1/255 inside"}
+    discrete = cell.net.obs_spec["type"] == "discrete"
+    return {
+        "dtype": "int64" if discrete else str(getattr(cell.obs_space, "dtype", "float32")),
+        "note": "the MLP one-hot encodes the state inside"
+        if discrete
+        else "the MLP takes the observation as float32",
     }
 
 

@@ -195,18 +195,23 @@ class TfliteActor:
         self._out = self.output.index
         self.forward_ns = 0
 
-    def act(self, obs: np.ndarray) -> int:
-        self.interp.set_tensor(self._in, quantize_input(obs[None], self.input))
+    def _input(self, obs: Any) -> np.ndarray:
+        """One observation as the input tensor: reshaped to it (a Discrete state becomes
+        ``(1, 1)``) and quantized where the tensor is."""
+        return quantize_input(np.asarray(obs).reshape(self.input.shape), self.input)
+
+    def act(self, obs: Any) -> int:
+        self.interp.set_tensor(self._in, self._input(obs))
         t0 = time.perf_counter_ns()
         self.interp.invoke()
         self.forward_ns = time.perf_counter_ns() - t0
         return int(np.argmax(self.interp.get_tensor(self._out)))
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
-        """Dequantized logits ``(N, A)`` for uint8 observations ``(N, dim, dim, C)``."""
+        """Dequantized logits ``(N, A)`` for observations stacked as the env gives them."""
         out = []
         for obs in observations:
-            self.interp.set_tensor(self._in, quantize_input(obs[None], self.input))
+            self.interp.set_tensor(self._in, self._input(obs))
             self.interp.invoke()
             out.append(dequantize_output(self.interp.get_tensor(self._out), self.output).ravel())
         return np.stack(out)
@@ -218,7 +223,7 @@ class TorchActor:
     def __init__(self, policy_path: Path | str, threads: int = 1) -> None:
         import torch
 
-        from rlperf.models.vision_net import load_policy
+        from rlperf.models.policy_file import load_policy
 
         torch.set_num_threads(int(threads))
         self._torch = torch
@@ -226,10 +231,10 @@ class TorchActor:
         self.forward_ns = 0
         self.delegate = None
 
-    def act(self, obs: np.ndarray) -> int:
+    def act(self, obs: Any) -> int:
         torch = self._torch
         with torch.inference_mode():
-            x = torch.from_numpy(obs).unsqueeze(0)
+            x = torch.as_tensor(np.asarray(obs)).unsqueeze(0)
             t0 = time.perf_counter_ns()
             logits = self.net.logits(x)
             self.forward_ns = time.perf_counter_ns() - t0

@@ -84,8 +84,9 @@ DEFAULT_ENV_CONFIG: dict[str, Any] = {
 # name as it appears in the id ("ALE/Pong-v5", "PongNoFrameskip-v4").
 _KNOWN_ACTION_COUNTS = {"pong": 6, "breakout": 4}
 
-# Keys RLlib adds to an EnvContext in vectorised creation; not user settings.
-_RLLIB_CONTEXT_KEYS = frozenset({"num_envs"})
+# Keys that are not settings of the game: RLlib's key of a vectorised EnvContext, and
+# rlperf's env kind (rlperf.envs.factory), which must say atari where it is given.
+_RLLIB_CONTEXT_KEYS = frozenset({"num_envs", "kind"})
 
 # How many envs this process has built per (seed, worker_index, vector_index):
 # RLlib 2.60 creates all sub-envs of an env runner from one EnvContext with
@@ -320,6 +321,8 @@ def resolve_env_config(env_config: Mapping[str, Any] | None) -> dict[str, Any]:
             keys) or a value out of range.
     """
     given = dict(env_config or {})
+    if given.get("kind", "atari") != "atari":
+        raise ValueError(f"env_config.kind={given['kind']!r}: make_atari_env builds kind atari")
     for key in _RLLIB_CONTEXT_KEYS:
         given.pop(key, None)
     unknown = sorted(set(given) - set(DEFAULT_ENV_CONFIG))

@@ -11,29 +11,30 @@ PROBE_SIZE = 32
 
 
 def env_config(cfg: DictConfig) -> dict[str, Any]:
-    """The ``env`` subtree as a plain dict for the env creator, with the job's ``seed``."""
+    """The ``env`` subtree as a plain dict for :func:`rlperf.envs.factory.make_env`, with the
+    job's ``seed`` (a config of rlperf 0.1 without ``kind`` is Atari)."""
     env = cast(dict[str, Any], OmegaConf.to_container(cfg.env, resolve=True))
+    env.setdefault("kind", "atari")
     env["seed"] = int(cfg.seed)
     return env
 
 
 def probe_observations(cfg: DictConfig, n: int = PROBE_SIZE) -> Any:
-    """``n`` real observations of the config's env (random actions, fixed ``seed``)."""
+    """``n`` real observations of the config's env (random actions, fixed ``seed``), stacked."""
     import numpy as np
 
-    from rlperf.envs.atari import make_atari_env
+    from rlperf.envs.factory import make_env
 
-    env = make_atari_env(env_config(cfg))
-    rng = np.random.default_rng(int(cfg.seed))
+    env = make_env(env_config(cfg))
+    env.action_space.seed(int(cfg.seed))
     try:
         obs, _ = env.reset(seed=int(cfg.seed))
-        frames: list[np.ndarray] = []
-        n_actions = int(cast(Any, env.action_space).n)
+        frames: list[Any] = []
         while len(frames) < n:
             frames.append(obs)
-            obs, _, term, trunc, _ = env.step(int(rng.integers(n_actions)))
+            obs, _, term, trunc, _ = env.step(env.action_space.sample())
             if term or trunc:
                 obs, _ = env.reset()
-        return np.stack(frames)
+        return np.stack([np.asarray(f) for f in frames])
     finally:
         env.close()

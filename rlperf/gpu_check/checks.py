@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlperf.runs import FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
+from rlperf.runs import (
+    EXCLUDED_COLUMN,
+    FINGERPRINT_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    TELEMETRY_FILE,
+    Exclusion,
+)
 from rlperf.telemetry.sampler import GPU_METRICS
 
 #: The manifest the runner writes in the output folder (what ran, how it exited).
@@ -65,7 +72,13 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+#: The warm-up value of metrics.csv's exclusion column, read as 1.0.
+EXCLUSION_MARK = str(Exclusion.warmup)
+
+
 def _number(text: str) -> float:
+    if text == EXCLUSION_MARK:  # a row the writer excluded (rlperf.runs.EXCLUDED_COLUMN)
+        return 1.0
     if text in ("True", "False"):
         return float(text == "True")
     try:
@@ -299,7 +312,10 @@ def learn_s(rows: Rows) -> float:
     loading), so the jobs are run with ``train.warmup_iterations=1``; a job whose
     iterations are all warm-up gives its last one.
     """
-    steady = [r["learn_s"] for r in rows if not r.get("warmup")]
+    # `excluded` (warmup: 1.0 by _number; empty: NaN); rlperf 0.1 wrote a boolean `warmup`.
+    steady = [
+        r["learn_s"] for r in rows if not (r.get(EXCLUDED_COLUMN, 0) == 1.0 or r.get("warmup"))
+    ]
     values = steady or [rows[-1]["learn_s"]]
     return float(statistics.median(values))
 

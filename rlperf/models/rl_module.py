@@ -1,8 +1,14 @@
-"""The study's network as an RLlib new-API-stack ``TorchRLModule`` for PPO.
+"""rlperf's networks as RLlib new-API-stack ``TorchRLModule``s (PPO: policy and value).
 
-Imported only by the stages that start RLlib. The RLModule wraps
-:class:`rlperf.models.vision_net.VisionNet` so that the same weights can be
-saved to (and reloaded from) a plain torch file without Ray.
+Imported only by the stages that start RLlib. Each RLModule wraps a plain torch
+network (:class:`~rlperf.models.vision_net.VisionNet`,
+:class:`~rlperf.models.mlp_net.MlpNet`) as ``self.net``, so that the same
+weights can be saved to (and reloaded from) ``rlperf_policy.pt`` without Ray
+(:mod:`rlperf.models.policy_file`). :data:`RL_MODULES` maps ``model.kind`` to
+its module class; :func:`rl_module_model_config` gives the ``model_config`` it
+takes. Action distributions are RLlib's defaults for the action space
+(``TorchCategorical`` for Discrete, ``TorchDiagGaussian`` for Box), whose inputs
+are exactly what ``net.logits`` returns.
 """
 
 from __future__ import annotations
@@ -11,15 +17,29 @@ from typing import Any, cast
 
 import gymnasium as gym
 import torch
+from omegaconf import DictConfig, OmegaConf
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
+from rlperf.models.mlp_net import MlpNet
 from rlperf.models.vision_net import VisionNet
 
 
-class VisionNetRLModule(TorchRLModule, ValueFunctionAPI):
-    """PPO RLModule; ``model_config`` must hold ``conv_filters`` (``model.conv_filters``)."""
+class _PolicyValueRLModule(TorchRLModule, ValueFunctionAPI):
+    """Forward = ``net.logits`` as the action-distribution inputs; values = ``net.value``."""
+
+    net: Any
+
+    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {Columns.ACTION_DIST_INPUTS: self.net.logits(batch[Columns.OBS])}
+
+    def compute_values(self, batch: dict[str, Any], embeddings: Any | None = None) -> torch.Tensor:
+        return cast(torch.Tensor, self.net.value(batch[Columns.OBS]))
+
+
+class VisionNetRLModule(_PolicyValueRLModule):
+    """The study's network; ``model_config`` must hold ``conv_filters`` (``model.conv_filters``)."""
 
     def setup(self) -> None:
         conv_filters = cast(dict[str, Any], self.model_config)["conv_filters"]
@@ -27,8 +47,23 @@ class VisionNetRLModule(TorchRLModule, ValueFunctionAPI):
         act_space = cast(gym.spaces.Discrete, self.action_space)
         self.net = VisionNet(obs_space.shape, int(act_space.n), conv_filters)
 
-    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return {Columns.ACTION_DIST_INPUTS: self.net.logits(batch[Columns.OBS])}
 
-    def compute_values(self, batch: dict[str, Any], embeddings: Any | None = None) -> torch.Tensor:
-        return self.net.value(batch[Columns.OBS])
+class MlpRLModule(_PolicyValueRLModule):
+    """An MLP; ``model_config`` must hold ``hiddens`` and ``activation`` (``model.*``)."""
+
+    def setup(self) -> None:
+        config = cast(dict[str, Any], self.model_config)
+        self.net = MlpNet.for_spaces(
+            self.observation_space, self.action_space, config["hiddens"], config["activation"]
+        )
+
+
+#: ``model.kind`` -> its RLModule class.
+RL_MODULES: dict[str, type[TorchRLModule]] = {"vision": VisionNetRLModule, "mlp": MlpRLModule}
+
+
+def rl_module_model_config(model: DictConfig) -> dict[str, Any]:
+    """The RLModule's ``model_config`` from the config's ``model`` subtree."""
+    if str(model.get("kind") or "vision") == "mlp":
+        return {"hiddens": list(model.hiddens), "activation": str(model.activation)}
+    return {"conv_filters": OmegaConf.to_container(model.conv_filters)}

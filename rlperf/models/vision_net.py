@@ -10,7 +10,6 @@ scaled to [0, 1] inside the module.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -19,9 +18,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlperf.models.shapes import ConvLayerShape, conv_stack_shapes, parse_filter
-from rlperf.runs import POLICY_FILE
-
-POLICY_FORMAT_VERSION = 1
 
 
 class ConvTrunk(nn.Module):
@@ -69,11 +65,15 @@ class ConvTrunk(nn.Module):
 class VisionNet(nn.Module):
     """Policy and value networks of the study, each with its own conv trunk.
 
+    The module API of every rlperf policy network is in :mod:`rlperf.models.mlp_net`.
+
     Args:
         obs_shape: (dim, dim, channels) of the uint8 observation.
         num_actions: size of the discrete action space.
         conv_filters: ``[[out_channels, [k, k], stride], ...]`` (``model.conv_filters``).
     """
+
+    kind = "vision"
 
     def __init__(
         self, obs_shape: Sequence[int], num_actions: int, conv_filters: Sequence[Sequence[Any]]
@@ -84,6 +84,7 @@ class VisionNet(nn.Module):
             raise ValueError(f"observation must be square, got {tuple(obs_shape)}")
         self.obs_shape = (dim, dim, channels)
         self.num_actions = int(num_actions)
+        self.num_outputs = self.num_actions
         # Canonical [out, [k, k], stride] form, parsed (and validated) in one place.
         parsed = (parse_filter(f, i) for i, f in enumerate(conv_filters))
         self.conv_filters = [[out, [k, k], stride] for out, k, stride in parsed]
@@ -124,66 +125,16 @@ class VisionNet(nn.Module):
         x = torch.from_numpy(np.ascontiguousarray(obs)).unsqueeze(0)
         return int(self.logits(x).argmax(dim=1).item())
 
+    @classmethod
+    def from_model_config(cls, config: dict[str, Any]) -> VisionNet:
+        """Rebuild from :meth:`model_config` (also a policy file of format 1, without kind)."""
+        return cls(config["obs_shape"], config["num_actions"], config["conv_filters"])
+
     def model_config(self) -> dict[str, Any]:
         """What is needed to rebuild this network (saved next to its weights)."""
         return {
+            "kind": self.kind,
             "obs_shape": list(self.obs_shape),
             "num_actions": self.num_actions,
             "conv_filters": self.conv_filters,
         }
-
-
-def count_trainable_params(module: nn.Module) -> int:
-    """Number of trainable parameters of a torch module."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
-
-
-def save_policy(net: VisionNet, path: Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write weights + model config to ``path`` (a file), loadable by :func:`load_policy`."""
-    from rlperf import __version__
-
-    payload = {
-        "format_version": POLICY_FORMAT_VERSION,
-        "rlperf_version": __version__,
-        "model_config": net.model_config(),
-        "state_dict": net.state_dict(),
-        "extra": extra or {},
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(payload, tmp)
-    tmp.replace(path)
-    return path
-
-
-class PolicyLoadError(ValueError):
-    """A policy file that is missing, truncated, or of another format/model."""
-
-
-def load_policy(path: Path | str) -> VisionNet:
-    """Rebuild a :class:`VisionNet` from a policy file or a checkpoint folder (no Ray)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / POLICY_FILE
-    if not path.is_file():
-        raise PolicyLoadError(f"no rlperf policy at {path}: expected the file {POLICY_FILE}")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # truncated or not a torch file
-        raise PolicyLoadError(f"cannot read policy file {path}: {exc}") from exc
-    version = payload.get("format_version") if isinstance(payload, dict) else None
-    if version != POLICY_FORMAT_VERSION:
-        raise PolicyLoadError(
-            f"{path}: policy format version {version!r}, this rlperf reads "
-            f"version {POLICY_FORMAT_VERSION}"
-        )
-    cfg = payload["model_config"]
-    net = VisionNet(cfg["obs_shape"], cfg["num_actions"], cfg["conv_filters"])
-    try:
-        net.load_state_dict(payload["state_dict"])
-    except RuntimeError as exc:
-        raise PolicyLoadError(
-            f"{path}: weights do not match the saved model config: {exc}"
-        ) from exc
-    net.eval()
-    return net

@@ -11,13 +11,14 @@ nothing else). Labels are built from those values, never from hashes.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from rlperf.report.cells import PRIMARY_AXES, Cell
+from rlperf.report.repeats import Configuration, is_identity_key, run_suffixes
 
 
 class BaselineError(ValueError):
@@ -34,6 +35,8 @@ class AxisPlan:
     constants: dict[str, Any] = field(default_factory=dict)
     varying: list[str] = field(default_factory=list)
     quiet: dict[str, Any] = field(default_factory=dict)
+    #: configuration id (its first cell's id) -> ``model · configuration`` (no seed)
+    configuration_labels: dict[str, str] = field(default_factory=dict)
 
     def config_without(self, cell_values: dict[str, Any], drop: Sequence[str]) -> str:
         """A label from this plan's axes minus ``drop`` (e.g. workers for an x axis)."""
@@ -120,29 +123,39 @@ def _n_dup(df: pd.DataFrame, key: list[str]) -> int:
     return int(df.duplicated(key, keep=False).sum())
 
 
-def plan_axes(cells: Sequence[Cell]) -> AxisPlan:
+def plan_axes(cells: Sequence[Cell], configurations: Sequence[Configuration] = ()) -> AxisPlan:
     """Choose the axes to show for a comparison set and build labels.
 
     Order: varying primary axes (``stage`` only when the others do not
-    determine it), then leaves needed to tell cells apart. Cells that are
-    still identical get their sweep folder appended, then a replicate suffix
-    ``#2``.
+    determine it), then leaves needed to tell configurations apart (never a
+    repeat key such as ``seed``: repeats share their configuration text).
+    Configurations that are still identical get their sweep folder appended,
+    then a replicate suffix ``#2``. A run of a repeated configuration
+    (``configurations``, :mod:`rlperf.report.repeats`) is labelled with its
+    configuration plus ``seed=N`` (or ``run k``).
     """
     if not cells:
         return AxisPlan([], {}, {})
-    df = _frame(cells)
+    first_of = {c.id: conf.id for conf in configurations for c in conf.cells}
+    reps = [c for c in cells if first_of.get(c.id, c.id) == c.id]
+    every, df = _frame(cells), _frame(reps)
     varying = _varying_primary_axes(df)
     axes = [*varying, *_distinguishing_leaves(df, varying)]
     constants = {
         a: _display(df[a].iloc[0])
         for a in PRIMARY_AXES
-        if a in df and a not in axes and df[a].nunique(dropna=False) == 1
+        if a in df and a not in axes and every[a].nunique(dropna=False) == 1
     }
     quiet = _quiet_values(df, axes)
-    models = {c.id: str(cell_values(c).get("model")) for c in cells}
-    configs = {c.id: _config_text(axes, quiet, cell_values(c)) for c in cells}
-    configs = _tell_apart(cells, models, configs)
-    labels = {c.id: _label(c, models[c.id], configs[c.id]) for c in cells}
+    models = {c.id: str(cell_values(c).get("model")) for c in reps}
+    configs = {c.id: _config_text(axes, quiet, cell_values(c)) for c in reps}
+    configs = _tell_apart(reps, models, configs)
+    labels = {c.id: _label(c, models[c.id], configs[c.id]) for c in reps}
+    configuration_labels = dict(labels)
+    for conf in configurations:
+        for cid, suffix in run_suffixes(conf).items():
+            configs[cid] = configs[conf.id]
+            labels[cid] = f"{configuration_labels[conf.id]} · {suffix}"
     if "model" not in axes and "model" in df:
         axes.insert(0, "model")
     return AxisPlan(
@@ -150,8 +163,9 @@ def plan_axes(cells: Sequence[Cell]) -> AxisPlan:
         labels=labels,
         configs=configs,
         constants=constants,
-        varying=list(varying) + _varying_leaves(df, varying),
+        varying=list(varying) + _varying_leaves(every, varying),
         quiet=quiet,
+        configuration_labels=configuration_labels,
     )
 
 
@@ -166,27 +180,37 @@ def _varying_primary_axes(df: pd.DataFrame) -> list[str]:
 def _distinguishing_leaves(df: pd.DataFrame, axes: list[str]) -> list[str]:
     """Leaves to add to ``axes`` until the cells are told apart, or no leaf helps.
 
-    Greedy: the leaf that leaves the fewest cells indistinguishable first; ties go
-    to the leaf seen first (config file order).
+    Greedy: the leaf that leaves the fewest cells indistinguishable first, and among
+    those the one that splits the cells into the most groups (with three or more
+    crossed axes, such as a scaling sweep's num_envs x vectorize_mode x learners, no
+    single leaf makes any cell unique; each still splits the groups); ties go to the
+    leaf seen first (config file order).
     """
     chosen: list[str] = []
-    candidates = [c for c in df.columns if c not in PRIMARY_AXES and c != "group"]
+    candidates = [c for c in df.columns if c not in PRIMARY_AXES and is_identity_key(c)]
     candidates = [c for c in candidates if df[c].notna().sum() >= 2 and df[c].nunique() >= 2]
     while len(df) > 1 and _n_dup(df, [*axes, *chosen]) and candidates:
         key = [*axes, *chosen]
         scored = [
-            (_n_dup(df, [*key, c]), i, c)
+            (_n_dup(df, [*key, c]), -_n_groups(df, [*key, c]), i, c)
             for i, c in enumerate(candidates)
             if not _determined(df, key, c)
         ]
         if not scored:
             break
-        best_dup, _, best = min(scored)
-        if best_dup >= _n_dup(df, key):
+        best_dup, best_groups, _, best = min(scored)
+        if (best_dup, best_groups) >= (_n_dup(df, key), -_n_groups(df, key)):
             break
         chosen.append(best)
         candidates.remove(best)
     return chosen
+
+
+def _n_groups(df: pd.DataFrame, key: list[str]) -> int:
+    """How many distinct combinations of ``key`` the cells have."""
+    if not key:
+        return 1
+    return int(df.groupby(key, dropna=False, sort=False).ngroups)
 
 
 def _varying_leaves(df: pd.DataFrame, varying: list[str]) -> list[str]:
@@ -279,33 +303,40 @@ def _matches(cell: Cell, spec: dict[str, str]) -> bool:
 
 
 def select_baselines(
-    cells: Sequence[Cell], spec: dict[str, str] | None, warnings: list[str]
+    cells: Sequence[Cell],
+    spec: dict[str, str] | None,
+    warnings: list[str],
+    first_of: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Baseline cell id per model.
+    """Baseline configuration id per model.
 
-    With a ``spec``, the one cell per model matching every ``key=value`` (keys
-    are axis names, dotted config keys, their last component, or ``cell``);
-    a model with several matches gets a warning and no baseline; a spec that
+    With a ``spec``, the one configuration per model with a cell matching
+    every ``key=value`` (keys are axis names, dotted config keys, their last
+    component, or ``cell``); ``first_of`` maps a cell id to its configuration's
+    id (repeats of one configuration are one baseline). A model with several
+    matching configurations gets a warning and no baseline; a spec that
     matches nothing at all raises :class:`BaselineError`. Without a spec,
-    callers choose their default (the slowest cell per model).
+    callers choose their default (the slowest configuration per model).
     """
     if not spec:
         return {}
-    by_model: dict[str, list[Cell]] = {}
+    first_of = first_of or {}
+    by_model: dict[str, dict[str, None]] = {}
     for cell in cells:
         if _matches(cell, spec):
-            by_model.setdefault(str(cell.axes.get("model")), []).append(cell)
+            model = str(cell.axes.get("model"))
+            by_model.setdefault(model, {})[first_of.get(cell.id, cell.id)] = None
     if not by_model:
         wanted = ",".join(f"{k}={v}" for k, v in spec.items())
         raise BaselineError(f"--baseline {wanted} matches no completed cell")
     out: dict[str, str] = {}
     for model, hits in by_model.items():
         if len(hits) == 1:
-            out[model] = hits[0].id
+            out[model] = next(iter(hits))
         else:
             warnings.append(
-                f"baseline for {model} is ambiguous ({len(hits)} cells match: "
-                + ", ".join(h.id for h in hits[:4])
+                f"baseline for {model} is ambiguous ({len(hits)} configurations match: "
+                + ", ".join(list(hits)[:4])
                 + "); add keys to --baseline. No speedups for this model."
             )
     return out

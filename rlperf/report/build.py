@@ -2,14 +2,17 @@
 
 Steps, each a function here: :func:`read_cells` (discover and read; corrupt
 cells are skipped and listed) → :func:`compare_cells` (group by comparison
-family, choose the axes that vary and build labels, compare fingerprints:
-``strict`` refuses mixtures) → :func:`analyse` (estimates, ranks, speedups and
-findings) → :func:`write_tables` → :func:`draw_figures` → the document
-(:mod:`rlperf.report.document`) rendered as report.md and report.html.
+family and into configurations, repeats pooled; choose the axes that vary and
+build labels, compare fingerprints: ``strict`` refuses mixtures) →
+:func:`analyse` (estimates, ranks, speedups and findings) → :func:`gate_against`
+(``--gate``: regressions against a baseline folder) → :func:`write_tables` →
+:func:`draw_figures` → the document (:mod:`rlperf.report.document`) rendered
+as report.md and report.html.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +20,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rlperf.config.names import REMOVED_IN
+from rlperf.report import energy, render, tables
 from rlperf.report import figures as figs
-from rlperf.report import render, tables
+from rlperf.report import gate as gate_mod
 from rlperf.report.axes import AxisPlan, BaselineError, parse_baseline, plan_axes, select_baselines
 from rlperf.report.cells import Cell
 from rlperf.report.discover import CellRef, Discovery, NoRunsFoundError, Skipped, discover
@@ -29,10 +34,14 @@ from rlperf.report.fingerprints import (
     MixedFingerprintsError,
     group_cells,
 )
+from rlperf.report.gate import DEFAULT_TOLERANCE, GateResult
 from rlperf.report.legacy import is_legacy, load_legacy
 from rlperf.report.load import CellError, load_rlperf_cell
+from rlperf.report.repeats import Configuration, group_repeats
 
 Progress = Callable[[str], None]
+
+log = logging.getLogger("rlperf")
 
 
 @dataclass
@@ -52,6 +61,8 @@ class ReportResult:
     fingerprint_groups: dict[str, FingerprintGroup]
     mixed: dict[tuple[str, str], list[str]]
     analyses: dict[str, FamilyAnalysis]
+    configurations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    gate: GateResult | None = None
     files: list[Path] = field(default_factory=list)
     markdown: Path | None = None
     html: Path | None = None
@@ -124,19 +135,28 @@ def default_out_dir(first_path: Path) -> Path:
 
 @dataclass
 class Comparison:
-    """How the cells are compared: per family, on the axes that vary, within one fingerprint."""
+    """How the cells are compared: per family, as configurations (repeats pooled), on the
+    axes that vary, within one fingerprint."""
 
     cells: list[Cell]
     families: dict[str, list[Cell]]
+    configurations: dict[str, list[Configuration]]  # family -> its configurations
     plans: dict[str, AxisPlan]
     groups: dict[str, FingerprintGroup]
     fingerprint_of: dict[str, str]  # cell id -> fingerprint group name
     mixed: dict[tuple[str, str], list[str]]  # (family, model) -> fingerprints mixed there
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def configuration_of(self) -> dict[str, Configuration]:
+        """cell id -> the configuration it is a run of."""
+        return {c.id: conf for confs in self.configurations.values() for conf in confs
+                for c in conf.cells}  # fmt: skip
+
 
 def compare_cells(cells: list[Cell], strict: bool) -> Comparison:
-    """Group cells by family, plan their axes and labels, and check their fingerprints.
+    """Group cells by family and into configurations (repeats: cells that differ only in
+    seed, on one fingerprint), plan their axes and labels, and check their fingerprints.
 
     Raises :class:`MixedFingerprintsError` when ``strict`` and a table would mix
     fingerprints; otherwise that becomes a warning.
@@ -144,11 +164,12 @@ def compare_cells(cells: list[Cell], strict: bool) -> Comparison:
     families: dict[str, list[Cell]] = {}
     for c in cells:
         families.setdefault(c.family, []).append(c)
-    plans = {fam: plan_axes(cs) for fam, cs in families.items()}
     groups = group_cells(cells)
     fps = {cid: g.name for g in groups.values() for cid in g.cells}
+    confs = {fam: group_repeats(cs, fps) for fam, cs in families.items()}
+    plans = {fam: plan_axes(cs, confs[fam]) for fam, cs in families.items()}
     mixed = _mixed([c for c in cells if c.completed], fps)
-    comparison = Comparison(cells, families, plans, groups, fps, mixed)
+    comparison = Comparison(cells, families, confs, plans, groups, fps, mixed)
     if mixed:
         where = ", ".join(f"{fam} {model}" for fam, model in sorted(mixed))
         msg = (
@@ -179,23 +200,26 @@ def analyse(
     spec = parse_baseline(baseline) if isinstance(baseline, str) else baseline
     baselines = _baselines(comparison, spec) if spec else {}
     return {
-        fam: analyse_family(fam, cs, comparison.plans[fam], baselines.get(fam))
-        for fam, cs in comparison.families.items()
+        fam: analyse_family(fam, confs, comparison.plans[fam], baselines.get(fam))
+        for fam, confs in comparison.configurations.items()
     }
 
 
 def _baselines(comparison: Comparison, spec: dict[str, str]) -> dict[str, dict[str, str]]:
-    """The ``--baseline`` cell per model of every family; an error if no family has one."""
+    """The ``--baseline`` configuration per model of every family; an error if no family has
+    one."""
     baselines: dict[str, dict[str, str]] = {}
     misses = 0
+    first_of = {cid: conf.id for cid, conf in comparison.configuration_of.items()}
     for fam, cs in comparison.families.items():
         completed = [c for c in cs if c.completed]
         try:
-            baselines[fam] = select_baselines(completed, spec, comparison.warnings)
+            baselines[fam] = select_baselines(completed, spec, comparison.warnings, first_of)
         except BaselineError:
             misses += 1
     if misses == len(comparison.families):
-        raise BaselineError(f"--baseline {spec} matches no completed cell")
+        wanted = ",".join(f"{k}={v}" for k, v in spec.items())
+        raise BaselineError(f"--baseline {wanted} matches no completed cell")
     return baselines
 
 
@@ -204,6 +228,7 @@ class Tables:
     """The report's tidy tables (docs/report.md) and the files they were written to."""
 
     runs: pd.DataFrame
+    configurations: pd.DataFrame
     iterations: pd.DataFrame
     latency: pd.DataFrame
     files: list[Path]
@@ -214,21 +239,29 @@ def write_tables(
     analyses: dict[str, FamilyAnalysis],
     out_dir: Path,
     progress: Progress | None = None,
+    judged: GateResult | None = None,
 ) -> Tables:
-    """runs, iterations and latency as CSV + Parquet (an empty table is not written)."""
+    """runs, configurations, iterations and latency as CSV + Parquet (an empty table is not
+    written)."""
     if progress is not None:
         progress("writing tables")
     out_dir.mkdir(parents=True, exist_ok=True)
     cells, plans, fps = comparison.cells, comparison.plans, comparison.fingerprint_of
     runs = tables.runs_table(cells, plans, fps, analyses)
-    iterations = tables.iterations_table(cells, plans, fps)
-    latency = tables.latency_table(cells, plans, fps)
-    files = tables.write_table(runs, out_dir, "runs")
-    if not iterations.empty:
-        files += tables.write_table(iterations, out_dir, "iterations")
-    if not latency.empty:
-        files += tables.write_table(latency, out_dir, "latency")
-    return Tables(runs, iterations, latency, files)
+    data = Tables(
+        runs=runs,
+        configurations=tables.configurations_table(runs, analyses, plans),
+        iterations=tables.iterations_table(cells, plans, fps),
+        latency=tables.latency_table(cells, plans, fps),
+        files=[],
+    )
+    for name in ("runs", "configurations", "iterations", "latency"):
+        df = getattr(data, name)
+        if name == "runs" or not df.empty:
+            data.files += tables.write_table(df, out_dir, name)
+    if judged is not None:
+        data.files += tables.write_table(gate_mod.table(judged), out_dir, "gate")
+    return data
 
 
 def draw_figures(
@@ -245,33 +278,63 @@ def draw_figures(
     if progress is not None:
         progress("drawing figures")
     ctx = figs.FigureContext(
-        iterations=_iterations_for_figures(comparison, data.iterations),
+        iterations=_without_workers(comparison, data.iterations, "cell"),
         latency=data.latency,
         runs=data.runs,
         order={
             (fam, m): o
-            for fam, cs in comparison.families.items()
+            for fam, cs in comparison.configurations.items()
             for m, o in _order(analyses.get(fam), cs, comparison.plans[fam]).items()
         },
         config_colors=figs.config_palette(
             [comparison.plans[c.family].configs[c.id] for c in comparison.cells]
         ),
         mixed_note=_mixed_notes(comparison.mixed),
+        configurations=_without_workers(comparison, data.configurations, "configuration"),
     )
+    ctx.power, ctx.power_note = _power(comparison)
     return figs.draw_all(ctx, out_dir / "figures")
 
 
-def _iterations_for_figures(comparison: Comparison, iterations: pd.DataFrame) -> pd.DataFrame:
-    """The iterations table plus each cell's configuration label without workers and seed."""
-    if iterations.empty or "training" not in comparison.plans:
-        return iterations
+def _without_workers(comparison: Comparison, df: pd.DataFrame, id_col: str) -> pd.DataFrame:
+    """``df`` plus each row's training configuration label without workers and seed
+    (``config_wo_workers``; ``id_col`` holds a cell id)."""
+    if df.empty or "training" not in comparison.plans:
+        return df
     plan = comparison.plans["training"]
     by_id = {c.id: c for c in comparison.cells}
     wo = {
         cid: plan.config_without({**by_id[cid].leaves, **by_id[cid].axes}, ["workers", "seed"])
         for cid in plan.labels
     }
-    return iterations.assign(config_wo_workers=iterations["cell"].map(wo))
+    return df.assign(config_wo_workers=df[id_col].map(wo))
+
+
+def _power(comparison: Comparison) -> tuple[pd.DataFrame, str]:
+    """Every completed run's GPU power over time (telemetry.csv), and, when no run has
+    any, why (the runs' reasons, e.g. the fingerprint's nvml_unavailable_reason)."""
+    frames: list[pd.DataFrame] = []
+    reasons: dict[str, int] = {}
+    for c in comparison.cells:
+        if not c.completed:
+            continue
+        timeline = energy.power_timeline(c.telemetry)
+        if timeline.empty:
+            why = energy.unavailable_reason(c) or "no GPU power in telemetry.csv"
+            reasons[why] = reasons.get(why, 0) + 1
+            continue
+        plan = comparison.plans[c.family]
+        frames.append(
+            timeline.assign(
+                cell=c.id,
+                label=plan.labels[c.id],
+                family=c.family,
+                config=plan.configs[c.id],
+                model=str(c.axes.get("model")),
+            )
+        )
+    note = "no GPU power recorded: " + "; ".join(f"{why} ({n} runs)" for why, n in reasons.items())
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), note
 
 
 def _mixed_notes(mixed: dict[tuple[str, str], list[str]]) -> dict[str, str]:
@@ -284,14 +347,13 @@ def _mixed_notes(mixed: dict[tuple[str, str], list[str]]) -> dict[str, str]:
 
 
 def _order(
-    analysis: FamilyAnalysis | None, cells: Sequence[Cell], plan: AxisPlan
+    analysis: FamilyAnalysis | None, confs: Sequence[Configuration], plan: AxisPlan
 ) -> dict[str, list[str]]:
-    """Config labels per model, fastest first (cells without an estimate last)."""
+    """Configuration labels per model, fastest first (those without an estimate last)."""
     out: dict[str, list[str]] = {}
-    for c in cells:
-        if not c.completed:
-            continue
-        out.setdefault(str(c.axes.get("model")), []).append(c.id)
+    for conf in confs:
+        if conf.completed:
+            out.setdefault(conf.model, []).append(conf.id)
     est = analysis.estimates if analysis else {}
 
     def key(cid: str) -> tuple[float, str]:
@@ -310,17 +372,21 @@ def build_report(
     *,
     legacy_timers: str = "per_iteration",
     figures: bool = True,
+    gate: Path | str | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
     progress: Progress | None = None,
 ) -> ReportResult:
     """Read every cell under ``paths`` and write the report into ``out``.
 
     ``out`` defaults to ``report/`` inside the first path. ``baseline`` selects
-    one cell per model (``{"gpu_layout": "none", "workers": "8"}`` or the
-    ``key=value,...`` string of ``--baseline``); without it speedups are
-    relative to the slowest cell of each model. ``strict`` raises
+    one configuration per model (``{"gpu_layout": "none", "workers": "8"}`` or
+    the ``key=value,...`` string of ``--baseline``); without it speedups are
+    relative to the slowest configuration of each model. ``strict`` raises
     :class:`MixedFingerprintsError` before writing anything when a table
-    would compare cells of different hardware or software.
-    ``legacy_timers``: ``per_iteration`` (invert RLlib 1.x window means) or
+    would compare cells of different hardware or software. ``gate`` names a
+    baseline folder to judge regressions against (``result.gate``, see
+    :mod:`rlperf.report.gate`; ``tolerance`` as a fraction). ``legacy_timers``
+    (deprecated): ``per_iteration`` (invert RLlib 1.x window means) or
     ``window``. Raises :class:`NoRunsFoundError` for a path without runs.
     """
     say = progress or _quiet
@@ -328,21 +394,62 @@ def build_report(
     found, cells, skipped = read_cells(in_paths, legacy_timers, say)
     out_dir = Path(out) if out is not None else default_out_dir(in_paths[0])
     comparison = compare_cells(cells, strict)
+    comparison.warnings += _deprecations(legacy_timers)
     analyses = analyse(comparison, baseline)
-    data = write_tables(comparison, analyses, out_dir, say)
+    judged = None
+    if gate is not None:
+        judged = gate_against(Path(gate), comparison, analyses, tolerance, strict, legacy_timers)
+    data = write_tables(comparison, analyses, out_dir, say, judged)
     drawn, undrawn = draw_figures(comparison, analyses, data, out_dir, say) if figures else ({}, {})
     result = ReportResult(
-        out=out_dir, cells=cells, skipped=skipped, runs=data.runs, iterations=data.iterations,
-        latency=data.latency, figures=drawn, figures_skipped=undrawn,
+        out=out_dir, cells=cells, skipped=skipped, runs=data.runs,
+        configurations=data.configurations, iterations=data.iterations, latency=data.latency,
+        figures=drawn, figures_skipped=undrawn,
         findings=[f for a in analyses.values() for f in a.findings], warnings=comparison.warnings,
         fingerprint_groups=comparison.groups, mixed=comparison.mixed, analyses=analyses,
-        files=[*data.files, *_with_svg(drawn.values())],
+        gate=judged, files=[*data.files, *_with_svg(drawn.values())],
     )  # fmt: skip
     blocks = document(result, comparison.plans, found.sweeps, in_paths)
     result.markdown, result.html = render.write(blocks, out_dir, "rlperf report")
     result.files += [result.markdown, result.html]
     say(f"report written to {out_dir}")
     return result
+
+
+def gate_against(
+    baseline_dir: Path,
+    comparison: Comparison,
+    analyses: dict[str, FamilyAnalysis],
+    tolerance: float,
+    strict: bool,
+    legacy_timers: str = "per_iteration",
+) -> GateResult:
+    """Read the baseline folder the same way as the candidate and judge every configuration
+    of the candidate against it (:mod:`rlperf.report.gate`)."""
+    _, base_cells, _ = read_cells([baseline_dir], legacy_timers)
+    base = compare_cells(base_cells, strict=False)
+    candidate_side = gate_mod.Side(analyses, _configuration_labels(comparison))
+    baseline_side = gate_mod.Side(analyse(base, None), _configuration_labels(base))
+    return gate_mod.compare(candidate_side, baseline_side, baseline_dir, tolerance, strict)
+
+
+def _configuration_labels(comparison: Comparison) -> dict[str, str]:
+    return {
+        k: v for plan in comparison.plans.values() for k, v in plan.configuration_labels.items()
+    }
+
+
+def _deprecations(legacy_timers: str) -> list[str]:
+    """Warnings for deprecated options (also logged, for callers of the library)."""
+    if legacy_timers == "per_iteration":
+        return []
+    note = (
+        f"--legacy-timers / legacy_timers={legacy_timers!r} is deprecated and will be removed "
+        f"in rlperf {REMOVED_IN}: the report now gives RLlib 1.x phase times both ways (the "
+        "study's window means and rlperf's per-iteration times, side by side)"
+    )
+    log.warning(note)
+    return [note]
 
 
 def _quiet(message: str) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rlperf.config.models import study_models
 from rlperf.results.columns import PHASES as TIMED_PHASES
 from rlperf.results.columns import TRAIN_COLUMNS
+from rlperf.runs import EXCLUDED_COLUMN
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,6 +67,11 @@ def match_model(dim: int | None, conv_filters: list[Any] | None) -> str:
     return f"custom_{int(dim)}px"
 
 
+def included(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows that count: ``excluded`` empty (warm-up and faults stay in the files)."""
+    return df.loc[df[EXCLUDED_COLUMN].eq("")]
+
+
 def family_of(stage: str) -> str:
     """Comparison family of a stage (cells are only ranked against their family)."""
     return STAGE_FAMILY.get(stage, stage)
@@ -102,7 +108,9 @@ class Cell:
     comparable fingerprint leaves (hardware and software); ``machine`` a
     readable one-line description of it. ``run_key`` identifies the run
     itself (Tune experiment id, or host and start time): two cells with the
-    same key are copies of one run.
+    same key are copies of one run. ``telemetry`` holds ``telemetry.csv``'s
+    time and GPU power / energy columns; ``nvml_unavailable_reason`` and
+    ``gpu_count`` come from ``fingerprint.json`` (why no GPU was measured).
     """
 
     id: str
@@ -125,6 +133,9 @@ class Cell:
     notes: list[str] = field(default_factory=list)
     run_key: str = ""
     concurrent_cells: int | None = None
+    telemetry: pd.DataFrame | None = None
+    nvml_unavailable_reason: str | None = None
+    gpu_count: int | None = None
 
     @property
     def stage(self) -> str:

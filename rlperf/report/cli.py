@@ -1,6 +1,10 @@
 """``rlperf-report``: compare runs in output folders (a thin shell over :func:`build_report`).
 
 Imports nothing heavy until the arguments are parsed, so ``--help`` is instant.
+Exit status (docs/report.md): 0 done (and, with ``--gate``, no regression); 1 the
+gate found a regression or a missing configuration; 2 a user error (a path
+without runs, an unknown baseline, ``--strict`` with mixed fingerprints, a bad
+tolerance, a gate with nothing to compare); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ def _parser() -> argparse.ArgumentParser:
         "--baseline",
         default=None,
         metavar="KEY=VALUE[,...]",
-        help="the cell (per model) speedups are relative to, e.g. "
-        "'gpu_layout=none,workers=8' (default: the slowest cell of each model)",
+        help="the configuration (per model) speedups are relative to, e.g. "
+        "'gpu_layout=none,workers=8' (default: the slowest configuration of each model)",
     )
     p.add_argument(
         "--strict",
@@ -44,11 +48,26 @@ def _parser() -> argparse.ArgumentParser:
         help="refuse to compare cells recorded on different hardware or software",
     )
     p.add_argument(
+        "--gate",
+        type=Path,
+        default=None,
+        metavar="BASELINE",
+        help="judge the PATHs against a stored baseline run or sweep folder: exit 1 when a "
+        "configuration is slower beyond --tolerance (its speedup interval lies below "
+        "1 - tolerance) or missing; improvements and ties pass",
+    )
+    p.add_argument(
+        "--tolerance",
+        default="5%",
+        metavar="T",
+        help="slowdown the gate lets through, e.g. 5%% (default) or 0.05",
+    )
+    p.add_argument(
         "--legacy-timers",
         choices=("per_iteration", "window"),
         default="per_iteration",
-        help="RLlib 1.x phase timers: invert the 10-iteration window (default) or "
-        "keep the window means",
+        help="deprecated (the report gives RLlib 1.x phase times both ways): 'window' "
+        "makes the window means the phase times",
     )
     p.add_argument("--no-figures", action="store_true", help="write tables and text only")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
@@ -56,12 +75,30 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rlperf-report`` console script; returns the exit status."""
+    """Entry point of the ``rlperf-report`` console script; returns the exit status.
+
+    docs/exit-codes.md: 0 report written; 2 nothing to report or a refusal the
+    user can fix (no runs, ``--strict`` and mixed hardware, a bad ``--baseline``,
+    a bad argument); 1 a ``--gate`` that failed, or an unexpected error (with its
+    traceback); 130 Ctrl-C.
+    """
+    from rlperf.errors import ExitCode
+
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("rlperf-report: interrupted", file=sys.stderr)
+        return ExitCode.interrupted
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rlperf.errors import ExitCode
     from rlperf.report.axes import BaselineError
     from rlperf.report.build import build_report
     from rlperf.report.discover import NoRunsFoundError
     from rlperf.report.fingerprints import MixedFingerprintsError
+    from rlperf.report.gate import GateError, lines, parse_tolerance
 
     def progress(msg: str) -> None:
         print(f"rlperf-report: {msg}", file=sys.stderr, flush=True)
@@ -74,17 +111,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             strict=args.strict,
             legacy_timers=args.legacy_timers,
             figures=not args.no_figures,
+            gate=args.gate,
+            tolerance=parse_tolerance(args.tolerance),
             progress=None if args.quiet else progress,
         )
-    except (NoRunsFoundError, MixedFingerprintsError, BaselineError) as exc:
+    except (NoRunsFoundError, MixedFingerprintsError, BaselineError, GateError) as exc:
         print(f"rlperf-report: error: {exc}", file=sys.stderr)
-        return 1
+        return ExitCode.user_error
     for w in result.warnings:
         print(f"rlperf-report: warning: {w}", file=sys.stderr)
     for s in result.skipped:
         print(f"rlperf-report: skipped {s.path}: {s.reason}", file=sys.stderr)
+    if result.gate is not None:
+        units = {fam: a.unit for fam, a in result.analyses.items()}
+        print("\n".join(lines(result.gate, units)))
     print(result.html)
-    return 0
+    return ExitCode.failed if result.gate is not None and result.gate.failed else ExitCode.completed
 
 
 if __name__ == "__main__":

@@ -19,12 +19,16 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report import figures as figs
-from rlperf.report import render
+from rlperf.report import gate, render
 from rlperf.report.axes import AxisPlan
 from rlperf.report.cells import PHASES, Cell
-from rlperf.report.findings import OBJECTIVES, FamilyAnalysis
+from rlperf.report.energy import energy_text
+from rlperf.report.findings import FamilyAnalysis, level
 from rlperf.report.fingerprints import FingerprintGroup, differing_keys
+from rlperf.report.legacy_compare import side_by_side
 from rlperf.report.load import CellError, read_yaml
+from rlperf.report.objectives import OBJECTIVES
+from rlperf.report.stats import N_RESAMPLES
 
 if TYPE_CHECKING:
     from rlperf.report.build import ReportResult
@@ -34,15 +38,22 @@ _FAMILY_TITLES = {"training": "Training", "inference": "Inference (rollout and e
 _GRANULARITY = {"step": "steps", "episode_mean": "episode means", "run_mean": "run mean"}
 
 _STATISTICS = (
-    "**Statistics.** Cells are compared per model on {objectives} over the non-warm-up "
-    "iterations or steps. Intervals are 95% percentile-bootstrap intervals "
-    "(`scipy.stats.bootstrap`, 1000 resamples, seeded by the cell id; a speedup's "
-    "interval is that of the ratio of the two cells' independent bootstrap "
-    "distributions). Two cells whose intervals overlap are called tied; a cell's rank is "
-    "1 + the number of cells whose interval lies entirely below its own, so tied cells "
-    "share a rank. Iterations of one run are autocorrelated, so the intervals describe "
-    "that run rather than run-to-run variance (repeat cells to measure that). Speedups "
-    "are baseline time / cell time (> 1: faster than the baseline)."
+    "**Statistics.** Configurations are compared per model on {objectives} over the "
+    "non-warm-up iterations or steps. Cells that differ only in `seed` (on one "
+    "fingerprint) are runs of one configuration and are pooled: {repeats}. A configuration "
+    "run several times is estimated on its runs' values (each run's mean or median, never "
+    "the pooled iterations, which are not independent samples of the configuration): their "
+    "geometric mean, with a {level} Student-t interval on their logarithms (run to run; "
+    "it stays positive). A configuration run once has a "
+    "{level} percentile-bootstrap interval over its run's samples (`scipy.stats.bootstrap`, "
+    "{resamples} resamples, seeded by the cell id); iterations of one run are "
+    "autocorrelated, so such an interval describes that run, not run-to-run variance. A "
+    "speedup's interval is that of the ratio of the two estimates' independent sampling "
+    "distributions. Two configurations whose intervals overlap are called tied; a rank is "
+    "1 + the number of configurations whose interval lies entirely below its own, so tied "
+    "configurations share a rank. Speedups are baseline time / configuration time (> 1: "
+    "faster than the baseline). `runs.csv` keeps every run with its own within-run "
+    "estimate; `configurations.csv` has the pooled rows."
 )
 
 _LEGACY_DATA = (
@@ -51,7 +62,12 @@ _LEGACY_DATA = (
     "over a sliding window of the last 10 iterations; the report inverts the window "
     "(x_k = x_{k-10} + 10 (m_k - m_{k-1})) to recover per-iteration phase times, "
     "checks that they are non-negative and sum to at most `time_this_iter_s`, and "
-    "keeps the window means as `*_win10` columns. GPU utilisation and GPU memory are "
+    "keeps the window means as `*_win10` columns. Phase times are given both ways: the "
+    "study's (the mean of the window means over the non-warm-up iterations, "
+    "`<phase>_study_mean` in the tables) and rlperf's (the mean of the per-iteration "
+    "values over the same iterations), side by side with the difference, so that they "
+    "can be checked against the study's published numbers; the time per iteration, "
+    "rankings and speedups are the same both ways. GPU utilisation and GPU memory are "
     "GPUtil fractions converted to %, and the memory figure is occupancy "
     "(`gpu{i}_mem_used_pct`), not NVML's memory-bus utilisation. `episode_reward_mean` "
     "is smoothed over the last 100 episodes. The study's warm-up rule (drop iterations "
@@ -60,9 +76,10 @@ _LEGACY_DATA = (
 )
 
 _FILES = (
-    "Tables: `runs.csv` (one row per cell), `iterations.csv` (training, per iteration), "
-    "`latency.csv` (inference samples), each also as Parquet. Figures: `figures/*.png` "
-    "and `.svg`."
+    "Tables: `runs.csv` (one row per cell, i.e. per run), `configurations.csv` (one row per "
+    "configuration, repeats pooled), `iterations.csv` (training, per iteration), "
+    "`latency.csv` (inference samples), `gate.csv` (with `--gate`), each also as Parquet. "
+    "Figures: `figures/*.png` and `.svg`."
 )
 
 
@@ -99,7 +116,38 @@ def _summary(res: ReportResult, paths: Sequence[Path]) -> list[render.Block]:
         *[render.Warn(w) for w in res.warnings],
         render.Heading("Findings", 2),
         render.Bullets(findings),
+        *_gate_section(res),
     ]
+
+
+def _gate_section(res: ReportResult) -> list[render.Block]:
+    """``--gate``: the verdict and one row per configuration."""
+    if res.gate is None:
+        return []
+    units = {fam: a.unit for fam, a in res.analyses.items()}
+    head, *_, verdict = gate.lines(res.gate, units)
+    rows = gate.table(res.gate)
+    table = pd.DataFrame({
+        "verdict": rows["verdict"], "family": rows["family"], "configuration": rows["label"],
+        f"speedup [{level()} CI]": [_ci(v, a, b) for v, a, b in
+                                   zip(rows["speedup"], rows["speedup_ci_low"],
+                                       rows["speedup_ci_high"], strict=True)],
+        "candidate": [_ci(v, a, b) for v, a, b in zip(rows["candidate_value"],
+                      rows["candidate_ci_low"], rows["candidate_ci_high"], strict=True)],
+        "baseline": [_ci(v, a, b) for v, a, b in zip(rows["baseline_value"],
+                     rows["baseline_ci_low"], rows["baseline_ci_high"], strict=True)],
+        "runs (candidate / baseline)": [f"{_count(a)} / {_count(b)}" for a, b in zip(
+            rows["candidate_runs"], rows["baseline_runs"], strict=True)],
+        "note": rows["note"],
+    })  # fmt: skip
+    return [
+        render.Heading("Gate", 2),
+        render.Para(f"{head.removeprefix('gate: ')}. A regression is a configuration whose "
+                    "speedup interval (baseline / candidate) lies entirely below 1 − the "
+                    "tolerance; `missing` ones (no completed candidate run) fail too."),
+        render.Table(table),
+        render.Para(f"**{verdict.removeprefix('gate: ')}**"),
+    ]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- methods
@@ -113,10 +161,11 @@ def _methods(res: ReportResult, sweeps: Sequence[Path]) -> list[render.Block]:
         _concurrency_text(res.cells, sweeps),
         _fingerprints_text(res),
         _statistics_text(res.analyses),
+        energy_text(res.cells, res.runs),
     ]
     if any(c.source == "legacy" for c in res.cells):
         text.append(_LEGACY_DATA)
-    return [render.Heading("Methods", 2), *[render.Para(t) for t in text]]
+    return [render.Heading("Methods", 2), *[render.Para(t) for t in text if t]]
 
 
 def _excluded_text(df: pd.DataFrame) -> str:
@@ -238,7 +287,17 @@ def _fingerprints_text(res: ReportResult) -> str:
 
 def _statistics_text(analyses: dict[str, FamilyAnalysis]) -> str:
     objs = "; ".join(f"{fam}: {a.statistic} of `{a.metric}`" for fam, a in analyses.items())
-    return _STATISTICS.format(objectives=objs)
+    confs = [c for a in analyses.values() for c in a.configurations.values() if c.completed]
+    repeated = [c.repeats for c in confs if c.repeats > 1]
+    repeats = f"each of the {len(confs)} configuration(s) ran once"
+    if repeated:
+        lo, hi = min(repeated), max(repeated)
+        span = f"{lo}" if lo == hi else f"{lo}-{hi}"
+        repeats = (
+            f"{len(repeated)} of {len(confs)} configuration(s) ran more than once ({span} runs)"
+        )
+    return _STATISTICS.format(objectives=objs, repeats=repeats, level=level(),
+                              resamples=N_RESAMPLES)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- families
@@ -258,7 +317,9 @@ def _family_section(res: ReportResult, fam: str, plan: AxisPlan) -> list[render.
     ]
     a = res.analyses.get(fam)
     if a is not None and a.baselines:
-        how = "`--baseline`" if a.baseline_chosen else "default: slowest cell of each model"
+        how = (
+            "`--baseline`" if a.baseline_chosen else "default: slowest configuration of each model"
+        )
         blocks.append(
             render.Para(
                 f"Speedup baseline ({how}): "
@@ -266,16 +327,43 @@ def _family_section(res: ReportResult, fam: str, plan: AxisPlan) -> list[render.
                 + "."
             )
         )
-    rows_all = res.runs[(res.runs["family"] == fam) & (res.runs["status"] == "completed")]
+    confs = res.configurations
+    if confs.empty:
+        return blocks
+    rows_all = confs[(confs["family"] == fam) & (confs["status"] == "completed")]
     for model in sorted(rows_all["model"].dropna().astype(str).unique()):
-        rows = rows_all[rows_all["model"].astype(str) == model].sort_values(
-            ["objective_value", "config"], na_position="last"
-        )
-        blocks.append(render.Heading(model, 3))
-        if (fam, model) in res.mixed:
-            blocks.append(render.Warn(_mixed_text(res.mixed[(fam, model)], res.fingerprint_groups)))
-        table = _training_table(rows) if fam == "training" else _inference_table(rows)
-        blocks.append(render.Table(table))
+        blocks += _model_tables(res, fam, model, rows_all[rows_all["model"].astype(str) == model])
+    return blocks
+
+
+_RUNS_CAPTION = (
+    "One row per configuration. runs > 1: the configuration ran several times (cells differ "
+    "only in seed); its value is the geometric mean of its runs' values and the interval "
+    "is run to run. runs = 1: the interval is over that run's samples."
+)
+
+
+_LEGACY_CAPTION = (
+    "Legacy RLlib 1.x runs both ways: phase times (mean s per non-warm-up iteration) as the "
+    "study computed them (10-iteration window means) / as rlperf does (per iteration), and "
+    "rlperf's difference from the study"
+)
+
+
+def _model_tables(
+    res: ReportResult, fam: str, model: str, rows: pd.DataFrame
+) -> list[render.Block]:
+    """One model's ranked table, and for legacy runs the study's way side by side."""
+    rows = rows.sort_values(["objective_value", "config"], na_position="last")
+    blocks: list[render.Block] = [render.Heading(model, 3)]
+    if (fam, model) in res.mixed:
+        blocks.append(render.Warn(_mixed_text(res.mixed[(fam, model)], res.fingerprint_groups)))
+    table = _training_table(rows) if fam == "training" else _inference_table(rows)
+    caption = _RUNS_CAPTION if (_col(rows, "repeats").fillna(1) > 1).any() else ""
+    blocks.append(render.Table(table, caption))
+    legacy = side_by_side(rows) if fam == "training" else pd.DataFrame()
+    if not legacy.empty:
+        blocks.append(render.Table(legacy, _LEGACY_CAPTION))
     return blocks
 
 
@@ -294,7 +382,10 @@ def _f(v: Any, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and not np.isfinite(v)) or v is pd.NA:
         return ""
     if isinstance(v, float | np.floating):
-        return f"{v:.{digits}g}" if abs(float(v)) < 1000 else f"{v:,.0f}"
+        size = abs(float(v))
+        if size >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.0f}" if size >= 10**digits else f"{v:.{digits}g}"
     return str(v)
 
 
@@ -337,19 +428,32 @@ def _count(v: Any) -> str:
     return f"{int(v)}" if _f(v) else "0"
 
 
+def _cells(rows: pd.DataFrame) -> list[str]:
+    """A configuration's cells as code spans."""
+    return [", ".join(f"`{c}`" for c in str(v).split("; ")) for v in rows["cells"]]
+
+
+def _identity(rows: pd.DataFrame) -> dict[str, Any]:
+    """rank, configuration, runs and cells columns of a configuration table."""
+    return {
+        "rank": rows.apply(_rank, axis=1).to_numpy(),
+        "configuration": rows["config"].to_numpy(),
+        "runs": _col(rows, "repeats").map(_count).to_numpy(),
+        "cells": _cells(rows),
+    }
+
+
 def _training_table(rows: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(
         {
-            "rank": rows.apply(_rank, axis=1).to_numpy(),
-            "configuration": rows["config"].to_numpy(),
-            "cell": rows["cell"].map(lambda c: f"`{c}`").to_numpy(),
+            **_identity(rows),
             "iters (warm-up)": [
                 f"{_count(i)} ({_count(w)})"
                 for i, w in zip(
                     _col(rows, "iterations"), _col(rows, "warmup_iterations"), strict=True
                 )  # fmt: skip
             ],
-            "time/iter s [95% CI]": _ci_col(rows, "objective"),
+            f"time/iter s [{level()} CI]": _ci_col(rows, "objective"),
         }
     )
     for p in PHASES:
@@ -360,8 +464,12 @@ def _training_table(rows: pd.DataFrame) -> pd.DataFrame:
                 and rows[c].notna().any()]  # fmt: skip
     for c in gpu_cols:
         out[f"GPU {c.split('_')[0].removeprefix('gpu')} %"] = _fmt_col(rows, c, 2)
+    if _col(rows, "gpu_energy_j").notna().any():
+        out["GPU W"] = _fmt_col(rows, "gpu_power_w_mean")
+        out["GPU J/env step"] = _fmt_col(rows, "energy_per_env_step_j")
+        out["GPU J/trained step"] = _fmt_col(rows, "energy_per_trained_step_j")
     if "speedup" in rows:
-        out["speedup [95% CI]"] = _ci_col(rows, "speedup")
+        out[f"speedup [{level()} CI]"] = _ci_col(rows, "speedup")
     out["fp"] = rows["fingerprint"].to_numpy()
     return out
 
@@ -370,14 +478,12 @@ def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
     m = "action_ms" if _col(rows, "action_ms_p50").notna().any() else "forward_ms"
     out = pd.DataFrame(
         {
-            "rank": rows.apply(_rank, axis=1).to_numpy(),
-            "configuration": rows["config"].to_numpy(),
-            "cell": rows["cell"].map(lambda c: f"`{c}`").to_numpy(),
+            **_identity(rows),
             "samples": [
                 f"{_count(n)} {_GRANULARITY.get(str(g), '')}".strip()
                 for n, g in zip(_col(rows, "samples"), _col(rows, "granularity"), strict=True)
             ],
-            "p50 ms [95% CI]": _ci_col(rows, "objective"),
+            f"p50 ms [{level()} CI]": _ci_col(rows, "objective"),
             "mean ms": _fmt_col(rows, f"{m}_mean"),
             "p90 ms": _fmt_col(rows, f"{m}_p90"),
             "p99 ms": _fmt_col(rows, f"{m}_p99"),
@@ -389,7 +495,7 @@ def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
         out["agreement %"] = (_col(rows, "fidelity_agreement").astype(float) * 100).map(
             lambda v: _f(v, 4)).to_numpy()  # fmt: skip
     if "speedup" in rows:
-        out["speedup [95% CI]"] = _ci_col(rows, "speedup")
+        out[f"speedup [{level()} CI]"] = _ci_col(rows, "speedup")
     out["fp"] = rows["fingerprint"].to_numpy()
     return out
 

@@ -2,9 +2,12 @@
 
 - ``phase_times``: time per iteration split into sample / load / learn / sync / other,
   stacked, with the share of each phase;
-- ``phase_breakdown``: each phase per configuration with 95% bootstrap intervals;
+- ``phase_breakdown``: each phase per configuration (mean ± sd over iterations, runs pooled);
 - ``utilisation``: CPU, RAM, GPU and GPU-memory utilisation per configuration;
-- ``iter_time_vs_workers``: time per iteration against the number of workers;
+- ``iter_time_vs_workers``: time per iteration against the number of workers, with each
+  configuration's interval (run to run where it ran several times);
+- ``intervals``: every configuration's objective with its interval and number of runs;
+- ``gpu_power``: GPU board power over each run (``telemetry.csv``);
 - ``latency``: latency per action per configuration / backend (box: quartiles, whiskers
   1st-99th percentile), with p50 and p99 marked;
 - ``fidelity_latency``: greedy-action agreement against latency for exported variants.
@@ -27,6 +30,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from rlperf.report.objectives import objective_of
 
 PHASE_NAMES = {
     "sample_s": "sample",
@@ -69,6 +74,9 @@ class FigureContext:
     order: dict[tuple[str, str], list[str]]
     config_colors: dict[str, Any]
     mixed_note: dict[str, str] = field(default_factory=dict)
+    configurations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    power: pd.DataFrame = field(default_factory=pd.DataFrame)  # cell, label, config, ...
+    power_note: str = ""  # why no run has GPU power
 
 
 def _models(df: pd.DataFrame) -> list[str]:
@@ -288,7 +296,8 @@ def _cut_long_bars(ax: Any, means: pd.Series, order: list[str]) -> None:
 
 
 def phase_breakdown(ctx: FigureContext, out: Path) -> Path:
-    """Sample / load / learn / sync time per configuration, with 95% bootstrap intervals."""
+    """Sample / load / learn / sync time per configuration (mean ± sd over the iterations of
+    all its runs)."""
     df = _kept(ctx.iterations) if not ctx.iterations.empty else ctx.iterations
     if df.empty:
         raise NotApplicable("no completed training cells")
@@ -302,13 +311,15 @@ def phase_breakdown(ctx: FigureContext, out: Path) -> Path:
         df,
         cols,
         "training",
-        "Time per phase and iteration (bar: mean, line: ± sd over non-warm-up iterations)",
+        "Time per phase and iteration (bar: mean, line: ± sd over the non-warm-up iterations "
+        "of all runs of a configuration)",
         "phase_breakdown",
     )
 
 
 def utilisation(ctx: FigureContext, out: Path) -> Path:
-    """CPU, RAM, GPU and GPU-memory utilisation per configuration (mean, 95% CI)."""
+    """CPU, RAM, GPU and GPU-memory utilisation per configuration (mean ± sd over the
+    iterations of all its runs)."""
     df = _kept(ctx.iterations) if not ctx.iterations.empty else ctx.iterations
     if df.empty:
         raise NotApplicable("no completed training cells")
@@ -336,17 +347,41 @@ def utilisation(ctx: FigureContext, out: Path) -> Path:
         df,
         cols,
         "training",
-        "Utilisation during training (bar: mean, line: ± sd over non-warm-up iterations)",
+        "Utilisation during training (bar: mean, line: ± sd over the non-warm-up iterations "
+        "of all runs of a configuration)",
         "utilisation",
         xlim=(0, 100),
     )
 
 
-def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
-    """Time per iteration against the number of env runners, one line per other setting."""
-    import seaborn as sns
+def _completed_configurations(ctx: FigureContext, family: str | None = None) -> pd.DataFrame:
+    """Completed configurations with a finite objective (of ``family``, or all)."""
+    df = ctx.configurations
+    if df.empty or "objective_value" not in df:
+        return df.iloc[0:0]
+    keep = (df["status"] == "completed") & df["objective_value"].notna()
+    if family is not None:
+        keep &= df["family"] == family
+    return df[keep]
 
-    df = _kept(ctx.iterations) if not ctx.iterations.empty else ctx.iterations
+
+def _errors(sub: pd.DataFrame) -> np.ndarray:
+    """Lower and upper error-bar lengths from the objective's interval (0 without one)."""
+    value = sub["objective_value"].to_numpy(dtype=float)
+    low = sub["objective_ci_low"].to_numpy(dtype=float)
+    high = sub["objective_ci_high"].to_numpy(dtype=float)
+    return np.nan_to_num(np.vstack([value - low, high - value]), nan=0.0)
+
+
+def _runs_label(config: str, runs: Any) -> str:
+    return f"{config} ({int(runs)} runs)" if pd.notna(runs) and int(runs) > 1 else config
+
+
+def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
+    """Time per iteration against the number of env runners, one line per other setting;
+    error bars are the configurations' intervals (run to run where a configuration ran
+    several times)."""
+    df = _completed_configurations(ctx, "training")
     if df.empty or "workers" not in df:
         raise NotApplicable("no completed training cells with a workers axis")
     spread = df.groupby(["model", "config_wo_workers"], observed=True)["workers"].transform(
@@ -368,24 +403,11 @@ def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
         for ax in axes.flat[len(models) :]:
             ax.set_axis_off()
         for ax, model in zip(axes.flat, models, strict=False):
-            sub = df[df["model"] == model].copy()
-            sub["workers"] = sub["workers"].astype(float)
-            sns.lineplot(
-                data=sub,
-                x="workers",
-                y="iter_s",
-                hue="config_wo_workers",
-                hue_order=[h for h in hues if h in set(sub["config_wo_workers"])],
-                palette=pal,
-                marker="o",
-                errorbar=("ci", 95),
-                n_boot=500,
-                seed=0,
-                ax=ax,
-                legend=False,
-            )
-            ticks = sorted(sub["workers"].unique())
-            if sub["iter_s"].max() > 10 * max(sub["iter_s"].min(), 1e-9):
+            sub = df[df["model"] == model]
+            for hue, line in sub.groupby("config_wo_workers", observed=True):
+                _workers_line(ax, line.sort_values("workers"), pal[hue])
+            ticks = sorted(sub["workers"].astype(float).unique())
+            if sub["objective_value"].max() > 10 * max(sub["objective_value"].min(), 1e-9):
                 ax.set_yscale("log")
             ax.set_xscale("log", base=2)
             ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
@@ -396,21 +418,93 @@ def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
         from matplotlib.lines import Line2D
 
         handles = [Line2D([], [], color=pal[h], marker="o", label=h) for h in hues]
-        fig.legend(
-            handles=handles,
-            loc="outside lower center",
-            ncols=min(3, len(handles)),
-            frameon=False,
-            fontsize=8,
-            title="other settings (cells that differ only in seed are pooled)",
-            title_fontsize=8,
-        )
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)),
+                   frameon=False, fontsize=8, title="other settings", title_fontsize=8)  # fmt: skip
         fig.suptitle(
-            "Time per iteration vs workers (mean, band: 95% bootstrap CI over "
-            "non-warm-up iterations)",
+            f"Time per iteration vs workers (mean; bars: {_level()} intervals, run to run where "
+            "a configuration ran several times: n runs marked)",
             fontsize=10,
         )
         return _save(fig, out, "iter_time_vs_workers", ctx.mixed_note.get("training", ""))
+
+
+def _workers_line(ax: Any, line: pd.DataFrame, color: Any) -> None:
+    """One setting's configurations against workers, with interval bars and run counts."""
+    x = line["workers"].to_numpy(dtype=float)
+    y = line["objective_value"].to_numpy(dtype=float)
+    ax.errorbar(x, y, yerr=_errors(line), color=color, marker="o", capsize=3, linewidth=1.2)
+    for xi, yi, n in zip(x, y, line["repeats"], strict=True):
+        if pd.notna(n) and int(n) > 1:
+            ax.annotate(f"{int(n)} runs", (xi, yi), xytext=(4, 4), textcoords="offset points",
+                        fontsize=7, color="#333333")  # fmt: skip
+
+
+def _level() -> str:
+    from rlperf.report.stats import CONFIDENCE
+
+    return f"{100 * CONFIDENCE:g}%"
+
+
+def intervals(ctx: FigureContext, out: Path) -> Path:
+    """Every configuration's objective with its interval, one facet per family and model;
+    filled markers are run-to-run intervals (n runs in the label), open ones within one run."""
+    df = _completed_configurations(ctx)
+    if df.empty:
+        raise NotApplicable("no completed configuration with an estimate")
+    pairs = {(str(f), str(m)) for f, m in zip(df["family"], df["model"], strict=True)}
+    facets = sorted(pairs, key=lambda fm: (fm[0] != "training", fm))
+    with _style():
+        fig, axes = _grid([len(ctx.order.get(k, [])) for k in facets], 1, col_width=6.5)
+        for ax, (fam, model) in zip(axes[:, 0], facets, strict=True):
+            order = ctx.order.get((fam, model), [])
+            sub = df[(df["family"] == fam) & (df["model"].astype(str) == model)]
+            sub = sub.set_index("config").reindex(order).dropna(subset=["objective_value"])
+            y = np.arange(len(sub))
+            err = _errors(sub)
+            repeated = (sub["repeats"].fillna(1) > 1).to_numpy()
+            for mask, face in ((repeated, None), (~repeated, "white")):
+                ax.errorbar(sub["objective_value"].to_numpy(dtype=float)[mask], y[mask],
+                            xerr=err[:, mask], fmt="o", color="#0173b2", mfc=face,
+                            capsize=3, linewidth=1.2)  # fmt: skip
+            ax.set_yticks(y, [_runs_label(c, n) for c, n in zip(sub.index, sub["repeats"],
+                                                                 strict=True)])  # fmt: skip
+            ax.set_ylim(len(sub) - 0.5, -0.5)
+            unit = objective_of(fam).unit
+            log = len(sub) and sub["objective_value"].max() > 20 * sub["objective_value"].min()
+            if log:
+                ax.set_xscale("log")
+            scale = ", log scale" if log else ""
+            ax.set_xlabel(f"{sub['objective'].iloc[0]} ({unit}{scale})" if len(sub) else "")
+            ax.set_title(f"{fam} · {model}", loc="left", fontweight="bold")
+        fig.suptitle(f"Objective per configuration with {_level()} intervals (●: run to run over "
+                     "n runs; ○: within one run)", fontsize=10)  # fmt: skip
+        return _save(fig, out, "intervals")
+
+
+def gpu_power(ctx: FigureContext, out: Path) -> Path:
+    """GPU board power over each run (``telemetry.csv``, monitored GPUs summed)."""
+    df = ctx.power
+    if df.empty:
+        raise NotApplicable(ctx.power_note or "no GPU power in any telemetry.csv")
+    facets = sorted({(str(f), str(m)) for f, m in zip(df["family"], df["model"], strict=True)})
+    from matplotlib.figure import Figure
+
+    with _style():
+        fig = Figure(figsize=(9.0, 2.6 * len(facets) + 1.0), layout="constrained")
+        axes = fig.subplots(len(facets), 1, squeeze=False)
+        for ax, (fam, model) in zip(axes[:, 0], facets, strict=True):
+            sub = df[(df["family"] == fam) & (df["model"].astype(str) == model)]
+            for label, run in sub.groupby("label", observed=True, sort=True):
+                color = ctx.config_colors.get(str(run["config"].iloc[0]), "#0173b2")
+                ax.plot(run["time_s"], run["gpu_power_w"], color=color, linewidth=1.0,
+                        label=str(label))  # fmt: skip
+            ax.set_xlabel("time since the job started (s)")
+            ax.set_ylabel("GPU power (W)")
+            ax.set_ylim(bottom=0)
+            ax.set_title(f"{fam} · {model}", loc="left", fontweight="bold")
+            ax.legend(fontsize=7, frameon=False, loc="upper right")
+        fig.suptitle("GPU board power over each run (NVML, monitored GPUs summed)", fontsize=10)
+        return _save(fig, out, "gpu_power")
 
 
 def latency(ctx: FigureContext, out: Path) -> Path:
@@ -559,6 +653,8 @@ FIGURES: dict[str, tuple[Callable[[FigureContext, Path], Path], str]] = {
     "phase_breakdown": (phase_breakdown, "Sample / load / learn / sync time per configuration"),
     "utilisation": (utilisation, "CPU, RAM, GPU and GPU-memory utilisation"),
     "iter_time_vs_workers": (iter_time_vs_workers, "Time per iteration vs workers"),
+    "intervals": (intervals, "Objective per configuration with its interval and number of runs"),
+    "gpu_power": (gpu_power, "GPU power over each run"),
     "latency": (latency, "Inference latency per backend / configuration (p50, p99 marked)"),
     "fidelity_latency": (fidelity_latency, "Fidelity vs latency of exported variants"),
 }

@@ -1,10 +1,10 @@
 """Automatic findings: fastest configuration per model, speedups against a baseline,
-rankings whose ties are decided by bootstrap intervals (:mod:`rlperf.report.stats`).
+rankings whose ties are decided by intervals (:mod:`rlperf.report.stats`).
 
-Training cells are compared on the time per iteration (``iter_s``, mean over
-the non-warm-up iterations); inference cells (rollout, edge) on the time per
-action (``action_ms``, or ``forward_ms`` where a cell only has that), median
-over the non-warm-up steps, since latency distributions have long tails.
+Configurations (:mod:`rlperf.report.repeats`) are what is compared: a
+configuration run once is estimated on its run's samples, one run several
+times on its runs' values (run to run). What they are compared on is the
+family's :class:`~rlperf.report.objectives.Objective`.
 """
 
 from __future__ import annotations
@@ -13,17 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from rlperf.report import stats
 from rlperf.report.axes import AxisPlan
-from rlperf.report.cells import Cell
-from rlperf.report.load import included
-
-#: family → (metric column, statistic, unit, what it measures)
-OBJECTIVES = {
-    "training": ("iter_s", "mean", "s", "time per training iteration"),
-    "inference": ("action_ms", "median", "ms", "latency per action"),
-}
+from rlperf.report.cells import Cell, included
+from rlperf.report.legacy_compare import legacy_text
+from rlperf.report.objectives import Objective, objective_of
+from rlperf.report.repeats import Configuration
 
 
 @dataclass
@@ -39,33 +36,34 @@ class Finding:
 
 @dataclass
 class FamilyAnalysis:
-    """Estimates, ranks and speedups of one comparison family."""
+    """Estimates, ranks and speedups of one comparison family, keyed by configuration id
+    (its first run's cell id); ``run_estimates`` holds every completed run's own."""
 
     family: str
-    metric: str
-    statistic: str
-    unit: str
+    objective: Objective
+    configurations: dict[str, Configuration] = field(default_factory=dict)
     estimates: dict[str, stats.Estimate] = field(default_factory=dict)
+    run_estimates: dict[str, stats.Estimate] = field(default_factory=dict)
     ranks: dict[str, int] = field(default_factory=dict)
     baselines: dict[str, str] = field(default_factory=dict)
     baseline_chosen: bool = False
     speedups: dict[str, stats.Estimate] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
+    @property
+    def metric(self) -> str:
+        """The objective's column."""
+        return self.objective.metric
 
-def samples(cell: Cell, family: str) -> np.ndarray:
-    """The non-warm-up samples a family's objective is computed on."""
-    if family == "training":
-        df = cell.iterations
-        if df is None:
-            return np.array([])
-        return included(df)["iter_s"].to_numpy(dtype=float)
-    df = cell.latency
-    if df is None:
-        return np.array([])
-    kept = included(df)
-    col = "action_ms" if kept["action_ms"].notna().any() else "forward_ms"
-    return kept[col].to_numpy(dtype=float)
+    @property
+    def statistic(self) -> str:
+        """mean or median."""
+        return self.objective.statistic
+
+    @property
+    def unit(self) -> str:
+        """The objective's unit."""
+        return self.objective.unit
 
 
 def _fmt(v: float, unit: str) -> str:
@@ -88,113 +86,192 @@ def _ratio(e: stats.Estimate) -> str:
     return f"{e.value:.2f}× [{e.low:.2f}, {e.high:.2f}]"
 
 
-def _samples_word(cell: Cell, family: str) -> str:
-    if family == "training":
-        return "iterations"
-    if cell.latency is not None and len(cell.latency):
-        return {"step": "steps", "episode_mean": "episode means", "run_mean": "run means"}.get(
-            str(cell.latency["granularity"].iloc[0]), "samples"
-        )
-    return "samples"
+def level() -> str:
+    """The intervals' level as written in the report (``95%``)."""
+    return f"{100 * stats.CONFIDENCE:g}%"
+
+
+def where(conf: Configuration) -> str:
+    """``cell `a``` or ``2 runs: cells `a`, `b```."""
+    runs = conf.completed or conf.cells
+    if len(runs) == 1:
+        return f"cell `{runs[0].id}`"
+    ids = ", ".join(f"`{c.id}`" for c in runs[:4])
+    more = f" and {len(runs) - 4} more" if len(runs) > 4 else ""
+    return f"{len(runs)} runs: cells {ids}{more}"
+
+
+def over(e: stats.Estimate, conf: Configuration, objective: Objective) -> str:
+    """What an interval is over: ``2 runs, run to run`` or ``24 iterations of one run``."""
+    if e.across_runs:
+        return f"{e.runs} runs, run to run"
+    return f"{e.n} {objective.sample_word(conf.completed[0])} of one run"
 
 
 def analyse_family(
     family: str,
-    cells: Sequence[Cell],
+    configurations: Sequence[Configuration],
     plan: AxisPlan,
     baselines: dict[str, str] | None,
+    objective: Objective | None = None,
 ) -> FamilyAnalysis:
-    """Estimate, rank and compare the completed cells of one family, model by model."""
-    metric, statistic, unit, what = OBJECTIVES.get(family, ("iter_s", "mean", "s", family))
-    out = FamilyAnalysis(family, metric, statistic, unit)
+    """Estimate, rank and compare the configurations of one family, model by model, on
+    ``objective`` (default: the family's, :func:`~rlperf.report.objectives.objective_of`)."""
+    objective = objective or objective_of(family)
+    out = FamilyAnalysis(family, objective, {c.id: c for c in configurations})
     out.baseline_chosen = bool(baselines)
-    data = {c.id: samples(c, family) for c in cells if c.completed}
-    out.estimates = {cid: stats.bootstrap_ci(v, statistic, cid) for cid, v in data.items()}
-    by_model: dict[str, list[Cell]] = {}
-    for c in cells:
-        if c.id in data and np.isfinite(out.estimates[c.id].value):
-            by_model.setdefault(str(c.axes.get("model")), []).append(c)
-    label = plan.configs
-    by_id = {c.id: c for c in cells}
-    family_name = family.capitalize()
-    for model, group in sorted(by_model.items()):
-        unit_of = {c.id: _samples_word(c, family) for c in group}
-        est = {c.id: out.estimates[c.id] for c in group}
-        out.ranks.update(stats.rank_with_ties(est))
-        order = sorted(est, key=lambda k: est[k].value)
-        best = order[0]
-        if len(order) == 1:
-            out.findings.append(
-                Finding(
-                    "fastest",
-                    family,
-                    model,
-                    [best],
-                    f"{family_name}, {model}: only one configuration (`{label[best]}`, cell "
-                    f"`{best}`): {what} {_ci(est[best], unit)}.",
-                )
-            )
-        else:
-            ties = [k for k in order[1:] if stats.tied(est[best], est[k])]
-            text = (
-                f"{family_name}, {model}: fastest configuration is `{label[best]}` (cell "
-                f"`{best}`), {what} {_ci(est[best], unit)} (95% CI over "
-                f"{est[best].n} {unit_of[best]})."
-            )
-            if ties:
-                names = ", ".join(f"`{label[k]}` ({_fmt(est[k].value, unit)})" for k in ties[:5])
-                more = f" and {len(ties) - 5} more" if len(ties) > 5 else ""
-                text += f" Tied within the noise (overlapping intervals) with {names}{more}."
-            else:
-                nxt = order[1]
-                sp = stats.speedup(est[nxt], est[best])
-                text += f" It beats the next best, `{label[nxt]}`, by {_ratio(sp)}."
-            text += _phase_shares(by_id[best]) if family == "training" else ""
-            out.findings.append(Finding("fastest", family, model, [best, *ties], text))
+    out.run_estimates = {
+        cell.id: objective.within_run(cell) for conf in configurations for cell in conf.completed
+    }
+    out.estimates = {
+        conf.id: objective.estimate(conf, out.run_estimates)
+        for conf in configurations
+        if conf.completed
+    }
+    by_model: dict[str, list[str]] = {}
+    for conf in configurations:
+        if conf.id in out.estimates and np.isfinite(out.estimates[conf.id].value):
+            by_model.setdefault(conf.model, []).append(conf.id)
+    for model, ids in sorted(by_model.items()):
+        est = {k: out.estimates[k] for k in ids}
+        out.ranks.update(stats.rank_with_ties(est, objective.lower_is_better))
+        order = objective.order(est)
+        out.findings.append(_fastest_finding(out, model, order, plan.configs))
         if family == "inference":
-            out.findings += _fidelity_findings(family, model, group, label)
-        base = (baselines or {}).get(model)
-        if base is None and not baselines:
-            base = order[-1]
-        if base is None or base not in data:
-            continue
-        out.baselines[model] = base
-        for k in order:
-            out.speedups[k] = stats.speedup(out.estimates[base], out.estimates[k])
-        if len(order) > 1:
-            out.findings.append(_speedup_finding(family, model, base, order, out, label))
+            confs = [out.configurations[k] for k in order]
+            out.findings += _fidelity_findings(family, model, confs, plan.configs)
+        repeated = _repeats_finding(out, model, order, plan.configs)
+        out.findings += [repeated] if repeated is not None else []
+        out.findings += _legacy_finding(out, model, order, plan.configs)
+        _compare_with_baseline(out, model, order, baselines, plan.configs)
     return out
 
 
+def _compare_with_baseline(
+    out: FamilyAnalysis,
+    model: str,
+    order: list[str],
+    baselines: dict[str, str] | None,
+    label: dict[str, str],
+) -> None:
+    """Speedups of one model's configurations against its baseline (default: the slowest)."""
+    base = (baselines or {}).get(model)
+    if base is None and not baselines:
+        base = order[-1]
+    if base is None or base not in out.estimates:
+        return
+    out.baselines[model] = base
+    for k in order:
+        out.speedups[k] = stats.speedup(out.estimates[base], out.estimates[k])
+    if len(order) > 1:
+        out.findings.append(_speedup_finding(out, model, base, order, label))
+
+
+def _fastest_finding(
+    out: FamilyAnalysis, model: str, order: list[str], label: dict[str, str]
+) -> Finding:
+    objective, est, confs = out.objective, out.estimates, out.configurations
+    family_name = out.family.capitalize()
+    best = order[0]
+    conf = confs[best]
+    if len(order) == 1:
+        return Finding("fastest", out.family, model, [best],
+                       f"{family_name}, {model}: only one configuration (`{label[best]}`, "
+                       f"{where(conf)}): {objective.what} {_ci(est[best], objective.unit)} "
+                       f"({level()} CI over {over(est[best], conf, objective)}).")  # fmt: skip
+    ties = [k for k in order[1:] if stats.tied(est[best], est[k])]
+    text = (
+        f"{family_name}, {model}: fastest configuration is `{label[best]}` ({where(conf)}), "
+        f"{objective.what} {_ci(est[best], objective.unit)} ({level()} CI over "
+        f"{over(est[best], conf, objective)})."
+    )
+    if ties:
+        names = ", ".join(f"`{label[k]}` ({_fmt(est[k].value, objective.unit)})" for k in ties[:5])
+        more = f" and {len(ties) - 5} more" if len(ties) > 5 else ""
+        text += f" Tied within the noise (overlapping intervals) with {names}{more}."
+    else:
+        nxt = order[1]
+        margin = stats.speedup(est[nxt], est[best])
+        text += f" It beats the next best, `{label[nxt]}`, by {_ratio(margin)}."
+    text += _phase_shares(conf.completed) if out.family == "training" else ""
+    return Finding("fastest", out.family, model, [best, *ties], text)
+
+
+def _repeats_finding(
+    out: FamilyAnalysis, model: str, order: list[str], label: dict[str, str]
+) -> Finding | None:
+    """How far apart the runs of repeated configurations are, against each run's own interval.
+
+    Names the configuration whose runs are furthest apart (relative to their mean).
+    """
+    repeated = [k for k in order if out.estimates[k].across_runs]
+    if not repeated:
+        return None
+
+    def measured(k: str) -> list[stats.Estimate]:
+        runs = [out.run_estimates[c.id] for c in out.configurations[k].completed]
+        return [e for e in runs if np.isfinite(e.value)]
+
+    def spread(k: str) -> float:
+        values = [e.value for e in measured(k)]
+        return (max(values) - min(values)) / abs(out.estimates[k].value)
+
+    worst = max(repeated, key=spread)
+    runs = measured(worst)
+    own = max(((e.high - e.low) / 2 / abs(e.value) for e in runs if e.has_ci), default=np.nan)
+    counts = sorted({out.estimates[k].runs for k in repeated})
+    n_runs = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    unit = out.objective.unit
+    own_text = f"±{100 * own:.1f}%" if np.isfinite(own) else "none (too few samples)"
+    text = (
+        f"{out.family.capitalize()}, {model}: {len(repeated)} configuration(s) ran {n_runs} "
+        f"times (repeats differ only in seed; their intervals are run to run). The runs of "
+        f"`{label[worst]}` ({where(out.configurations[worst])}) range "
+        f"{_fmt(min(e.value for e in runs), unit)} to {_fmt(max(e.value for e in runs), unit)} "
+        f"({100 * spread(worst):.1f}% apart); each run's own interval spans at most {own_text}."
+    )
+    return Finding("repeats", out.family, model, [worst], text)
+
+
+def _legacy_finding(
+    out: FamilyAnalysis, model: str, order: list[str], label: dict[str, str]
+) -> list[Finding]:
+    """Legacy RLlib 1.x runs: the phase times the study's way and rlperf's, side by side."""
+    ranked = [(k, label[k], out.configurations[k].completed) for k in order]
+    best, text = legacy_text(out.family, model, ranked)
+    return [Finding("legacy", out.family, model, [best], text)] if text else []
+
+
 def _fidelity_findings(
-    family: str, model: str, group: Sequence[Cell], label: dict[str, str]
+    family: str, model: str, group: Sequence[Configuration], label: dict[str, str]
 ) -> list[Finding]:
     """Exported variants whose greedy actions disagree with the source policy too often."""
     out = []
-    checked = [c for c in group if isinstance(c.summary.get("fidelity"), dict)]
-    flagged = [c for c in checked if c.summary["fidelity"].get("flagged")]
-    for c in flagged:
+    checked = [(k.id, c) for k in group for c in k.completed
+               if isinstance(c.summary.get("fidelity"), dict)]  # fmt: skip
+    flagged = [(k, c) for k, c in checked if c.summary["fidelity"].get("flagged")]
+    for k, c in flagged:
         fid = c.summary["fidelity"]
         out.append(Finding("fidelity", family, model, [c.id],
-            f"{family.capitalize()}, {model}: `{label[c.id]}` (cell `{c.id}`) is flagged: "
+            f"{family.capitalize()}, {model}: `{label[k]}` (cell `{c.id}`) is flagged: "
             f"greedy-action agreement {fid.get('agreement', float('nan')):.3f} with the source "
             f"policy is below the threshold {fid.get('threshold', float('nan')):g}; its "
             "latency is not a like-for-like comparison."))  # fmt: skip
     if checked and not flagged:
-        worst = min(checked, key=lambda c: c.summary["fidelity"].get("agreement", 1.0))
+        k, worst = min(checked, key=lambda kc: kc[1].summary["fidelity"].get("agreement", 1.0))
         out.append(Finding("fidelity", family, model, [worst.id],
             f"{family.capitalize()}, {model}: all {len(checked)} exported variant(s) pass the "
-            f"fidelity check; the lowest agreement is `{label[worst.id]}` (cell `{worst.id}`), "
+            f"fidelity check; the lowest agreement is `{label[k]}` (cell `{worst.id}`), "
             f"{worst.summary['fidelity'].get('agreement', float('nan')):.3f}."))  # fmt: skip
     return out
 
 
-def _phase_shares(cell: Cell) -> str:
-    """Where the fastest configuration's iteration goes (shares of the mean iteration)."""
-    df = cell.iterations
-    if df is None:
+def _phase_shares(runs: Sequence[Cell]) -> str:
+    """Where a configuration's iteration goes (shares of the mean iteration, runs pooled)."""
+    frames = [included(c.iterations) for c in runs if c.iterations is not None]
+    if not frames:
         return ""
-    kept = included(df)
+    kept = pd.concat(frames)
     total = float(kept["iter_s"].mean())
     if not np.isfinite(total) or total <= 0:
         return ""
@@ -208,12 +285,7 @@ def _phase_shares(cell: Cell) -> str:
 
 
 def _speedup_finding(
-    family: str,
-    model: str,
-    base: str,
-    order: list[str],
-    out: FamilyAnalysis,
-    label: dict[str, str],
+    out: FamilyAnalysis, model: str, base: str, order: list[str], label: dict[str, str]
 ) -> Finding:
     how = "chosen with --baseline" if out.baseline_chosen else "default: the slowest"
     sp = out.speedups
@@ -224,10 +296,11 @@ def _speedup_finding(
     same = [k for k in others if k not in faster and k not in slower and k not in no_ci]
     best = order[0]
     text = (
-        f"{family.capitalize()}, {model}: against the baseline `{label[base]}` (cell "
-        f"`{base}`, {how}), the fastest configuration is {_ratio(sp[best])} as fast; "
-        f"{len(faster)} configuration(s) are faster, {len(slower)} slower and "
-        f"{len(same)} not distinguishable from it (speedup interval contains 1)"
+        f"{out.family.capitalize()}, {model}: against the baseline `{label[base]}` "
+        f"({where(out.configurations[base])}, {how}), the fastest configuration is "
+        f"{_ratio(sp[best])} as fast; {len(faster)} configuration(s) are faster, "
+        f"{len(slower)} slower and {len(same)} not distinguishable from it (speedup interval "
+        "contains 1)"
     )
     text += f"; {len(no_ci)} have too few samples for an interval." if no_ci else "."
-    return Finding("speedup", family, model, [base, best], text)
+    return Finding("speedup", out.family, model, [base, best], text)

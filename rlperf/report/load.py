@@ -7,6 +7,7 @@ reports the cell as skipped and carries on with the others.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report import fingerprints
-from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten
+from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten, included
 from rlperf.report.discover import CellRef
+from rlperf.report.energy import add_energy_columns
 from rlperf.results.columns import LATENCY_COLUMNS
 from rlperf.runs import (
     CONFIG_FILE,
@@ -26,9 +28,12 @@ from rlperf.runs import (
     METRICS_FILE,
     STEPS_FILE,
     SUMMARY_FILE,
+    TELEMETRY_FILE,
     Exclusion,
 )
 from rlperf.sweep.cells import CELL_FILE
+
+__all__ = ["CellError", "included", "load_rlperf_cell"]
 
 #: Canonical axis → where it sits in the resolved config of an rlperf job.
 AXIS_KEYS = {
@@ -81,8 +86,11 @@ def _get(tree: dict[str, Any], dotted: str) -> Any:
     return node
 
 
-def read_csv(path: Path, notes: list[str]) -> pd.DataFrame:
-    """Read a result CSV written row by row; a torn last line (job killed mid-write) is dropped."""
+def read_csv(path: Path, notes: list[str], usecols: Any = None) -> pd.DataFrame:
+    """Read a result CSV written row by row; a torn last line (job killed mid-write) is dropped.
+
+    ``usecols``: as in :func:`pandas.read_csv` (e.g. a predicate on column names).
+    """
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -96,7 +104,7 @@ def read_csv(path: Path, notes: list[str]) -> pd.DataFrame:
     import io
 
     try:
-        df = pd.read_csv(io.BytesIO(raw))
+        df = pd.read_csv(io.BytesIO(raw), usecols=usecols)
     except (ValueError, pd.errors.ParserError) as exc:
         raise CellError(f"{path.name}: cannot parse CSV ({exc})") from exc
     return df
@@ -138,11 +146,6 @@ def exclusion_column(df: pd.DataFrame) -> pd.Series | None:
     if "warmup" in df.columns:  # rlperf 0.1 result files
         return flags_to_exclusion(_as_bool(df["warmup"]), df.index)
     return None
-
-
-def included(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows that count: ``excluded`` empty (warm-up and faults stay in the files)."""
-    return df.loc[df[EXCLUDED_COLUMN].eq("")]
 
 
 def canonical_iterations(df: pd.DataFrame) -> pd.DataFrame:
@@ -254,6 +257,8 @@ def _axes(cfg: dict[str, Any], summary: dict[str, Any], path: Path) -> dict[str,
         axes[axis] = _get(cfg, key)
     if axes["workers"] is None and isinstance(cfg.get("workers"), int | float):
         axes["workers"] = int(cfg["workers"])  # `workers: 8` (a plain value, not a group)
+    if axes["env"] is None:
+        axes["env"] = _get(cfg, "env.entry_point")  # env.kind=custom has no id
     axes["stage"] = str(stage)
     if axes["backend"] is None and stage == "train":
         axes["backend"] = "rllib"
@@ -284,8 +289,12 @@ def _status(summary: dict[str, Any], record: dict[str, Any], notes: list[str]) -
 
 
 def _fingerprint_fields(raw_fp: dict[str, Any]) -> dict[str, Any]:
-    """What fingerprint.json tells about a cell: comparable leaves, machine, host, start."""
+    """What fingerprint.json tells about a cell: comparable leaves, machine, host, start,
+    and whether NVML saw GPUs (and if not, why)."""
+    gpus = raw_fp.get("gpus")
     return {
+        "nvml_unavailable_reason": raw_fp.get("nvml_unavailable_reason") or None,
+        "gpu_count": len(gpus) if isinstance(gpus, list) else None,
         "fingerprint": fingerprints.comparable(
             {k: v for k, v in raw_fp.items() if k not in ("config", "resolved_config")}
         ),
@@ -307,6 +316,8 @@ def _read_results(cell: Cell) -> None:
     episodes = path / EPISODES_FILE
     if episodes.is_file():
         cell.episodes = read_csv(episodes, cell.notes)
+    if (path / TELEMETRY_FILE).is_file():
+        cell.telemetry = _read_telemetry(path / TELEMETRY_FILE, cell.notes)
     # A skipped / failed / pending cell may lack its data.
     if cell.status == "completed" and stage == "train" and cell.iterations is None:
         raise CellError("training cell without metrics.csv")
@@ -353,7 +364,24 @@ def _read_metrics(path: Path, summary: dict[str, Any], cell: Cell) -> pd.DataFra
             first_episode_warmup(df["episode_return_mean"]), df.index
         )
         cell.warmup_rule = "first finished episode (no excluded column in metrics.csv)"
-    return df
+    return add_energy_columns(df)
+
+
+def _read_telemetry(path: Path, notes: list[str]) -> pd.DataFrame | None:
+    """``telemetry.csv``'s time and GPU power / energy columns (the report needs no more,
+    and only those are parsed); a telemetry file that does not parse is noted, never fatal."""
+
+    def wanted(col: str) -> bool:
+        return col == "time_s" or re.fullmatch(r"gpu\d+_(power_w|energy_j)", col) is not None
+
+    try:
+        df = read_csv(path, notes, usecols=wanted)
+    except CellError as exc:
+        notes.append(f"{exc} (ignored)")
+        return None
+    if "time_s" not in df or len(df.columns) == 1:
+        return None
+    return df.apply(pd.to_numeric, errors="coerce")
 
 
 def _read_steps(path: Path, notes: list[str]) -> pd.DataFrame | None:

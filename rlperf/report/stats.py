@@ -1,12 +1,24 @@
 """Confidence intervals, speedups and rankings with ties.
 
-Intervals are percentile bootstrap intervals from :func:`scipy.stats.bootstrap`
-over the non-warm-up iterations of a training cell or the non-warm-up steps of
-an inference cell (a seed derived from the cell id keeps reports reproducible).
-Speedup intervals reuse each cell's bootstrap distribution (see :func:`speedup`). Iterations of one
+Every interval of the report has the level :data:`CONFIDENCE` (95 %).
+
+A configuration run once gets a percentile bootstrap interval from
+:func:`scipy.stats.bootstrap` over the non-warm-up iterations of its training
+cell or the non-warm-up steps of its inference cell (:func:`bootstrap_ci`; a
+seed derived from the cell id keeps reports reproducible). Iterations of one
 run are autocorrelated (learn times drift as TensorFlow / torch caches warm
 up), so these intervals are if anything narrow; they describe the run, not the
-machine's run-to-run variance, which only repeated cells measure.
+machine's run-to-run variance, which only repeated runs measure.
+
+A configuration run several times (cells that differ only in ``seed``) gets an
+interval over its runs (:func:`across_runs`): the runs' own statistics (each
+run's mean iteration time, median latency, ...) are the samples, never the
+pooled iterations, which are not independent samples of the configuration. The
+estimate is their geometric mean and the interval Student's t on their logs:
+with the 2-5 repeats a sweep affords, a percentile bootstrap over run values
+covers far less than its nominal level (over 2 runs it is the range of the
+two, a 50 % interval). Speedup intervals reuse each estimate's sampling
+distribution (see :func:`speedup`).
 
 The one piece of statistics written here is the tie rule (documented, not
 taken from a library): a cell's rank is 1 + the number of cells whose whole
@@ -18,10 +30,13 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
+#: Bootstrap resamples per cell (and draws per estimate for speedup ratios).
 N_RESAMPLES = 1000
+#: The level of every interval in the report (docs/report.md, "Statistics").
 CONFIDENCE = 0.95
 SEED = 0
 #: Above this many samples the bootstrap resamples a random subset (wider, conservative CI).
@@ -32,13 +47,24 @@ BATCH_DRAWS = 4_000_000
 
 @dataclass(frozen=True, eq=False)
 class Estimate:
-    """A point estimate with its bootstrap interval, sample count and bootstrap distribution."""
+    """A point estimate with its interval, sample count and sampling distribution.
+
+    ``runs`` is how many runs the estimate pools: 1 for a within-run interval
+    over ``n`` samples (iterations or steps), ``n`` for an interval over ``n``
+    runs' values (:func:`across_runs`).
+    """
 
     value: float
     low: float
     high: float
     n: int
     distribution: np.ndarray | None = field(default=None, repr=False)
+    runs: int = 1
+
+    @property
+    def across_runs(self) -> bool:
+        """True when the interval is run to run (several runs pooled)."""
+        return self.runs > 1
 
     @property
     def has_ci(self) -> bool:
@@ -92,12 +118,63 @@ def bootstrap_ci(
                     np.asarray(res.bootstrap_distribution))  # fmt: skip
 
 
+@cache
+def _t_quantiles(df: int) -> np.ndarray:
+    """Student-t quantiles at N_RESAMPLES evenly spaced probabilities (stratified draws)."""
+    from scipy import stats
+
+    probs = (np.arange(N_RESAMPLES) + 0.5) / N_RESAMPLES
+    return np.asarray(stats.t.ppf(probs, df), dtype=float)
+
+
+@cache
+def _t_critical(df: int) -> float:
+    """The two-sided CONFIDENCE quantile of Student's t with ``df`` degrees of freedom."""
+    from scipy import stats
+
+    return float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, df))
+
+
+def across_runs(run_values: np.ndarray | list[float], key: str = "") -> Estimate:
+    """Geometric mean of several runs' values (one statistic per run) with a Student-t
+    interval on their logarithms.
+
+    With ``m`` and ``s`` the mean and standard deviation of the logs of the
+    ``n`` finite, positive run values: ``exp(m)`` and
+    ``exp(m ± t(1 - (1 - CONFIDENCE) / 2, n - 1) · s / sqrt(n))``. Times vary
+    by factors between runs, and an interval on the log scale stays positive
+    (an arithmetic one over 2 runs that differ by 25 % reaches below zero).
+    The sampling distribution (for speedup ratios) is ``exp(m + s / sqrt(n) ·
+    T(n - 1))`` at evenly spaced quantiles, shuffled with a seed from ``key``.
+    One run: the value, no interval.
+    """
+    arr = _clean(run_values)
+    arr = arr[arr > 0]
+    n = int(arr.size)
+    if n == 0:
+        return Estimate(np.nan, np.nan, np.nan, 0)
+    if n < 2:
+        return Estimate(float(arr[0]), np.nan, np.nan, 1)
+    logs = np.log(arr)
+    m = float(logs.mean())
+    se = float(logs.std(ddof=1) / np.sqrt(n))
+    if se == 0:
+        value = float(arr[0])
+        return Estimate(value, value, value, n, np.full(N_RESAMPLES, value), runs=n)
+    value = float(np.exp(m))
+    half = _t_critical(n - 1) * se
+    draws = np.exp(m + se * _t_quantiles(n - 1))
+    draws = np.random.default_rng(_seed(key)).permutation(draws)
+    return Estimate(value, float(np.exp(m - half)), float(np.exp(m + half)), n, draws, runs=n)
+
+
 def speedup(baseline: Estimate, candidate: Estimate) -> Estimate:
     """How many times faster ``candidate`` is than ``baseline`` (ratio of times), with CI.
 
-    The interval is the percentile interval of the ratio of the two cells'
-    independent bootstrap distributions, i.e. an unpaired two-sample bootstrap
-    of the ratio that reuses the resamples already drawn for each cell.
+    The interval is the percentile interval of the ratio of the two estimates'
+    independent sampling distributions: an unpaired two-sample bootstrap of the
+    ratio that reuses the resamples already drawn for each cell, or, for a
+    configuration run several times, its Student-t draws (:func:`across_runs`).
     """
     n = min(baseline.n, candidate.n)
     if not (np.isfinite(baseline.value) and np.isfinite(candidate.value)):

@@ -1,7 +1,7 @@
-"""Tidy tables: ``runs`` (one row per cell), ``iterations`` (training, one row per cell
+"""Tidy tables: ``runs`` (one row per cell, i.e. per run), ``configurations`` (one row
+per configuration: its repeats pooled), ``iterations`` (training, one row per cell
 and iteration) and ``latency`` (inference, one row per step, or per episode / run
-for legacy files that only kept means), plus the per-model summary tables of the
-report.
+for legacy files that only kept means).
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.axes import AxisPlan
-from rlperf.report.cells import PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell
+from rlperf.report.cells import PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell, included
+from rlperf.report.energy import energy_summary
 from rlperf.report.findings import FamilyAnalysis
-from rlperf.report.load import as_text, included
+from rlperf.report.legacy_compare import study_way_means
+from rlperf.report.load import as_text
+from rlperf.report.stats import Estimate
 from rlperf.results.columns import LATENCY_COLUMNS
 from rlperf.runs import EXCLUDED_COLUMN, Exclusion
 
@@ -157,6 +160,8 @@ def _train_summary(c: Cell) -> dict[str, Any]:
     row["wall_s"] = float(df["time_s"].max()) if df["time_s"].notna().any() else np.nan
     if c.summary.get("model_params") is not None:
         row["model_params"] = c.summary.get("model_params")
+    row.update(energy_summary(c))
+    row.update(study_way_means(c))
     return row
 
 
@@ -199,60 +204,131 @@ def runs_table(
     fps: dict[str, str],
     analyses: dict[str, FamilyAnalysis],
 ) -> pd.DataFrame:
-    """One row per cell: identity, varying axes, status, summary metrics, rank and speedup."""
+    """One row per cell (run): identity, varying axes, status, summary metrics, the run's
+    own objective estimate, and the rank and speedup of its configuration."""
     axis_cols = _axis_columns(plans)
+    conf_of = {c.id: (a, conf) for a in analyses.values()
+               for conf in a.configurations.values() for c in conf.cells}  # fmt: skip
     rows = []
     for c in cells:
         row = _prefix(c, plans[c.family], axis_cols, fps.get(c.id, ""))
-        row.update(
-            {
-                "source": c.source,
-                "stage": c.stage,
-                "family": c.family,
-                "group": c.group,
-                "machine": c.machine,
-            }
-        )
+        row.update({"source": c.source, "stage": c.stage, "family": c.family, "group": c.group,
+                    "machine": c.machine})  # fmt: skip
         try:
             row.update(_train_summary(c) if c.family == "training" else _inference_summary(c))
         except (KeyError, ValueError, IndexError, TypeError) as exc:  # never break the report
             c.notes.append(f"summary metrics not computed ({exc.__class__.__name__}: {exc})")
-        a = analyses.get(c.family)
-        if a is not None and c.id in a.estimates:
-            e = a.estimates[c.id]
-            row["objective"] = f"{a.statistic} {a.metric}"
-            row["objective_value"] = e.value
-            row["objective_ci_low"] = e.low
-            row["objective_ci_high"] = e.high
-            row["rank_in_model"] = a.ranks.get(c.id)
-            sp = a.speedups.get(c.id)
-            if sp is not None:
-                row["baseline"] = a.baselines.get(str(c.axes.get("model")))
-                row["speedup"] = sp.value
-                row["speedup_ci_low"] = sp.low
-                row["speedup_ci_high"] = sp.high
+        if c.id in conf_of:
+            a, conf = conf_of[c.id]
+            row["configuration"] = conf.id
+            row["repeats"] = conf.repeats
+            row.update(_estimate_columns(a, a.run_estimates.get(c.id)))
+            row.update(_ranking_columns(a, conf.id))
         row["warmup_rule"] = c.warmup_rule
         row["notes"] = "; ".join(c.notes)
         rows.append(row)
-    out = pd.DataFrame(rows)
-    out = _coerce(out, axis_cols)
-    for col in ("rank_in_model",):
+    return _typed(_coerce(pd.DataFrame(rows), axis_cols))
+
+
+def _estimate_columns(a: FamilyAnalysis, e: Estimate | None) -> dict[str, Any]:
+    """``objective``, ``objective_value`` and its interval (``objective_ci_low`` / ``_high``)."""
+    if e is None:
+        return {}
+    return {"objective": f"{a.statistic} {a.metric}", "objective_value": e.value,
+            "objective_ci_low": e.low, "objective_ci_high": e.high}  # fmt: skip
+
+
+def _ranking_columns(a: FamilyAnalysis, conf_id: str) -> dict[str, Any]:
+    """A configuration's ``rank_in_model``, ``baseline`` and ``speedup`` with its interval."""
+    if conf_id not in a.estimates:
+        return {}
+    row: dict[str, Any] = {"rank_in_model": a.ranks.get(conf_id)}
+    sp = a.speedups.get(conf_id)
+    if sp is not None:
+        row["baseline"] = a.baselines.get(a.configurations[conf_id].model)
+        row.update(speedup=sp.value, speedup_ci_low=sp.low, speedup_ci_high=sp.high)
+    return row
+
+
+def _typed(out: pd.DataFrame) -> pd.DataFrame:
+    """Nullable integer, boolean and string dtypes for the columns Parquet needs typed."""
+    for col in ("rank_in_model", "repeats", "runs"):
         if col in out:
             out[col] = out[col].astype("Int64")
-    for col in ("fidelity_flagged",):
-        if col in out:
-            out[col] = out[col].astype("boolean")
-    for col in (
-        "delegate",
-        "variant",
-        "baseline",
-        "granularity",
-        "objective",
-        "fidelity_flag_reason",
-    ):
+    if "fidelity_flagged" in out:
+        out["fidelity_flagged"] = out["fidelity_flagged"].astype("boolean")
+    for col in ("delegate", "variant", "baseline", "granularity", "objective",
+                "fidelity_flag_reason", "configuration", "interval", "energy_source",
+                "energy_unavailable", "cells"):  # fmt: skip
         if col in out:
             out[col] = out[col].astype("string")
     return out
+
+
+#: Per-run columns that add up over the runs of a configuration (the others are averaged).
+SUMMED = ("iterations", "warmup_iterations", "excluded_iterations", "samples", "warmup_samples",
+          "steps", "episodes", "total_env_steps", "gpu_energy_j", "job_gpu_energy_j")  # fmt: skip
+
+#: runs.csv columns that describe one run only (not carried into configurations.csv).
+_PER_RUN = ("cell", "label", "status", "group", "notes", "warmup_rule", "objective_value",
+            "objective_ci_low", "objective_ci_high", "configuration", "repeats")  # fmt: skip
+
+
+def configurations_table(
+    runs: pd.DataFrame, analyses: dict[str, FamilyAnalysis], plans: dict[str, AxisPlan]
+) -> pd.DataFrame:
+    """One row per configuration: its runs (cells), the objective over them with its interval
+    (run to run where it ran several times), rank and speedup, and the runs' summary metrics
+    (counts summed, other numbers averaged over the completed runs)."""
+    rows = []
+    by_cell = runs.set_index("cell", drop=False)
+    keep_first = {"model", *_axis_columns(plans)}
+    for fam, a in analyses.items():
+        for conf in a.configurations.values():
+            done = [c.id for c in conf.completed] or [c.id for c in conf.cells]
+            sub = by_cell.loc[done]
+            row = _aggregate(sub, keep_first)
+            row["configuration"] = conf.id
+            row["label"] = plans[fam].configuration_labels.get(conf.id, conf.id)
+            row["status"] = "completed" if conf.completed else str(sub["status"].iloc[0])
+            row["repeats"], row["runs"] = conf.repeats, len(conf.cells)
+            row["cells"] = "; ".join(c.id for c in conf.cells)
+            e = a.estimates.get(conf.id)
+            if e is not None:
+                row.update(_estimate_columns(a, e))
+                row["objective_n"] = e.n
+                row["interval"] = "run to run" if e.across_runs else "within run"
+            row.update(_ranking_columns(a, conf.id))
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    first = [c for c in _CONFIGURATION_HEAD if c in out]
+    out = out[first + [c for c in out.columns if c not in first]]
+    return _typed(_coerce(out, sorted(keep_first)))
+
+
+_CONFIGURATION_HEAD = ("configuration", "label", "config", "family", "model", "status",
+                       "repeats", "runs", "cells", "objective", "objective_value",
+                       "objective_ci_low", "objective_ci_high", "objective_n", "interval",
+                       "rank_in_model", "baseline", "speedup", "speedup_ci_low",
+                       "speedup_ci_high")  # fmt: skip
+
+
+def _aggregate(sub: pd.DataFrame, keep_first: set[str]) -> dict[str, Any]:
+    """The runs' summary columns: counts summed, numbers averaged, axis values and text the
+    first run's (columns describing one run only are left out)."""
+    row: dict[str, Any] = {}
+    for col in sub.columns:
+        if col in _PER_RUN or col.startswith(("rank_in_model", "speedup", "baseline")):
+            continue
+        s = sub[col]
+        numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+        if numeric and col not in keep_first:
+            row[col] = s.sum(min_count=1) if col in SUMMED else s.mean()
+        else:
+            row[col] = s.iloc[0]
+    return row
 
 
 def write_table(df: pd.DataFrame, out_dir: Any, name: str) -> list[Any]:

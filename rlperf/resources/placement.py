@@ -59,8 +59,11 @@ def learner_state(learner: Any) -> dict[str, Any]:
 
 
 def env_runner_state(runner: Any) -> dict[str, Any]:
-    """Runs inside an env runner actor: its process, its module's device and GPU share."""
+    """Runs inside an env runner actor: its process, its module's device and GPU share, and
+    torch's intra-op threads there (``env_runner.torch_threads``)."""
     import os
+
+    import torch
 
     module = getattr(runner, "module", None)
     device = getattr(runner, "_device", None)
@@ -71,6 +74,7 @@ def env_runner_state(runner: Any) -> dict[str, Any]:
         "pid": os.getpid(),
         "worker_index": int(runner.worker_index),
         "device": str(device),
+        "torch_threads": int(torch.get_num_threads()),
         **process_gpus(),
     }
 

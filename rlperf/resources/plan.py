@@ -1,9 +1,18 @@
-"""Translate ``workers``, ``gpu_layout`` and ``cpu_affinity`` into what Ray and RLlib get.
+"""Translate ``workers``, ``learners``, ``env_runner``, ``gpu_layout`` and ``cpu_affinity``
+into what Ray and RLlib get.
 
 The 2021 study's rule (docs/study.md, training matrix): in a "shared" layout the
 driver (learner) gets a small fraction and the workers split the rest, per
 worker = (n_visible - driver) / workers; in a "driver" layout the driver gets
 every visible GPU and the workers none.
+
+Learners (RLlib ``num_learners``): ``learners=null`` keeps the default — one
+learner per GPU where the layout gives the learner side several GPUs, else the
+algorithm's RLlib default (:data:`rlperf.algos.RLLIB_DEFAULT_LEARNERS`: 0 for
+PPO, the learner in the driver; 1 for APPO/IMPALA). An explicit ``learners=N``
+shares the layout's learner GPUs among N learner actors (with several GPUs, one
+each: ``N`` must equal their number). Like RLlib (``num_cpus_per_learner=auto``),
+a learner actor without a GPU takes a CPU of its own, on top of the driver's.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rlperf.errors import UserError
 from rlperf.telemetry.fingerprint import compact_ranges as _ranges
 
 # Ray accounts resources in units of 1e-4 (ray_constants.MIN_RESOURCE_GRANULARITY).
@@ -26,8 +36,8 @@ from rlperf.telemetry.fingerprint import compact_ranges as _ranges
 RAY_RESOURCE_UNIT = 1e-4
 
 
-class InfeasibleError(RuntimeError):
-    """The experiment asks for resources this machine (or Ray) does not have."""
+class InfeasibleError(UserError, RuntimeError):
+    """The experiment asks for resources this machine (or Ray) does not have (exit 2)."""
 
 
 def gpu_fractions(
@@ -65,14 +75,22 @@ class ResourcePlan:
     envs_per_env_runner: int
     ray_num_cpus: int | None  # None = let Ray detect (cpu_affinity=unrestricted)
     affinity: tuple[int, ...] | None  # CPUs to pin the Ray-starting process to
+    vectorize_mode: str = "sync"  # RLlib gym_env_vectorize_mode
+    env_runner_torch_threads: int | None = None  # None: as Ray starts the actor
 
     def to_json(self) -> dict[str, Any]:
-        """Every field as plain JSON values (tuples become lists), plus ``num_gpus``."""
+        """Every field as plain JSON values (tuples become lists), plus ``num_gpus``,
+        ``cpus_per_learner`` and ``required_cpus`` (what the pre-flight counts)."""
         out = {
             f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
             for f in fields(self)
         }
-        return {**out, "num_gpus": self.num_gpus}
+        return {
+            **out,
+            "num_gpus": self.num_gpus,
+            "cpus_per_learner": self.cpus_per_learner,
+            "required_cpus": self.required_cpus,
+        }
 
     @property
     def cuda_visible_devices(self) -> str:
@@ -85,12 +103,19 @@ class ResourcePlan:
         return len(self.visible_gpus)
 
     @property
-    def required_cpus(self) -> float:
-        """CPUs RLlib will request: 1 for the main process (driver), ``num_cpus`` per env runner.
+    def cpus_per_learner(self) -> float:
+        """CPUs of one learner actor: 1 without a GPU, else 0 (``num_cpus_per_learner=auto``)."""
+        return 0.0 if self.gpus_per_learner > 0 else 1.0
 
-        GPU learners request no CPU of their own (RLlib's ``num_cpus_per_learner='auto'``).
-        """
-        return 1 + self.num_env_runners * self.cpus_per_env_runner
+    @property
+    def required_cpus(self) -> float:
+        """CPUs RLlib will request: 1 for the main process (driver, with the local learner),
+        ``num_cpus`` per env runner, and a CPU per learner actor without a GPU."""
+        return (
+            1
+            + self.num_env_runners * self.cpus_per_env_runner
+            + self.num_learners * self.cpus_per_learner
+        )
 
     @property
     def required_gpus(self) -> float:
@@ -99,20 +124,43 @@ class ResourcePlan:
         return learners + self.num_env_runners * self.gpus_per_worker_scheduled
 
 
+def learner_split(driver_gpus: float, learners: int | None, algo: str) -> tuple[int, float]:
+    """(num_learners, GPUs per learner) of the learner side's ``driver_gpus`` and ``learners``.
+
+    Raises:
+        ValueError: a split RLlib cannot make (the message names the keys).
+    """
+    from rlperf.algos import RLLIB_DEFAULT_LEARNERS
+
+    if driver_gpus > 1 and driver_gpus != int(driver_gpus):
+        raise ValueError(f"gpu_layout.driver_gpus={driver_gpus}: above 1 it must be whole GPUs")
+    if learners is None:
+        # RLlib's local learner uses at most one GPU: more than one means data-parallel
+        # remote learners with one GPU each.
+        if driver_gpus > 1:
+            return int(driver_gpus), 1.0
+        default = RLLIB_DEFAULT_LEARNERS.get(algo, 0)
+        return default, driver_gpus / max(default, 1)
+    if driver_gpus > 1 and learners != int(driver_gpus):
+        raise ValueError(
+            f"learners={learners} with a GPU layout that gives the learners "
+            f"{int(driver_gpus)} GPUs: RLlib gives each learner actor whole GPUs here, so use "
+            f"learners={int(driver_gpus)} (or null), or a layout with one GPU for the learner"
+        )
+    return learners, (driver_gpus / learners if learners else driver_gpus)
+
+
 def plan_resources(cfg: DictConfig) -> ResourcePlan:
-    """Resource plan of ``workers``, ``env_runner``, ``gpu_layout`` and ``cpu_affinity``."""
+    """Resource plan of ``workers``, ``learners``, ``env_runner``, ``gpu_layout``,
+    ``cpu_affinity`` (and ``algo.name`` for its default learners)."""
     gl = cfg.gpu_layout
     visible = tuple(int(i) for i in gl.visible_gpus)
     workers = int(cfg.workers)
     driver, per_worker = gpu_fractions(gl.mode, len(visible), float(gl.driver_gpus), workers)
-    if driver > 1:
-        # RLlib's local learner uses at most one GPU: more than one means
-        # data-parallel remote learners with one GPU each.
-        if driver != int(driver):
-            raise ValueError(f"gpu_layout.driver_gpus={driver}: above 1 it must be whole GPUs")
-        num_learners, per_learner = int(driver), 1.0
-    else:
-        num_learners, per_learner = 0, driver
+    learners = cfg.get("learners")
+    num_learners, per_learner = learner_split(
+        driver, None if learners is None else int(learners), str(cfg.algo.name)
+    )
     aff = cfg.cpu_affinity
     ray_num_cpus: int | None = None
     affinity: tuple[int, ...] | None = None
@@ -120,6 +168,8 @@ def plan_resources(cfg: DictConfig) -> ResourcePlan:
         ray_num_cpus = int(aff.num_cpus) if aff.num_cpus is not None else workers + 1
         if aff.mode == "pinned":
             affinity = tuple(range(int(aff.first_cpu), int(aff.first_cpu) + ray_num_cpus))
+    runner = cfg.env_runner
+    threads = runner.get("torch_threads")
     return ResourcePlan(
         visible_gpus=visible,
         driver_gpus=driver,
@@ -128,8 +178,10 @@ def plan_resources(cfg: DictConfig) -> ResourcePlan:
         num_learners=num_learners,
         gpus_per_learner=per_learner,
         num_env_runners=workers,
-        cpus_per_env_runner=float(cfg.env_runner.num_cpus),
-        envs_per_env_runner=int(cfg.env_runner.num_envs),
+        cpus_per_env_runner=float(runner.num_cpus),
+        envs_per_env_runner=int(runner.num_envs),
+        vectorize_mode=str(runner.get("vectorize_mode", "sync")),
+        env_runner_torch_threads=None if threads is None else int(threads),
         ray_num_cpus=ray_num_cpus,
         affinity=affinity,
     )
@@ -187,13 +239,20 @@ def check_feasible(plan: ResourcePlan, machine: Machine, overcommit_cpus: bool) 
             )
     ray_cpus = plan.ray_num_cpus if plan.ray_num_cpus is not None else len(machine.cpus)
     if plan.required_cpus > ray_cpus and not overcommit_cpus:
+        learner_cpus = plan.num_learners * plan.cpus_per_learner
+        learners = (
+            f" + {learner_cpus:g} for {plan.num_learners} learner actor(s)" if learner_cpus else ""
+        )
         raise InfeasibleError(
-            f"workers={plan.num_env_runners} needs {plan.required_cpus:g} CPU bundles (1 for the "
-            f"driver + {plan.cpus_per_env_runner:g} per env runner) but Ray will have "
+            f"workers={plan.num_env_runners}"
+            + (f" learners={plan.num_learners}" if plan.num_learners else "")
+            + " needs "
+            f"{plan.required_cpus:g} CPU bundles (1 for the driver + "
+            f"{plan.cpus_per_env_runner:g} per env runner{learners}) but Ray will have "
             f"{ray_cpus} CPUs"
             + (" (cpu_affinity.num_cpus)" if plan.ray_num_cpus is not None else " (this machine)")
-            + ". Lower workers, or set ray.overcommit_cpus=true to let Ray schedule more "
-            "bundles than cores (measurements then share cores)"
+            + ". Lower workers or learners, or set ray.overcommit_cpus=true to let Ray schedule "
+            "more bundles than cores (measurements then share cores)"
         )
 
 

@@ -84,7 +84,11 @@ def ray_init_kwargs(
 
 
 def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = None) -> float:
-    """``ray.init`` with :func:`ray_init_kwargs`; returns the seconds it took."""
+    """``ray.init`` with :func:`ray_init_kwargs`; returns the seconds it took.
+
+    A Ray started here listens on 127.0.0.1 only; its listening sockets are
+    checked right after the start (:func:`check_exposure`).
+    """
     import ray
 
     kwargs = ray_init_kwargs(ray_cfg, num_cpus, num_gpus)
@@ -92,22 +96,53 @@ def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = N
     t0 = time.perf_counter()
     with _loopback_kept(kwargs.get("address")):
         ray.init(**kwargs)
-    return time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    if "address" not in kwargs:
+        check_exposure()
+    return seconds
+
+
+def check_exposure() -> list[str]:
+    """Log what the Ray this process started exposes; returns the non-loopback listeners.
+
+    A warning (on the terminal too) names every socket bound beyond loopback and
+    says when Ray's token authentication is off (``RAY_AUTH_MODE=disabled``).
+    """
+    from rlperf.resources.listeners import ray_listeners
+
+    found = ray_listeners()
+    exposed = [str(x) for x in found if not x.loopback]
+    token = os.environ.get("RAY_AUTH_MODE", "token").lower() == "token"
+    if exposed:
+        log.warning("Ray listens beyond 127.0.0.1: %s", "; ".join(exposed))
+    if not token:
+        log.warning("Ray runs without token authentication (RAY_AUTH_MODE is not 'token')")
+    log.info(
+        "Ray: %d listening socket(s), %s; token authentication %s",
+        len(found),
+        "all on loopback" if not exposed else f"{len(exposed)} beyond loopback",
+        "on" if token else "off",
+    )
+    return exposed
 
 
 @contextmanager
 def _loopback_kept(address: str | None) -> Iterator[None]:
-    """Connect to a loopback ``address`` as given.
+    """Keep 127.0.0.1 as given, for a local start (no ``address``) or a loopback address.
 
-    Ray rewrites 127.0.0.1 / localhost to this machine's network IP before it
-    connects (ray-project/ray#59110), which misses a cluster started with
-    ``ray start --head --node-ip-address=127.0.0.1``. Ray asks
-    ``ray_constants.ENABLE_RAY_CLUSTER`` whether to do so at call time; it is
-    switched off for the duration of ``ray.init`` only (a private constant:
-    fragile across Ray versions).
+    Ray rewrites 127.0.0.1 / localhost to this machine's network IP
+    (``services.resolve_ip_for_localhost``, ray-project/ray#59110): a local
+    start with ``_node_ip_address=127.0.0.1`` then advertises the network IP,
+    and Ray 2.60 binds the GCS, raylet, object manager and worker gRPC servers
+    to the wildcard address (``*:port``) and the runtime-env agent to that IP;
+    joining ``ray start --head --node-ip-address=127.0.0.1`` at 127.0.0.1 misses
+    the cluster. Ray asks ``ray_constants.ENABLE_RAY_CLUSTER`` whether to rewrite
+    at call time; it is switched off for the duration of ``ray.init`` only (a
+    private constant: fragile across Ray versions; tests/test_security.py checks
+    the socket table of a real run).
     """
     host = (address or "").split("://")[-1].rsplit(":", 1)[0].strip("[]")
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if address is not None and host not in ("127.0.0.1", "localhost", "::1"):
         yield
         return
     from ray._private import ray_constants

@@ -6,6 +6,15 @@ from __future__ import annotations
 #: Training phases timed per iteration (``other_s`` is the remainder of ``iter_s``).
 PHASES = ("sample_s", "load_s", "learn_s", "sync_s")
 
+#: Health of the iteration's env runners and learners (rlperf.training.faults): healthy
+#: remote env runners at its end, restarts and losses during it, learner failures.
+FAULT_COLUMNS = (
+    "env_runners_healthy",
+    "env_runner_restarts",
+    "env_runners_lost",
+    "learner_failures",
+)
+
 #: metrics.csv columns before the per-GPU ones, in file order.
 TRAIN_COLUMNS = (
     "iteration",
@@ -16,12 +25,15 @@ TRAIN_COLUMNS = (
     "other_s",
     "env_steps",
     "env_steps_per_s",
+    # env steps / sample_s / env runners / env_ceiling_steps_per_s (rlperf.envs.ceiling)
+    "sampling_efficiency",
     "trained_steps",
     "trained_steps_per_s",
     "episodes",
     "episode_return_mean",
     "cpu_util_pct",
     "ram_util_pct",
+    *FAULT_COLUMNS,
 )
 
 #: Per-step latency columns of the inference stages (steps.csv).

@@ -72,6 +72,16 @@ def timer_overhead_ns(samples: int = 2001) -> float:
     return float(np.median(deltas))
 
 
+def action_value(action: Any) -> int | float | str:
+    """An env action as one CSV cell: an int, a float, or space-separated floats."""
+    value = np.asarray(action)
+    if value.ndim == 0:
+        return int(value) if np.issubdtype(value.dtype, np.integer) else float(value)
+    if value.size == 1:
+        return float(value.reshape(-1)[0])
+    return " ".join(f"{v:.6g}" for v in value.ravel())
+
+
 class LatencyRecorder:
     """Collects per-step timings and writes ``steps.csv`` / ``episodes.csv`` in ``out_dir``.
 
@@ -93,7 +103,7 @@ class LatencyRecorder:
         self._steps = CsvLog(out_dir / STEPS_FILE, STEP_COLUMNS)
         self._episodes = CsvLog(out_dir / EPISODES_FILE, EPISODE_COLUMNS)
         self._values: dict[str, list[float]] = {c: [] for c in LATENCY_COLUMNS}
-        self._actions: list[int] = []
+        self._actions: list[int | float | str] = []
         self._episode_of_step: list[int] = []
         self._written = 0
         self.episode_rows: list[dict[str, Any]] = []
@@ -104,13 +114,17 @@ class LatencyRecorder:
         return len(self._actions)
 
     def record_step(
-        self, episode: int, forward_ms: float, action_ms: float, env_step_ms: float, action: int
+        self, episode: int, forward_ms: float, action_ms: float, env_step_ms: float, action: Any
     ) -> None:
-        """Keep one step's timings (written to disk at the end of its episode)."""
+        """Keep one step's timings (written to disk at the end of its episode).
+
+        ``action``: an int (Discrete), or an array (Box; written as its one value, or its
+        values separated by spaces).
+        """
         self._values["forward_ms"].append(forward_ms)
         self._values["action_ms"].append(action_ms)
         self._values["env_step_ms"].append(env_step_ms)
-        self._actions.append(int(action))
+        self._actions.append(action_value(action))
         self._episode_of_step.append(int(episode))
 
     def _write_pending(self) -> None:

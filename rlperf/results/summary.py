@@ -36,7 +36,7 @@ def summarize_rows(
     kept = [r for r in rows if not is_excluded(r.get(EXCLUDED_COLUMN))]
     out: dict[str, dict[str, float | int]] = {}
     for col in columns:
-        if col in skip:
+        if col in skip or col == EXCLUDED_COLUMN:
             continue
         vals = [r.get(col) for r in kept]
         if all(v is None or isinstance(v, int | float) for v in vals):

@@ -1,4 +1,4 @@
-"""The rollout job (``stage=rollout``): a trained policy playing Pong inside RLlib, timed per step.
+"""The rollout job (``stage=rollout``): a trained policy acting in its env in RLlib, timed per step.
 
 Config keys used: ``run`` / ``checkpoint`` (the training job to load, see
 :mod:`rlperf.runs`), ``rollout.*`` (``episodes``, ``steps``,
@@ -299,7 +299,7 @@ def restore_policy(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
     and the policy acts with its driver module; otherwise the module is restored
     from the checkpoint alone.
     """
-    from rlperf.models.vision_net import count_trainable_params
+    from rlperf.models.policy_file import count_trainable_params
     from rlperf.resources.placement import learner_placement
     from rlperf.rollout.policy import DriverPolicy
     from rlperf.runs import check_probe
@@ -331,7 +331,7 @@ def play_timed(rollout: Rollout, policy: Any, ctx: Any, stack: ExitStack) -> Non
     """
     import torch
 
-    from rlperf.envs.atari import make_atari_env
+    from rlperf.envs.factory import make_env
     from rlperf.envs.from_config import env_config
     from rlperf.results.latency import LatencyRecorder
     from rlperf.rollout.timing import measure_timer
@@ -339,7 +339,7 @@ def play_timed(rollout: Rollout, policy: Any, ctx: Any, stack: ExitStack) -> Non
     cfg, r, summary = rollout.cfg, rollout.cfg.rollout, ctx.summary
     torch.set_num_threads(int(r.torch_threads))
     torch.manual_seed(int(cfg.seed))  # explore=true samples with torch's RNG
-    env = make_atari_env(env_config(rollout.ecfg))
+    env = make_env(env_config(rollout.ecfg))
     stack.callback(env.close)
     timer = measure_timer()
     summary["timer_overhead_ns"] = timer.overhead_ns

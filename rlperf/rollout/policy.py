@@ -185,12 +185,14 @@ class DriverPolicy:
 
     def act(
         self,
-        obs: np.ndarray,
+        obs: Any,
         reward: float = 0.0,
         terminated: bool = False,
         truncated: bool = False,
-    ) -> int:
+    ) -> Any:
         """Observation in, action out (the previous step's reward etc. go into the episode).
+
+        The action is an int for a Discrete action space, else the array the env gets.
 
         The module forward alone takes :attr:`last_forward_ns` of it (on CUDA
         including a ``synchronize`` so that the kernel time is inside it).
@@ -229,10 +231,12 @@ class DriverPolicy:
         for_env = to_env.pop(self._actions_for_env_key, actions)
         self._last_action = actions[0]
         self._last_extra = {k: v[0] for k, v in to_env.items()}
-        return int(for_env[0])
+        action = for_env[0]
+        return int(action) if np.ndim(action) == 0 else action
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
-        """Logits of a batch of observations through the env-to-module pipeline's device."""
+        """Logits (action-distribution inputs) of a batch of observations, on the policy's
+        device."""
         from ray.rllib.core.columns import Columns
 
         x = torch.from_numpy(np.ascontiguousarray(obs)).to(self.device)

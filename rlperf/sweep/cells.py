@@ -17,8 +17,10 @@ from omegaconf import DictConfig, OmegaConf
 #: Top-level keys left out of the hash. ``hydra`` is Hydra's own node (paths,
 #: job numbers, times); ``ray`` says how Ray is reached (address, dashboard,
 #: driver logs, overcommit permission), not what a cell measures, so the same
-#: cell run locally or on a cluster is the same cell.
-NON_IDENTITY_KEYS: tuple[str, ...] = ("hydra", "ray")
+#: cell run locally or on a cluster is the same cell; ``verbosity`` is what the
+#: terminal shows. Every other value is part of a cell's identity (a test
+#: perturbs each leaf of a composed config and checks that the hash changes).
+NON_IDENTITY_KEYS: tuple[str, ...] = ("hydra", "ray", "verbosity")
 
 #: File a cell's folder holds besides the job's own results.
 CELL_FILE = "cell.json"

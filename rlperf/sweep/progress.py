@@ -1,31 +1,26 @@
-"""Progress of a sweep on stderr: one compact line per cell event, and the final table."""
+"""Progress of a sweep: one line per cell event, a live display on a terminal, the final table.
+
+Plain lines (CI, a log file) say when a cell starts, ends, is skipped or is
+refused, with the counts so far and an ETA. On an interactive terminal a live
+display below those lines shows the sweep's cells done and each running cell's
+iterations (reported by its trial). The console is :mod:`rlperf.console`'s.
+"""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TextIO
+from typing import Any
 
+from rlperf.console import Console, current
+from rlperf.console.progress import format_duration
 from rlperf.sweep.index import CellRecord
 
 #: Statuses that count as "done" in the progress line.
 DONE = ("completed", "failed", "skipped", "invalid", "stopped_early")
 
-
-def format_duration(seconds: float | None) -> str:
-    """``75.2`` -> ``'1m15s'``; None -> ``'?'``."""
-    if seconds is None:
-        return "?"
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
+__all__ = ["SweepProgress", "cell_label", "format_duration", "format_table", "shorten"]
 
 
 def cell_label(record: CellRecord) -> str:
@@ -41,11 +36,13 @@ class SweepProgress:
     times the cells still to run, divided by how many run at once.
     """
 
-    def __init__(self, concurrency: int = 1, stream: TextIO | None = None) -> None:
+    def __init__(self, concurrency: int = 1, console: Console | None = None) -> None:
         self.concurrency = max(1, concurrency)
-        self.stream = stream if stream is not None else sys.stderr
+        self.console = console if console is not None else current()
         self.started = time.monotonic()
         self.walls: list[float] = []
+        self._live: Any = None  # rich Progress while cells run on an interactive terminal
+        self._tasks: dict[str, Any] = {}  # cell hash -> its row in the live display
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
@@ -85,14 +82,54 @@ class SweepProgress:
         )
 
     def emit(self, event: str, record: CellRecord | None, records: Sequence[CellRecord]) -> None:
-        print(self.line(event, record, records), file=self.stream, flush=True)
+        self.console.say(self.line(event, record, records))
+        if self._live is not None:
+            self._update_live(record, records)
 
     def say(self, message: str) -> None:
-        print(
-            f"[sweep {format_duration(self.elapsed_s()):>6}] {message}",
-            file=self.stream,
-            flush=True,
+        self.console.say(f"[sweep {format_duration(self.elapsed_s()):>6}] {message}")
+
+    def cell_step(self, record: CellRecord, done: int, total: int, info: str) -> None:
+        """A running cell's trial reported step ``done`` of ``total`` (live display only)."""
+        if self._live is None:
+            return
+        task = self._tasks.get(record.hash)
+        if task is None:
+            task = self._live.add_task(f"  {cell_label(record)[:40]}", total=total, info="")
+            self._tasks[record.hash] = task
+        self._live.update(task, completed=done, total=total, info=info)
+
+    def start_live(self, records: Sequence[CellRecord]) -> None:
+        """The live display (interactive terminals, verbosity above quiet)."""
+        if not self.console.interactive or self.console.quiet or self._live is not None:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._live = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=self.console.rich(),
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
+        self._tasks["sweep"] = self._live.add_task("sweep", total=len(records), info="")
+        self._live.start()
+        self._update_live(None, records)
+
+    def stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live, self._tasks = None, {}
+
+    def _update_live(self, record: CellRecord | None, records: Sequence[CellRecord]) -> None:
+        done = sum(1 for r in records if r.status in DONE)
+        eta = format_duration(self.eta_s(records))
+        info = f"{self.counts_text(records)} | ETA {eta}"
+        self._live.update(self._tasks["sweep"], completed=done, info=info)
+        if record is not None and record.status != "running" and record.hash in self._tasks:
+            self._live.remove_task(self._tasks.pop(record.hash))
 
 
 def shorten(text: str, width: int) -> str:

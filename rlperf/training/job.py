@@ -1,12 +1,14 @@
 """The training job: the config's algorithm (:mod:`rlperf.algos`), one metrics row per iteration.
 
 Config subtrees used: ``model``, ``env``, ``algo``, ``train``, ``workers``,
-``env_runner``, ``gpu_layout``, ``cpu_affinity``, ``ray``, ``seed``.
+``learners``, ``env_runner``, ``gpu_layout``, ``cpu_affinity``, ``ray``, ``seed``.
 
-Steps: start Ray and build the algorithm, record where its learner(s) and env
-runners run (:mod:`rlperf.resources.placement`) → train ``train.iterations`` timed
-iterations (``metrics.csv``) → save the checkpoint (RLlib checkpoint,
-``rlperf_policy.pt``, ``probe.npz``: :mod:`rlperf.runs`) → summarise.
+Steps: measure the env's ceiling (:mod:`rlperf.envs.ceiling`, before Ray, or
+from its cache) → start Ray and build the algorithm, record where its learner(s)
+and env runners run (:mod:`rlperf.resources.placement`) and the scale RLlib runs
+with → train ``train.iterations`` timed iterations (``metrics.csv``) → save the
+checkpoint (RLlib checkpoint, ``rlperf_policy.pt``, ``probe.npz``:
+:mod:`rlperf.runs`) → summarise.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlperf.algos import build_algo_config
-from rlperf.results.columns import TRAIN_COLUMNS
+from rlperf.results.columns import FAULT_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.runs import (
@@ -31,6 +33,7 @@ from rlperf.runs import (
     Exclusion,
     write_probe,
 )
+from rlperf.training import faults
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +92,7 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rlperf.envs.from_config import probe_observations
-    from rlperf.models.vision_net import save_policy
+    from rlperf.models.policy_file import save_policy
 
     ckpt = out_dir / CHECKPOINT_DIR
     algo.save_to_path(str(ckpt.resolve()))
@@ -102,6 +105,16 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
     return ckpt
 
 
+def sampling_efficiency(
+    env_steps: float, sample_s: float, runners: int, ceiling: float | None
+) -> float:
+    """Env steps per second while sampling, per env runner, over the env's ceiling (NaN
+    without a ceiling or sampling time)."""
+    if not ceiling or sample_s <= 0:
+        return math.nan
+    return env_steps / sample_s / runners / ceiling
+
+
 class IterationTimer:
     """Runs ``algo.train()`` once per call and measures it into a ``metrics.csv`` row."""
 
@@ -111,6 +124,9 @@ class IterationTimer:
         self.algo, self.train_cfg, self.ctx = algo, cfg.train, ctx
         self.clock = instrument(algo)
         self.counters = IterationCounters()
+        self.faults = faults.FaultWatch(algo, ctx.plan)
+        self.ceiling = ctx.summary.get("env_ceiling_steps_per_s")
+        self.runners = max(int(ctx.plan.num_env_runners), 1)  # workers=0: the driver samples
 
     def iteration(self, it: int) -> dict[str, Any]:
         """Iteration ``it`` (1-based): phases, counters, CPU and telemetry of its window."""
@@ -134,15 +150,17 @@ class IterationTimer:
         warmup = it <= self.train_cfg.warmup_iterations or (
             self.train_cfg.warmup_until_first_episode and episodes_so_far == 0
         )
-        return {
+        row = {
             "iteration": it,
             "time_s": self.ctx.elapsed_s(),
-            EXCLUDED_COLUMN: Exclusion.warmup if warmup else "",
             **phases,
             "iter_s": iter_s,
             "other_s": iter_s - sum(phases.values()),
             **counts,
             "env_steps_per_s": counts["env_steps"] / iter_s,
+            "sampling_efficiency": sampling_efficiency(
+                counts["env_steps"], phases["sample_s"], self.runners, self.ceiling
+            ),
             "trained_steps_per_s": (
                 counts["trained_steps"] / phases["learn_s"] if phases["learn_s"] > 0 else math.nan
             ),
@@ -151,8 +169,20 @@ class IterationTimer:
             ),
             "cpu_util_pct": cpu_pct,
             "ram_util_pct": ram_pct,
+            **self.faults.read(result),
             **self.ctx.telemetry_window(t0, t1),
         }
+        row[EXCLUDED_COLUMN] = faults.exclusion(row, warmup)
+        return row
+
+
+def iteration_text(row: dict[str, Any]) -> str:
+    """What one iteration measured, for the progress display."""
+    text = (
+        f"{row['iter_s']:.2f} s (sample {row['sample_s']:.2f}, learn {row['learn_s']:.2f}) | "
+        f"{row['env_steps_per_s']:.0f} env steps/s | return {row['episode_return_mean']:.1f}"
+    )
+    return text + (f" | excluded: {row[EXCLUDED_COLUMN]}" if row[EXCLUDED_COLUMN] else "")
 
 
 def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str]) -> None:
@@ -163,33 +193,91 @@ def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str
     """
     iterations, every = int(cfg.train.iterations), int(cfg.train.checkpoint_every)
     timer = IterationTimer(algo, cfg, ctx)
+    ctx.open_display(iterations)
     with CsvLog(out_dir / METRICS_FILE, columns) as metrics:
         for it in range(1, iterations + 1):
             row = timer.iteration(it)
             metrics.write(row)
             ctx.rows.append(row)
-            ctx.progress(
-                f"iteration {it}/{iterations}: {row['iter_s']:.2f} s "
-                f"(sample {row['sample_s']:.2f}, load {row['load_s']:.2f}, "
-                f"learn {row['learn_s']:.2f}, sync {row['sync_s']:.3f}), "
-                f"{row['env_steps']} env steps, return {row['episode_return_mean']:.2f}"
-            )
+            brief = f"{row['iter_s']:.1f} s/it, {row['env_steps_per_s']:.0f} env steps/s"
+            ctx.step(it, iterations, iteration_text(row), brief)
+            faults.handle(row, str(cfg.train.on_fault))
             if every and it % every == 0 and it < iterations:
                 save_checkpoint(algo, cfg, out_dir, it)
 
 
 def summarise_training(
-    cfg: DictConfig, rows: list[dict[str, Any]], columns: list[str], checkpoint: Path
+    cfg: DictConfig,
+    rows: list[dict[str, Any]],
+    columns: list[str],
+    checkpoint: Path,
+    env_runners: int = 1,
+    ceiling: float | None = None,
 ) -> dict[str, Any]:
-    """The training's part of ``summary.json``: aggregates over the iterations not excluded."""
+    """The training's part of ``summary.json``: aggregates over the iterations not excluded.
+
+    ``sampling_efficiency`` there is over those iterations together: their env steps
+    over their sampling seconds, per env runner (``env_runners``, at least 1: the driver
+    samples with ``workers=0``), over the env's ceiling (``ceiling`` env steps/s).
+    """
     warm = [r["iteration"] for r in rows if r[EXCLUDED_COLUMN] == Exclusion.warmup]
+    counted = [r for r in rows if not r[EXCLUDED_COLUMN]]
     return {
         "iterations": len(rows),
         "warmup": {"rule": _warmup_rule(cfg), "iterations": warm, "excluded_from_summary": True},
         "excluded": excluded_counts(rows),
-        "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s")),
+        "faults": faults.fault_list(rows),
+        "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s", *FAULT_COLUMNS)),
         "total_env_steps": int(sum(r["env_steps"] for r in rows)),
+        "sampling_efficiency": sampling_efficiency(
+            sum(r["env_steps"] for r in counted),
+            sum(r["sample_s"] for r in counted),
+            max(env_runners, 1),
+            ceiling,
+        ),
         "checkpoint": str(checkpoint),
+    }
+
+
+def measure_env_ceiling(cfg: DictConfig, ctx: Any) -> None:
+    """``train.env_ceiling``: the env's raw speed into ``ctx.summary`` (before Ray starts)."""
+    from rlperf.envs.ceiling import env_ceiling
+    from rlperf.envs.from_config import env_config
+
+    c = cfg.train.env_ceiling
+    if not c.enabled:
+        ctx.summary.update(env_ceiling_steps_per_s=None, env_ceiling={"enabled": False})
+        return
+    result = env_ceiling(env_config(cfg), float(c.duration_s), c.cache_dir, int(cfg.seed))
+    ctx.summary["env_ceiling_steps_per_s"] = result["steps_per_s"]
+    ctx.summary["env_ceiling"] = {"enabled": True, **result}
+    ctx.progress(
+        f"env ceiling: {result['steps_per_s']:.0f} env steps/s with random actions in one "
+        + ("process (cached)" if result["cached"] else f"process ({result['probe_s']:.1f} s probe)")
+    )
+
+
+def record_scale(algo: Any) -> dict[str, Any]:
+    """The scale settings as RLlib runs them (``summary.json`` ``scale``), read back from
+    the built Algorithm's config: the effective values, defaults included.
+
+    The plan they came from is ``resource_plan``; where the learners run and each
+    env runner's torch threads are in ``learner`` and ``env_runners``
+    (:mod:`rlperf.resources.placement`).
+    """
+    import torch
+
+    c = algo.config
+    mode = c.gym_env_vectorize_mode
+    return {
+        "num_env_runners": int(c.num_env_runners),
+        "num_envs_per_env_runner": int(c.num_envs_per_env_runner),
+        "gym_env_vectorize_mode": str(getattr(mode, "value", mode)).lower(),
+        "num_cpus_per_env_runner": float(c.num_cpus_per_env_runner),
+        "num_learners": int(c.num_learners),
+        "num_gpus_per_learner": float(c.num_gpus_per_learner),
+        "num_cpus_per_learner": c.num_cpus_per_learner,
+        "driver_torch_threads": int(torch.get_num_threads()),
     }
 
 
@@ -222,7 +310,7 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from rlperf.models.vision_net import count_trainable_params
+    from rlperf.models.policy_file import count_trainable_params
     from rlperf.resources.placement import plan_record
     from rlperf.resources.ray_session import ray_session
     from rlperf.telemetry.sampler import gpu_columns
@@ -232,16 +320,26 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     columns = [*TRAIN_COLUMNS, *gpu_columns(ctx.gpu_indices)]
     # Recorded before Ray starts, so that a layout Ray cannot place still shows its plan.
     ctx.summary["resource_plan"] = plan_record(ctx.plan, str(cfg.gpu_layout.name))
+    measure_env_ceiling(cfg, ctx)
+    ctx.progress(f"starting Ray; {cfg.algo.name} with {ctx.plan.num_env_runners} env runner(s)")
     with ray_session(ctx.plan, ctx.machine, cfg.ray):
         algo = build_algo_config(cfg, ctx.plan).build_algo()
         try:
             ctx.summary["model_params"] = count_trainable_params(algo.get_module(DEFAULT_MODULE_ID))
             record_placement(algo, ctx)
+            ctx.summary["scale"] = record_scale(algo)
             train(algo, cfg, out_dir, ctx, columns)
             ckpt = save_checkpoint(algo, cfg, out_dir, len(ctx.rows))
         finally:
             algo.stop()
-    return summarise_training(cfg, ctx.rows, columns, ckpt.relative_to(out_dir))
+    return summarise_training(
+        cfg,
+        ctx.rows,
+        columns,
+        ckpt.relative_to(out_dir),
+        ctx.plan.num_env_runners,
+        ctx.summary.get("env_ceiling_steps_per_s"),
+    )
 
 
 def _warmup_rule(cfg: DictConfig) -> str:

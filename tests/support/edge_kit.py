@@ -101,7 +101,8 @@ def make_run_folder(
 
     from rlperf.edge.calibration import collect_observations
     from rlperf.envs.atari import DEFAULT_ENV_CONFIG, env_spaces
-    from rlperf.models.vision_net import VisionNet, save_policy
+    from rlperf.models.policy_file import save_policy
+    from rlperf.models.vision_net import VisionNet
     from rlperf.runs import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
 
     env_cfg = {k: v for k, v in DEFAULT_ENV_CONFIG.items() if k != "seed"}

@@ -30,7 +30,7 @@ import pandas as pd
 
 from rlperf.config.models import study_models
 from rlperf.config.search_path import shipped_conf_dir
-from rlperf.results.columns import LATENCY_COLUMNS, PHASES, TRAIN_COLUMNS
+from rlperf.results.columns import FAULT_COLUMNS, LATENCY_COLUMNS, PHASES, TRAIN_COLUMNS
 from rlperf.results.latency import EPISODE_COLUMNS, STEP_COLUMNS, summarize_latency
 from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.runs import (
@@ -41,10 +41,11 @@ from rlperf.runs import (
     METRICS_FILE,
     STEPS_FILE,
     SUMMARY_FILE,
+    TELEMETRY_FILE,
 )
 from rlperf.sweep.cells import CELL_FILE
 from rlperf.sweep.index import CellRecord
-from rlperf.telemetry.sampler import gpu_columns
+from rlperf.telemetry.sampler import gpu_columns, telemetry_columns
 
 #: The study's models: name -> (input dim, conv_filters), from the shipped ``conf/model``.
 STUDY_MODELS = study_models()
@@ -66,9 +67,17 @@ def shipped_options(group: str) -> dict[str, dict[str, Any]]:
     import yaml
 
     return {
-        path.stem: yaml.safe_load(path.read_text())
+        path.stem: _as_composed(yaml.safe_load(path.read_text()))
         for path in sorted((shipped_conf_dir() / group).glob("*.yaml"))
     }
+
+
+def _as_composed(node: dict[str, Any]) -> dict[str, Any]:
+    """An option's YAML node as Hydra composes it: its ``defaults`` list replaced by the
+    ``kind`` of the schema it extends (``- /schema/env/atari@_here_`` -> ``kind: atari``)."""
+    defaults = node.pop("defaults", None) or []
+    kinds = [d.split("@")[0].split("/")[-1] for d in defaults if str(d).startswith("/schema/")]
+    return {"kind": kinds[0], **node} if kinds else node
 
 
 def shipped_option(group: str, name: str) -> dict[str, Any]:
@@ -111,7 +120,13 @@ def resolved_config(
         "model": shipped_option("model", model),
         "gpu_layout": shipped_option("gpu_layout", gpu_layout),
         "workers": workers,
-        "env_runner": {"num_envs": 1, "num_cpus": 1.0},
+        "learners": None,
+        "env_runner": {
+            "num_envs": 1,
+            "num_cpus": 1.0,
+            "vectorize_mode": "sync",
+            "torch_threads": None,
+        },
         "cpu_affinity": affinity,
         "backend": shipped_option("backend", backend),
         "env": shipped_option("env", "pong"),
@@ -207,6 +222,8 @@ def train_metrics_from(
     out["excluded"] = np.where(warmup, "warmup", "")
     out["env_steps"] = rows["env_steps"].fillna(4000).to_numpy()
     out["env_steps_per_s"] = out["env_steps"] / out["iter_s"]
+    # One env runner per worker of a study cell sampling against a ~2600 steps/s Pong.
+    out["sampling_efficiency"] = out["env_steps"] / out["sample_s"] / 8 / 2600.0
     out["trained_steps"] = rows["trained_steps"].fillna(120_000).to_numpy()
     out["trained_steps_per_s"] = out["trained_steps"] / out["learn_s"]
     out["episodes"] = rows["episodes"].fillna(0).to_numpy()
@@ -215,6 +232,10 @@ def train_metrics_from(
     )
     out["cpu_util_pct"] = rows["cpu_util_pct"].to_numpy(dtype=float)
     out["ram_util_pct"] = rows["ram_util_pct"].to_numpy(dtype=float)
+    # A healthy run: every env runner up, nothing restarted or lost.
+    out["env_runners_healthy"] = 1
+    for col in FAULT_COLUMNS[1:]:
+        out[col] = 0
     for i in gpus:
         util = rows.get(f"gpu{i}_util_pct", pd.Series(0.0, index=rows.index)).fillna(0.0)
         util = util.to_numpy(dtype=float)
@@ -226,6 +247,29 @@ def train_metrics_from(
         out[f"gpu{i}_energy_j"] = out[f"gpu{i}_power_w"] * out["iter_s"]
     # The canonical order; a column added to the format and not filled here is a KeyError.
     return out[[*TRAIN_COLUMNS, *gpu_columns(gpus)]]
+
+
+def telemetry_from(
+    metrics: pd.DataFrame, interval_s: float = 1.0, gpus: Sequence[int] = (0, 1)
+) -> pd.DataFrame:
+    """``telemetry.csv`` rows of a training job whose iterations are ``metrics``: a sample
+    every ``interval_s`` from the first iteration's start, each GPU drawing the power of
+    the iteration it falls in, energy counted from the first sample (cumulative, as the
+    sampler writes it; columns from :func:`rlperf.telemetry.sampler.telemetry_columns`)."""
+    ends = metrics["time_s"].to_numpy(dtype=float)
+    starts = ends - metrics["iter_s"].to_numpy(dtype=float)
+    times = np.arange(starts[0], ends[-1] + 1e-9, interval_s)
+    row_of = np.clip(np.searchsorted(ends, times), 0, len(ends) - 1)
+    out = pd.DataFrame({"time_s": times,
+                        "cpu_util_pct": metrics["cpu_util_pct"].to_numpy()[row_of],
+                        "ram_util_pct": metrics["ram_util_pct"].to_numpy()[row_of],
+                        "ram_used_mb": 48_000.0, "proc_rss_mb": 9_000.0})  # fmt: skip
+    for i in gpus:
+        for metric in ("util_pct", "mem_util_pct", "mem_used_mb", "power_w"):
+            out[f"gpu{i}_{metric}"] = metrics[f"gpu{i}_{metric}"].to_numpy()[row_of]
+        step_j = out[f"gpu{i}_power_w"].to_numpy() * np.diff(times, prepend=times[0])
+        out[f"gpu{i}_energy_j"] = np.cumsum(step_j)
+    return out[telemetry_columns(gpus)]
 
 
 def train_summary(metrics: pd.DataFrame, model: str, status: str = "completed") -> dict[str, Any]:
@@ -331,6 +375,7 @@ class CellSpec:
     metrics: pd.DataFrame | None = None
     steps: pd.DataFrame | None = None
     episodes: pd.DataFrame | None = None
+    telemetry: pd.DataFrame | None = None
     extra_files: dict[str, str] = field(default_factory=dict)
     record: dict[str, Any] | None = None  # the launcher's cell.json (docs/sweeps.md)
 
@@ -356,6 +401,8 @@ def write_cell(path: Path, spec: CellSpec) -> Path:
         spec.steps.to_csv(path / STEPS_FILE, index=False)
     if spec.episodes is not None:
         spec.episodes.to_csv(path / EPISODES_FILE, index=False)
+    if spec.telemetry is not None:
+        spec.telemetry.to_csv(path / TELEMETRY_FILE, index=False)
     if spec.summary is not None:
         (path / SUMMARY_FILE).write_text(json.dumps(spec.summary, indent=1))
     if spec.record is not None:
@@ -486,6 +533,7 @@ def study_training_sweep(
                 body,
                 train_summary(metrics, src.axes["model"]),
                 metrics,
+                telemetry=telemetry_from(metrics, interval_s=5.0),
                 record=record,
             )
         )

@@ -1,0 +1,83 @@
+"""The header and the result summary of a run, as a person reads them on the terminal."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from rlperf.console.progress import format_duration
+
+#: What the header names, per stage: (label, config key).
+_HEADER_KEYS = {
+    "train": (
+        ("model", "model.name"),
+        ("env", "env.id"),
+        ("algo", "algo.name"),
+        ("workers", "workers"),
+        ("gpu_layout", "gpu_layout.name"),
+        ("cpu_affinity", "cpu_affinity.name"),
+        ("iterations", "train.iterations"),
+    ),
+    "rollout": (("run", "run"), ("checkpoint", "checkpoint"), ("workers", "workers")),
+    "edge": (("run", "run"), ("model_path", "model_path"), ("backend", "backend.name")),
+}
+
+
+def header_lines(cfg: Any, out_dir: Path, log_path: Path | None) -> list[str]:
+    """``rlperf train: model=model1 env=... | results: <dir> (log: <file>)``."""
+    stage = str(OmegaConf.select(cfg, "stage"))
+    parts = []
+    for label, key in _HEADER_KEYS.get(stage, ()):
+        value = OmegaConf.select(cfg, key)
+        if value is not None:
+            parts.append(f"{label}={value}")
+    where = f"results: {out_dir}" + (f" (log: {log_path.name})" if log_path else "")
+    return [f"rlperf {stage}: {' '.join(parts)}", f"  {where}"]
+
+
+def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
+    """The outcome and the headline figures of ``summary.json``, in two or three lines."""
+    status = summary.get("status")
+    wall = format_duration(summary.get("wall_s"))
+    head = f"{status} in {wall}"
+    if summary.get("iterations") is not None:
+        head += f": {summary['iterations']} iteration(s)"
+    excluded = summary.get("excluded") or {}
+    if excluded:
+        head += (
+            " (excluded from the figures: "
+            + ", ".join(f"{n} {reason}" for reason, n in sorted(excluded.items()))
+            + ")"
+        )
+    lines = [head]
+    figures = _figures(summary)
+    if figures:
+        lines.append("  " + " | ".join(figures))
+    faults = summary.get("faults") or []
+    if faults:
+        lines.append(f"  {len(faults)} fault(s) recorded: see summary.json 'faults'")
+    lines.append(f"  summary.json and the result files are in {out_dir}")
+    return lines
+
+
+def _figures(summary: Mapping[str, Any]) -> list[str]:
+    metrics = summary.get("metrics") or {}
+    out = []
+    for key, label, unit in (
+        ("iter_s", "iteration", "s"),
+        ("sample_s", "sample", "s"),
+        ("learn_s", "learn", "s"),
+        ("env_steps_per_s", "env steps/s", ""),
+    ):
+        mean = (metrics.get(key) or {}).get("mean")
+        if isinstance(mean, int | float) and math.isfinite(mean):
+            out.append(f"{label} {mean:.3g}{(' ' + unit) if unit else ''} (mean)")
+    for key, stats in (summary.get("latency") or {}).items():
+        p50 = stats.get("p50") if isinstance(stats, Mapping) else None
+        if isinstance(p50, int | float) and math.isfinite(p50):
+            out.append(f"{key} p50 {stats['p50']:.3g}")
+    return out

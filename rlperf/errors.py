@@ -1,0 +1,120 @@
+"""rlperf's exit-code contract and the errors it explains itself (docs/exit-codes.md).
+
+Every command maps what ended it to one exit status *by exception type*:
+
+- ``0`` completed (a sweep also when some cells were only skipped);
+- ``1`` failed: an unexpected exception (its traceback is printed and kept in
+  ``summary.json``), or a sweep in which a cell failed;
+- ``2`` user error: a :class:`UserError` (a wrong config, a run this machine
+  cannot run, a missing or wrong checkpoint, an unknown environment), printed
+  as one line without a traceback;
+- ``130`` interrupted (Ctrl-C).
+
+A stage signals a user error by raising a subclass of :class:`UserError`
+(``ConfigError``, ``InfeasibleError``, ``CheckpointError``, ``SkipCell``, ...);
+no stage decides exit codes itself. This module imports nothing heavy: every
+stage, the launcher and the report import it.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The exit statuses of ``rlperf`` and ``rlperf-report``."""
+
+    completed = 0
+    failed = 1
+    user_error = 2
+    interrupted = 130
+
+
+class ReportedError(Exception):
+    """An error rlperf explains in its message: printed as ``rlperf: <message>``, no traceback.
+
+    ``exit_code`` says which status of :class:`ExitCode` the command ends with.
+    """
+
+    exit_code: int = ExitCode.failed
+
+
+class UserError(ReportedError):
+    """What was asked cannot be done as asked; the message names the key, value or path.
+
+    Base of the config, feasibility, checkpoint and environment errors of every
+    stage; the command exits with :attr:`ExitCode.user_error`.
+    """
+
+    exit_code = ExitCode.user_error
+
+
+class SweepIncomplete(ReportedError):
+    """A sweep ran to its end but some cells failed (exit 1) or were invalid (exit 2).
+
+    Raised once, after the final table, instead of the first failed cell's
+    traceback (which each cell's ``summary.json`` keeps).
+    """
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The exit status of a command that ended with ``exc`` (see the module docstring)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitCode.interrupted
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else ExitCode.failed)
+    if isinstance(exc, ReportedError):
+        return int(exc.exit_code)
+    return ExitCode.failed
+
+
+def run_command(
+    command: Callable[[], object],
+    prog: str = "rlperf",
+    is_user_error: Callable[[BaseException], bool] = lambda exc: False,
+) -> int:
+    """Run ``command``; report what ended it on stderr and return the exit status.
+
+    ``is_user_error``: exceptions of other libraries that are user errors too
+    (e.g. Hydra's composition errors before any job started).
+    """
+    try:
+        command()
+    except BaseException as exc:
+        code = ExitCode.user_error if is_user_error(exc) else exit_code_of(exc)
+        report_exit(exc, code, prog)
+        return code
+    return ExitCode.completed
+
+
+def report_exit(exc: BaseException, code: int, prog: str = "rlperf") -> None:
+    """What a person reads when a command ends with ``exc``: one line, or a traceback."""
+    if isinstance(exc, SystemExit):
+        return
+    if isinstance(exc, KeyboardInterrupt):
+        message = "interrupted (Ctrl-C); completed rows and cells are kept"
+    elif isinstance(exc, ReportedError) or code == ExitCode.user_error:
+        message = message_of(exc)
+    else:
+        traceback.print_exception(exc, file=sys.stderr)
+        message = f"failed: {type(exc).__name__}: {exc}"
+    print(f"{prog}: {message}", file=sys.stderr, flush=True)
+
+
+def message_of(exc: BaseException) -> str:
+    """``exc``'s message with its cause's first line (Hydra wraps what the user got wrong)."""
+    text = str(exc).split("\nConfig search path:")[0].strip() or type(exc).__name__
+    cause = exc.__cause__
+    if cause is not None and not isinstance(exc, ReportedError):
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+        if first and first not in text:
+            text += f": {first}"
+    return text

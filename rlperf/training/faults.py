@@ -1,0 +1,120 @@
+"""Faults during training: env runners or learners lost or restarted, iterations without samples.
+
+RLlib's fault tolerance (``restart_failed_env_runners``, on by default) keeps a
+run going when an env runner dies: the iteration it dies in samples less or
+nothing, the next one restarts it. Neither measures the configuration, so each
+iteration records the health of its workers (:data:`~rlperf.results.columns.FAULT_COLUMNS`)
+and one that a fault touched, or that sampled nothing, is excluded from the
+summaries and rankings like warm-up (``excluded``: ``fault`` / ``no_samples``;
+the row stays in ``metrics.csv``) and listed in ``summary.json["faults"]``.
+``train.on_fault=fail`` ends the run at such an iteration instead (status
+failed, exit 1). Counters read (Ray 2.60): the result's ``fault_tolerance``
+entry (``num_healthy_workers``, ``num_remote_worker_restarts``) and, for remote
+learners, the learner group's actor manager (a private attribute; absent
+learners count as healthy).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rlperf.errors import ReportedError
+from rlperf.resources.plan import ResourcePlan
+from rlperf.results.columns import FAULT_COLUMNS
+from rlperf.runs import EXCLUDED_COLUMN, Exclusion
+
+log = logging.getLogger(__name__)
+
+#: Exclusions that are faults (``train.on_fault`` applies to them).
+FAULT_EXCLUSIONS = (Exclusion.fault, Exclusion.no_samples)
+
+
+class RunFault(ReportedError):
+    """``train.on_fault=fail`` and an iteration was touched by a fault (exit 1)."""
+
+
+def _learner_counts(algo: Any, learners: int) -> tuple[int, int]:
+    """(healthy remote learners, their restarts so far); ``(learners, 0)`` with no manager.
+
+    A local learner (``num_learners=0``) has no actor manager: its failure is an
+    exception in the driver, which fails the run.
+    """
+    manager = getattr(getattr(algo, "learner_group", None), "_worker_manager", None)
+    if manager is None:
+        return learners, 0
+    return int(manager.num_healthy_actors()), int(manager.total_num_restarts())
+
+
+class FaultWatch:
+    """Per-iteration health of the env runners and learners from RLlib's lifetime counters."""
+
+    def __init__(self, algo: Any, plan: ResourcePlan) -> None:
+        self.algo = algo
+        self.env_runners = int(plan.num_env_runners)
+        self.learners = int(plan.num_learners)
+        self.restarts = 0
+        self.learner_restarts = _learner_counts(algo, self.learners)[1]
+
+    def read(self, result: dict[str, Any]) -> dict[str, int]:
+        """The :data:`~rlperf.results.columns.FAULT_COLUMNS` of the iteration ``result`` ended."""
+        tolerance = result.get("fault_tolerance") or {}
+        healthy = int(tolerance.get("num_healthy_workers", self.env_runners))
+        restarts = int(tolerance.get("num_remote_worker_restarts", self.restarts))
+        learners_healthy, learner_restarts = _learner_counts(self.algo, self.learners)
+        row = {
+            "env_runners_healthy": healthy,
+            "env_runner_restarts": restarts - self.restarts,
+            "env_runners_lost": max(self.env_runners - healthy, 0),
+            "learner_failures": max(self.learners - learners_healthy, 0)
+            + (learner_restarts - self.learner_restarts),
+        }
+        self.restarts, self.learner_restarts = restarts, learner_restarts
+        return row
+
+
+def exclusion(row: dict[str, Any], warmup: bool) -> str:
+    """The iteration's ``excluded`` value: a fault first, then no samples, then warm-up."""
+    if row["env_runner_restarts"] or row["env_runners_lost"] or row["learner_failures"]:
+        return Exclusion.fault
+    if row["env_steps"] == 0:
+        return Exclusion.no_samples
+    return Exclusion.warmup if warmup else ""
+
+
+def describe(row: dict[str, Any]) -> str:
+    """``1 env runner(s) lost, 0 restarted, ...`` for the fault of ``row``."""
+    if row[EXCLUDED_COLUMN] == Exclusion.no_samples:
+        return "no env steps sampled"
+    parts = [
+        f"{row['env_runners_lost']} env runner(s) lost",
+        f"{row['env_runner_restarts']} restarted",
+        f"{row['env_runners_healthy']} healthy at its end",
+    ]
+    if row["learner_failures"]:
+        parts.append(f"{row['learner_failures']} learner failure(s)")
+    return ", ".join(parts)
+
+
+def handle(row: dict[str, Any], on_fault: str) -> None:
+    """Say so when ``row`` is a fault iteration; raise :class:`RunFault` if ``on_fault=fail``."""
+    if row[EXCLUDED_COLUMN] not in FAULT_EXCLUSIONS:
+        return
+    what = f"iteration {row['iteration']}: {describe(row)}"
+    if on_fault == "fail":
+        raise RunFault(f"{what} (train.on_fault=fail)")
+    log.warning("%s: excluded from the figures (train.on_fault=continue)", what)
+
+
+def fault_list(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``summary.json["faults"]``: every fault iteration with its health columns."""
+    return [
+        {
+            "iteration": r["iteration"],
+            "reason": r[EXCLUDED_COLUMN],
+            "what": describe(r),
+            **{k: r[k] for k in FAULT_COLUMNS},
+        }
+        for r in rows
+        if r[EXCLUDED_COLUMN] in FAULT_EXCLUSIONS
+    ]

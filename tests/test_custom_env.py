@@ -1,0 +1,142 @@
+"""Real training on non-Atari envs through rlperf's entry point (slow: Ray, RLlib, TFLite).
+
+- a user-defined env, imported by entry point from a temporary working directory,
+  trains with a remote env runner (``workers=1``) that builds the env itself;
+- ``env=cartpole model=mlp64`` trains 2 iterations, and its checkpoint rolls out
+  (``stage=rollout``) and exports (``stage=edge backend=tflite_fp32``);
+- ``env=frozenlake model=mlp64`` (one-hot Discrete states) trains 1 iteration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import REPO, run_rlperf
+
+pytestmark = pytest.mark.slow
+
+#: A tiny PPO: batches of 200 env steps, one epoch.
+SMALL = ("algo.train_batch_size=200", "algo.minibatch_size=100", "algo.num_epochs=1",
+         "telemetry.interval_s=0.5", "train.env_ceiling.duration_s=0.5")  # fmt: skip
+
+
+def _ok(proc, out: Path) -> dict:
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed", summary.get("error")
+    return summary
+
+
+def test_user_env_by_entry_point_trains_in_a_remote_env_runner(tmp_path) -> None:
+    """The module lives only in the working directory; the env runner process builds it."""
+    shutil.copy(REPO / "tests" / "support" / "bad_envs.py", tmp_path / "walk_envs.py")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    out = tmp_path / "run"
+    proc = run_rlperf(
+        ["env=custom", "env.entry_point=walk_envs:Walk", f"+env.config.pid_dir={pids}",
+         "env.max_episode_steps=20", "model=mlp64", "workers=1", "train.iterations=1",
+         f"train.env_ceiling.cache_dir={tmp_path / 'ceiling'}", *SMALL,
+         f"hydra.run.dir={out}"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    summary = _ok(proc, out)
+    assert summary["scale"]["num_env_runners"] == summary["env_runners"]["started"] == 1
+    assert summary["total_env_steps"] == 200
+    # Built in the driver (the check, the ceiling, the probe) and in the env runner's process.
+    built_in = {int(p.stem) for p in pids.glob("*.pid")}
+    assert len(built_in) >= 2, built_in
+    assert summary["env_ceiling_steps_per_s"] > 0 and summary["env_ceiling"]["cached"] is False
+    assert 0 < summary["sampling_efficiency"] < 1
+    metrics = pd.read_csv(out / "metrics.csv")
+    row = metrics.iloc[0]
+    expected = row["env_steps"] / row["sample_s"] / 1 / summary["env_ceiling_steps_per_s"]
+    assert row["sampling_efficiency"] == pytest.approx(expected)
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cartpole")
+    out = root / "run"
+    proc = run_rlperf(
+        ["env=cartpole", "model=mlp64", "workers=1", "train.iterations=2",
+         "env_runner.num_envs=2", "env_runner.torch_threads=1",
+         f"train.env_ceiling.cache_dir={root / 'ceiling'}", *SMALL, f"hydra.run.dir={out}"],
+        cwd=root,
+    )  # fmt: skip
+    _ok(proc, out)
+    return out
+
+
+def test_cartpole_mlp_trains_and_records_its_scale(cartpole_run) -> None:
+    summary = json.loads((cartpole_run / "summary.json").read_text())
+    scale = summary["scale"]
+    assert scale["num_envs_per_env_runner"] == 2 and scale["gym_env_vectorize_mode"] == "sync"
+    assert [r["torch_threads"] for r in summary["env_runners"]["runners"]] == [1]
+    assert scale["num_learners"] == 0 and summary["learner"]["where"] == "driver"
+    assert summary["model_params"] == 2 * (4 * 64 + 64 + 64 * 64 + 64) + (64 * 2 + 2) + (64 + 1)
+    metrics = pd.read_csv(cartpole_run / "metrics.csv")
+    assert list(metrics["env_steps"]) == [200, 200]
+    assert metrics["sampling_efficiency"].between(0, 1, inclusive="neither").all()
+    assert summary["resource_plan"]["required_cpus"] == 2.0  # driver + one env runner
+
+
+def test_cartpole_checkpoint_rolls_out(cartpole_run, tmp_path) -> None:
+    out = tmp_path / "rollout"
+    proc = run_rlperf(
+        ["stage=rollout", f"run={cartpole_run}", "workers=0", "rollout.episodes=2",
+         "rollout.warmup_steps=5", f"hydra.run.dir={out}"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    summary = _ok(proc, out)
+    assert summary["probe"]["max_abs_logit_err"] <= 1e-5
+    assert summary["probe"]["greedy_agreement"] == 1.0
+    assert summary["source"]["model"] == {
+        "name": "mlp64", "kind": "mlp", "hiddens": [64, 64], "activation": "tanh"
+    }  # fmt: skip
+    assert summary["env"]["kind"] == "gym" and summary["env"]["id"] == "CartPole-v1"
+    steps = pd.read_csv(out / "steps.csv")
+    assert set(steps["action"]) <= {0, 1} and summary["episodes"]["count"] == 2
+    assert summary["steps"] == len(steps)
+
+
+def test_cartpole_checkpoint_exports_to_tflite(cartpole_run, tmp_path) -> None:
+    out = tmp_path / "edge"
+    proc = run_rlperf(
+        ["stage=edge", f"run={cartpole_run}", "backend=tflite_fp32", "edge.episodes=2",
+         "edge.warmup_steps=5", "edge.fidelity_observations=60", "edge.calibration_size=60",
+         f"edge.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    summary = _ok(proc, out)
+    assert summary["export"]["passed"] and summary["export"]["max_abs_logit_err"] < 1e-4
+    assert summary["input"]["shape"] == [1, 4] and summary["input"]["dtype"] == "float32"
+    fidelity = summary["fidelity"]
+    assert fidelity["agreement"] == 1.0 and not fidelity["flagged"]
+    # The same seeded episodes played by the torch policy: the same returns.
+    assert fidelity["same_return_episodes"] == fidelity["episodes_compared"] == 2
+    assert summary["episodes"]["count"] == 2
+
+
+def test_frozenlake_one_hot_trains(tmp_path) -> None:
+    out = tmp_path / "run"
+    proc = run_rlperf(
+        ["env=frozenlake", "model=mlp64", "workers=0", "train.iterations=1",
+         f"train.env_ceiling.cache_dir={tmp_path / 'ceiling'}", *SMALL, f"hydra.run.dir={out}"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    summary = _ok(proc, out)
+    assert summary["scale"]["num_env_runners"] == summary["env_runners"]["started"] == 0
+    # one-hot of 16 states into two 64-unit layers, policy (4 logits) and value heads
+    assert summary["model_params"] == 2 * (16 * 64 + 64 + 64 * 64 + 64) + (64 * 4 + 4) + 65
+    from rlperf.models.policy_file import load_policy
+
+    net = load_policy(out / "checkpoint")
+    assert net.obs_spec == {"type": "discrete", "n": 16} and net.in_features == 16
+    assert os.path.isfile(out / "checkpoint" / "probe.npz")

@@ -1,0 +1,68 @@
+"""The report names the scale axes a sweep varies (env runners, envs per runner,
+vectorisation, learners) and a user env by its entry point."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+from support import synthetic
+
+from rlperf.report.axes import plan_axes
+from rlperf.report.build import load_cells
+from rlperf.report.discover import discover
+
+
+def _metrics(iter_s: float) -> pd.DataFrame:
+    n = 3
+    out = pd.DataFrame({"iteration": np.arange(1, n + 1), "excluded": ["warmup", "", ""]})
+    for col in ("sample_s", "load_s", "learn_s", "sync_s"):
+        out[col] = iter_s / 5
+    out["iter_s"], out["other_s"] = iter_s, iter_s / 5
+    out["time_s"] = out["iter_s"].cumsum()
+    out["env_steps"], out["env_steps_per_s"] = 1000, 1000 / iter_s
+    out["sampling_efficiency"] = 1000 / out["sample_s"] / 2600
+    return out
+
+
+def test_labels_name_every_varying_scale_axis(tmp_path) -> None:
+    specs = []
+    grid = list(itertools.product((0, 1), (1, 4), ("sync", "async"), (0, 1)))
+    for i, (workers, envs, mode, learners) in enumerate(grid):
+        config = synthetic.resolved_config(model="model1", gpu_layout="none", workers=workers,
+                                           iterations=3, learners=learners,
+                                           env_runner__num_envs=envs,
+                                           env_runner__vectorize_mode=mode)  # fmt: skip
+        overrides = [f"workers={workers}", f"env_runner.num_envs={envs}",
+                     f"env_runner.vectorize_mode={mode}", f"learners={learners}"]  # fmt: skip
+        specs.append(synthetic.CellSpec(config, overrides, summary={"status": "completed"},
+                                        metrics=_metrics(5.0 + i)))  # fmt: skip
+    synthetic.write_sweep(tmp_path / "sweep", specs)
+    cells, skipped = load_cells(discover([tmp_path / "sweep"]).refs)
+    assert not skipped and len(cells) == len(grid)
+    plan = plan_axes(cells)
+    for axis in ("workers", "env_runner.num_envs", "env_runner.vectorize_mode", "learners"):
+        assert axis in plan.axes, plan.axes
+    labels = set(plan.labels.values())
+    assert len(labels) == len(grid)  # every cell told apart by its scale settings
+    assert "model1 · 1 worker · learners=1 · num_envs=4 · vectorize_mode=async" in labels
+
+
+def test_custom_env_cells_are_named_by_entry_point(tmp_path) -> None:
+    specs = []
+    for entry in ("my_envs.grid:GridWorld", "rlperf.envs.frozenlake:FrozenLake"):
+        config = synthetic.resolved_config(model="model1", gpu_layout="none", workers=1)
+        config["model"] = synthetic.shipped_option("model", "mlp64")
+        config["env"] = {**synthetic.shipped_option("env", "custom"), "entry_point": entry}
+        specs.append(synthetic.CellSpec(config, ["env=custom", f"env.entry_point={entry}"],
+                                        summary={"status": "completed"},
+                                        metrics=_metrics(2.0)))  # fmt: skip
+    synthetic.write_sweep(tmp_path / "sweep", specs)
+    cells, _ = load_cells(discover([tmp_path / "sweep"]).refs)
+    assert sorted(c.axes["env"] for c in cells) == [
+        "my_envs.grid:GridWorld", "rlperf.envs.frozenlake:FrozenLake"
+    ]  # fmt: skip
+    plan = plan_axes(cells)
+    assert "env" in plan.axes
+    assert {c.axes["model"] for c in cells} == {"mlp64"}
