@@ -24,8 +24,11 @@ functions that need them.
 
 from __future__ import annotations
 
+import csv
 import json
-from collections.abc import Callable, Iterable
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -52,6 +55,9 @@ TELEMETRY_FILE = "telemetry.csv"
 METRICS_FILE = "metrics.csv"  # training: one row per iteration
 STEPS_FILE = "steps.csv"  # rollout, edge: one row per step
 EPISODES_FILE = "episodes.csv"  # rollout, edge: one row per finished episode
+
+#: Hydra's record of a sweep, in the sweep folder (``multirun/<date>/<time>``).
+MULTIRUN_FILE = "multirun.yaml"
 
 #: A training job's checkpoint folder and the rlperf files in it.
 CHECKPOINT_DIR = "checkpoint"
@@ -177,10 +183,28 @@ class TrainedRun:
             "run": str(self.run_dir),
             "checkpoint": str(self.checkpoint_dir),
             "model": {"name": str(model.name), **geometry},
+            **self.job_identity(),
             "trained_iterations": self.trained_iterations,
             "rlperf_version": self.rlperf_version,
             "ray_version": self.ray_version,
             "notes": list(self.notes),
+        }
+
+    def job_identity(self) -> dict[str, Any]:
+        """Which job of which sweep this run is (keys of ``summary.json["source"]``).
+
+        ``sweep``: the sweep folder holding the run (None for a single run's folder),
+        ``job``: the run's folder name, ``identity``: its model and the
+        :data:`IDENTITY_KEYS` values, ``overrides``: its command-line overrides.
+        """
+        job = UpstreamJob(self.run_dir)
+        parent = self.run_dir.parent
+        in_sweep = (parent / MULTIRUN_FILE).is_file()
+        return {
+            "sweep": str(parent) if in_sweep else None,
+            "job": self.run_dir.name,
+            "identity": {"model": job.model, **job.identity},
+            "overrides": job.overrides(),
         }
 
 
@@ -212,6 +236,238 @@ def explicit_model(cfg: DictConfig, overrides: Iterable[str]) -> str | None:
 
 
 # --------------------------------------------------------------------------
+# The jobs of an upstream sweep folder, and which of them a downstream job takes
+# --------------------------------------------------------------------------
+
+#: What identifies a training job of a sweep besides its model: the keys of
+#: ``run_match`` (``rlperf.config.schema.RunMatchConfig``) and where a training
+#: job holds each (a config key, or ``choice:<group>`` for the Hydra group option
+#: it was composed with). A training axis added later joins here and there.
+IDENTITY_KEYS: dict[str, str] = {
+    "study_training_row": "choice:study_training_row",
+    "seed": "seed",
+    "workers": "workers",
+    "gpu_layout": "gpu_layout.name",
+    "cpu_affinity": "cpu_affinity.name",
+}
+
+_HYDRA_FILE = Path(".hydra", "hydra.yaml")
+_OVERRIDES_FILE = Path(".hydra", "overrides.yaml")
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """Which jobs of an upstream sweep folder a downstream job takes.
+
+    ``model``: an explicit ``model=`` of the downstream job; ``match``: the set
+    keys of ``run_match`` (:data:`IDENTITY_KEYS`); ``select``: ``run_select``
+    (``all`` keeps every matching job; a downstream sweep fans out over them).
+    """
+
+    model: str | None = None
+    match: tuple[tuple[str, str], ...] = ()
+    select: str = "all"
+
+    def describe(self, prefix: str = "") -> str:
+        """``model=tiny run_match.seed=1`` (with ``prefix``), or '' for an empty query."""
+        parts = [f"model={self.model}"] if self.model is not None else []
+        parts += [f"run_match.{k}={v}" for k, v in self.match]
+        return f"{prefix}{' '.join(parts)}" if parts else ""
+
+    def matches(self, job: UpstreamJob) -> bool:
+        if self.model is not None and job.model != self.model:
+            return False
+        return all(str(job.identity.get(k)) == v for k, v in self.match)
+
+
+class UpstreamJob:
+    """A job folder of a sweep, read lazily: its model, identity, status and figures."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        cfg = OmegaConf.load(path / CONFIG_FILE)
+        self.stage = OmegaConf.select(cfg, "stage", default=None)
+        self.model = OmegaConf.select(cfg, "model.name", default=None)
+        choices = _hydra_choices(path)
+        self.identity: dict[str, Any] = {}
+        for key, where in IDENTITY_KEYS.items():
+            value = (
+                choices.get(where.split(":", 1)[1])
+                if where.startswith("choice:")
+                else OmegaConf.select(cfg, where, default=None)
+            )
+            if value is not None:
+                self.identity[key] = value
+        self.status = _summary_status(path)
+
+    @property
+    def trained(self) -> bool:
+        """A training job with a policy whose summary says completed (or that has none)."""
+        return (
+            self.stage == "train"
+            and (self.path / CHECKPOINT_DIR / POLICY_FILE).is_file()
+            and self.status in (None, RunStatus.completed)
+        )
+
+    def label(self, keys: Iterable[str] | None = None) -> str:
+        """``3 (model=tiny, workers=0)``: the folder name, model and identity keys.
+
+        ``keys``: the identity keys to show; by default those the job's own
+        command line set (the axes of its sweep).
+        """
+        if keys is None:
+            keys = [k for k in IDENTITY_KEYS if k in override_keys(self.overrides())]
+        parts = [f"model={self.model}"] + [f"{k}={self.identity.get(k)}" for k in keys]
+        if not self.trained:
+            parts.append(f"stage={self.stage}" if self.stage != "train" else _why_not(self))
+        return f"{self.path.name} ({', '.join(parts)})"
+
+    def overrides(self) -> list[str]:
+        """The job's command-line overrides (``.hydra/overrides.yaml``)."""
+        try:
+            data = OmegaConf.load(self.path / _OVERRIDES_FILE)
+        except (OSError, ValueError):
+            return []
+        return [str(o) for o in data] if OmegaConf.is_list(data) else []
+
+    def iter_s(self) -> float | None:
+        """Mean seconds per iteration over the counted iterations (all where none counts)."""
+        rows = _metrics_rows(self.path)
+        counted = [r for r in rows if not is_excluded(r.get(EXCLUDED_COLUMN))] or rows
+        values = [v for v in (_float(r.get("iter_s")) for r in counted) if v is not None]
+        return sum(values) / len(values) if values else None
+
+    def final_return(self) -> float | None:
+        """``episode_return_mean`` of the last iteration: the return the checkpoint had."""
+        rows = _metrics_rows(self.path)
+        return _float(rows[-1].get("episode_return_mean")) if rows else None
+
+    def started_at(self) -> str:
+        """``start_time`` of ``fingerprint.json`` (ISO 8601, so it sorts), or ''."""
+        try:
+            return str(json.loads((self.path / FINGERPRINT_FILE).read_text())["start_time"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+
+
+def _why_not(job: UpstreamJob) -> str:
+    if job.status not in (None, RunStatus.completed):
+        return f"status={job.status}"
+    return f"no {CHECKPOINT_DIR}/{POLICY_FILE}"
+
+
+def _hydra_choices(job_dir: Path) -> dict[str, Any]:
+    try:
+        node = OmegaConf.select(OmegaConf.load(job_dir / _HYDRA_FILE), "hydra.runtime.choices")
+    except (OSError, ValueError):
+        return {}
+    out = OmegaConf.to_container(node) if node is not None else {}
+    return {str(k): v for k, v in out.items()} if isinstance(out, dict) else {}
+
+
+def _summary_status(job_dir: Path) -> str | None:
+    try:
+        status = json.loads((job_dir / SUMMARY_FILE).read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(status) if status is not None else None
+
+
+def _metrics_rows(job_dir: Path) -> list[dict[str, str]]:
+    try:
+        with open(job_dir / METRICS_FILE, newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def _float(value: object) -> float | None:
+    try:
+        out = float(str(value))
+    except ValueError:
+        return None
+    return out if math.isfinite(out) else None
+
+
+def is_job_folder(path: Path) -> bool:
+    """Whether ``path`` is one job's folder (its config or checkpoint), not a sweep folder."""
+    return (path / CONFIG_FILE).is_file() or (path / CHECKPOINT_DIR).is_dir()
+
+
+def sweep_jobs(sweep: Path) -> list[UpstreamJob]:
+    """The job folders of a sweep folder, in Hydra's job order (``0, 1, ..., 10``)."""
+    dirs = [p.parent.parent for p in sweep.glob(f"*/{CONFIG_FILE}")]
+    return [UpstreamJob(d) for d in sorted(dirs, key=_natural)]
+
+
+def _natural(path: Path) -> tuple[Any, ...]:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path.name))
+
+
+def describe_jobs(jobs: Sequence[UpstreamJob]) -> str:
+    """``0 (model=tiny, workers=0), 1 (...)``: each job with the identity keys that vary."""
+    varying = [k for k in IDENTITY_KEYS if len({str(j.identity.get(k)) for j in jobs}) > 1]
+    return ", ".join(j.label(varying) for j in jobs)
+
+
+def select_job(jobs: Sequence[UpstreamJob], how: str) -> UpstreamJob:
+    """The job ``run_select=how`` picks (ties: the first in job order).
+
+    ``fastest``: lowest mean seconds per iteration; ``best_return``: highest
+    ``episode_return_mean`` at the last iteration (the checkpoint's); ``latest``:
+    the last started. Jobs without the figure come last.
+    """
+    if how == "fastest":
+        return min(jobs, key=lambda j: (j.iter_s() is None, j.iter_s() or 0.0))
+    if how == "best_return":
+        return min(jobs, key=lambda j: (j.final_return() is None, -(j.final_return() or 0.0)))
+    if how == "latest":
+        return max(jobs, key=lambda j: j.started_at())
+    from rlperf.config.schema import RunSelect
+
+    raise ValueError(f"run_select={how!r}: expected one of {', '.join(RunSelect)}")
+
+
+def pick_jobs(sweep: Path, query: JobQuery) -> list[UpstreamJob]:
+    """The trained jobs of ``sweep`` that ``query`` matches; one where it selects.
+
+    Raises:
+        CheckpointError: no job matches; the message lists what the folder holds.
+    """
+    jobs = sweep_jobs(sweep)
+    trained = [j for j in jobs if j.trained]
+    if not trained:
+        held = f"; it holds {describe_jobs(jobs)}" if jobs else ""
+        raise CheckpointError(
+            f"run={sweep} is neither a training job folder (with {CONFIG_FILE} and "
+            f"{CHECKPOINT_DIR}/) nor a sweep folder containing completed training jobs{held}"
+        )
+    matching = [j for j in trained if query.matches(j)]
+    if not matching:
+        raise CheckpointError(
+            f"run={sweep}: no trained job matches {query.describe()}; the folder holds "
+            f"{describe_jobs(jobs)}"
+        )
+    return matching if query.select == "all" else [select_job(matching, query.select)]
+
+
+def job_query(cfg: DictConfig, overrides: Iterable[str]) -> JobQuery:
+    """The :class:`JobQuery` of a downstream job (keys ``model``, ``run_match``, ``run_select``).
+
+    Only an explicit ``model=`` among ``overrides`` names the model (a default
+    model is not a choice); every ``run_match.<key>`` that is set names its key.
+    """
+    node = OmegaConf.select(cfg, "run_match", default=None)
+    match = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    assert isinstance(match, dict)
+    return JobQuery(
+        model=explicit_model(cfg, overrides),
+        match=tuple((str(k), str(v)) for k, v in match.items() if v is not None),
+        select=str(OmegaConf.select(cfg, "run_select", default="all")),
+    )
+
+
+# --------------------------------------------------------------------------
 # Finding a run
 # --------------------------------------------------------------------------
 
@@ -223,11 +479,12 @@ def _as_path(value: str | Path, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
-def find_run_dir(run: Path, model_name: str | None = None) -> Path:
-    """``run`` itself if it is a job folder, or the one training job of a sweep folder.
+def find_run_dir(run: Path, query: JobQuery | None = None) -> Path:
+    """``run`` itself if it is a job folder, or the training job of a sweep folder ``query`` picks.
 
-    A multirun folder (``multirun/<date>/<time>``) holds one job per cell; with
-    several, ``model_name`` (an explicit ``model=``) picks the job trained with it.
+    A multirun folder (``multirun/<date>/<time>``) holds one job per cell. The
+    jobs ``query`` matches (:func:`pick_jobs`) must come down to one: a single
+    run cannot fan out (a downstream sweep does, :mod:`rlperf.sweep.upstream`).
     """
     if not run.exists():
         raise CheckpointError(
@@ -239,25 +496,18 @@ def find_run_dir(run: Path, model_name: str | None = None) -> Path:
             f"run={run} is a file; expected a training job folder holding {CONFIG_FILE} "
             f"and {CHECKPOINT_DIR}/ (use checkpoint=<path> for a checkpoint folder)"
         )
-    if (run / CONFIG_FILE).is_file() or (run / CHECKPOINT_DIR).is_dir():
+    if is_job_folder(run):
         return run
-    jobs = sorted(p.parent.parent for p in run.glob(f"*/{CONFIG_FILE}"))
-    jobs = [j for j in jobs if (j / CHECKPOINT_DIR).is_dir()]
-    if not jobs:
-        raise CheckpointError(
-            f"run={run} is neither a training job folder (with {CONFIG_FILE} and "
-            f"{CHECKPOINT_DIR}/) nor a sweep folder containing such jobs"
-        )
-    names = {j: OmegaConf.select(OmegaConf.load(j / CONFIG_FILE), "model.name") for j in jobs}
-    matching = [j for j in jobs if model_name is None or names[j] == model_name]
-    if len(matching) == 1:
-        return matching[0]
-    listing = ", ".join(f"{j.name} (model={names[j]})" for j in jobs)
-    if not matching:
-        raise CheckpointError(f"run={run}: no job trained model={model_name}; jobs: {listing}")
+    query = query or JobQuery()
+    picked = pick_jobs(run, query)
+    if len(picked) == 1:
+        return picked[0].path
     raise CheckpointError(
-        f"run={run} is a sweep folder with {len(matching)} trained jobs ({listing}); "
-        f"choose one with run={run}/<job>" + ("" if model_name else " or pick one with model=")
+        f"run={run} is a sweep folder with {len(picked)} trained jobs{query.describe(' matching ')}"
+        f" ({describe_jobs(picked)}); a single run takes one: choose it with run={run}/<job>, "
+        f"pick one with run_select=fastest|best_return|latest, narrow the match with model= "
+        f"or run_match.<key>=, or run them all as a sweep (rlperf -m ...: a downstream sweep "
+        f"fans out over the matching jobs)"
     )
 
 
@@ -280,13 +530,14 @@ def resolve_paths(
     run: str | Path | None,
     checkpoint: str | Path | None,
     base: Path | None = None,
-    model_name: str | None = None,
+    query: JobQuery | None = None,
 ) -> tuple[Path | None, Path]:
     """(run folder, checkpoint folder) of ``run=`` / ``checkpoint=`` (relative to ``base``).
 
     ``checkpoint=`` may name the checkpoint folder or its ``rlperf_policy.pt``;
     without ``run=`` the run folder is the one the checkpoint was written into
-    (its parent), or None where that folder holds no run config.
+    (its parent), or None where that folder holds no run config. ``query``
+    picks the job of a sweep folder (:func:`find_run_dir`).
     """
     base = base if base is not None else Path.cwd()
     if run is None and checkpoint is None:
@@ -294,7 +545,7 @@ def resolve_paths(
             f"no training run given: pass run=<training job folder> or checkpoint=<path> "
             f"({_EXPECTED_CHECKPOINT})"
         )
-    run_dir = find_run_dir(_as_path(run, base), model_name) if run is not None else None
+    run_dir = find_run_dir(_as_path(run, base), query) if run is not None else None
     if checkpoint is not None:
         ckpt = _checkpoint_dir(checkpoint, base)
         if run_dir is None and (ckpt.parent / CONFIG_FILE).is_file():
@@ -546,7 +797,7 @@ def load_trained_run(
     run: str | Path | None,
     checkpoint: str | Path | None,
     base: Path | None = None,
-    model_name: str | None = None,
+    query: JobQuery | None = None,
     *,
     rllib: bool = True,
 ) -> TrainedRun:
@@ -556,15 +807,15 @@ def load_trained_run(
         run: ``run`` of the config: a training job folder or a sweep folder.
         checkpoint: ``checkpoint`` of the config: a checkpoint folder or its policy file.
         base: folder relative paths are taken from (default: the working directory).
-        model_name: an explicit ``model=`` of the downstream job, used to pick a job of
-            a sweep folder.
+        query: which job of a sweep folder to take (an explicit ``model=``,
+            ``run_match``, ``run_select``; :func:`job_query`).
         rllib: check the RLlib parts of the checkpoint and its Ray version too (the
             rollout restores them; the edge stage reads ``rlperf_policy.pt`` only).
 
     Raises:
         CheckpointError: naming the path and what was expected.
     """
-    run_dir, ckpt = resolve_paths(run, checkpoint, base, model_name)
+    run_dir, ckpt = resolve_paths(run, checkpoint, base, query)
     if run_dir is None:
         raise CheckpointError(
             f"checkpoint={checkpoint}: no {CONFIG_FILE} in {ckpt.parent} (the job folder the "
@@ -714,13 +965,14 @@ def upstream_run(cfg: DictConfig, *, rllib: bool = True) -> tuple[TrainedRun, Di
     """The checked training run of a downstream job, and the job's effective config.
 
     Config keys used: ``run``, ``checkpoint``, ``model`` (an explicit ``model=``
-    picks the job of a sweep folder and must match the run's); ``env.*`` given on
-    the command line apply on top of the run's env (:func:`merge_run_config`).
-    ``rllib`` as for :func:`load_trained_run`.
+    picks the job of a sweep folder and must match the run's), ``run_match`` and
+    ``run_select`` (which job of a sweep folder, :func:`job_query`); ``env.*``
+    given on the command line apply on top of the run's env
+    (:func:`merge_run_config`). ``rllib`` as for :func:`load_trained_run`.
     """
     overrides = command_line_overrides()
-    model_name = explicit_model(cfg, overrides)
-    trained = load_trained_run(cfg.run, cfg.checkpoint, model_name=model_name, rllib=rllib)
+    query = job_query(cfg, overrides)
+    trained = load_trained_run(cfg.run, cfg.checkpoint, query=query, rllib=rllib)
     return trained, merge_run_config(cfg, trained, overrides)
 
 

@@ -122,3 +122,28 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     (root / TERMINAL_FILE).write_text(proc.stdout + proc.stderr)
     return out
+
+
+#: The tests' training sweep: two models x two worker counts, one short iteration each.
+TINY_SWEEP = (
+    "-m",
+    "model=tiny,tiny2",
+    "workers=0,1",
+    "algo.train_batch_size=128",
+    "algo.minibatch_size=64",
+    "algo.num_epochs=1",
+    "train.iterations=1",
+    "telemetry.interval_s=0.2",
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real training sweep (:data:`TINY_SWEEP`), shared by the downstream-sweep and docs
+    tests: jobs 0 (tiny, workers=0), 1 (tiny, 1), 2 (tiny2, 0), 3 (tiny2, 1)."""
+    root = tmp_path_factory.mktemp("tiny_sweep")
+    out = root / "sweep"
+    proc = run_rlperf([*TINY_SWEEP, f"hydra.sweep.dir={out}"], cwd=root)
+    if proc.returncode != 0:
+        raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return out

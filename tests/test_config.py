@@ -45,7 +45,7 @@ def test_every_group_has_options() -> None:
         "gpu1_driver",
         "both_driver",
     }
-    assert {"model1", "model2", "model3", "model4", "model5", "model6", "tiny"} <= set(
+    assert {"model1", "model2", "model3", "model4", "model5", "model6", "tiny", "tiny2"} <= set(
         group_options("model")
     )
     assert set(group_options("cpu_affinity")) == {"unrestricted", "ray_cpus", "pinned"}

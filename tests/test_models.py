@@ -56,7 +56,7 @@ def test_parameter_counts_equal_spec(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["model1", "model2", "model3", "model4", "model5", "model6", "tiny"]
+    "name", ["model1", "model2", "model3", "model4", "model5", "model6", "tiny", "tiny2"]
 )
 def test_output_shapes_and_separate_trunks(name: str) -> None:
     net = build(name)

@@ -29,6 +29,7 @@ from rlperf.runs import (
     SUMMARY_FILE,
     TELEMETRY_FILE,
     CheckpointError,
+    JobQuery,
     Probe,
     check_probe,
     explicit_model,
@@ -104,13 +105,18 @@ def _sweep(root: Path) -> Path:
 
 def test_sweep_folder_resolves_to_the_job_of_the_model(tmp_path: Path) -> None:
     sweep = _sweep(tmp_path)
-    assert find_run_dir(sweep, "other") == sweep / "1"
-    assert load_trained_run(sweep, None, model_name="tiny", rllib=False).run_dir == sweep / "0"
+    assert find_run_dir(sweep, JobQuery(model="other")) == sweep / "1"
+    trained = load_trained_run(sweep, None, query=JobQuery(model="tiny"), rllib=False)
+    assert trained.run_dir == sweep / "0"
     with pytest.raises(CheckpointError) as err:
         find_run_dir(sweep)
     assert "sweep folder with 2 trained jobs (0 (model=tiny), 1 (model=other))" in str(err.value)
-    with pytest.raises(CheckpointError, match=r"no job trained model=model9; jobs: 0 \(model="):
-        find_run_dir(sweep, "model9")
+    assert "run_select=fastest|best_return|latest" in str(err.value)
+    with pytest.raises(
+        CheckpointError,
+        match=r"no trained job matches model=model9; the folder holds 0 \(model=tiny\), 1 ",
+    ):
+        find_run_dir(sweep, JobQuery(model="model9"))
 
 
 # --------------------------------------------------------------------------- checks

@@ -86,6 +86,7 @@ from rlperf.sweep.resources import (
     ray_start_of,
     shortfall,
 )
+from rlperf.sweep.upstream import upstream_label
 
 if TYPE_CHECKING:
     from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
@@ -351,6 +352,7 @@ def _prepare_cells(
                 subdir=subdir,
                 job_num=job_num,
                 concurrent_cells=int(launcher.options.max_concurrent_trials),
+                upstream=upstream_label(task_cfg),
             )
             kept = prev is not None and index.is_done(h)
             if prev is not None:

@@ -92,6 +92,35 @@ class Int8Io(StrEnum):
     int8 = "int8"
 
 
+class RunSelect(StrEnum):
+    """``run_select``: which matching job of a sweep folder (``run=``) a downstream job takes.
+
+    ``all`` takes every one: a downstream sweep has a cell per job, a single run
+    needs exactly one (rlperf.runs.select_job says how the others pick).
+    """
+
+    all = "all"
+    fastest = "fastest"
+    best_return = "best_return"
+    latest = "latest"
+
+
+@dataclass
+class RunMatchConfig:
+    """``run_match``: the jobs of a sweep folder (``run=``) a downstream job may take.
+
+    null = any value. The keys are what identifies a training job besides its
+    model (``rlperf.runs.IDENTITY_KEYS``); an explicit ``model=`` of the
+    downstream job matches the model.
+    """
+
+    study_training_row: str | None = None  # the row option the job was composed with
+    seed: int | None = None
+    workers: int | None = None
+    gpu_layout: str | None = None  # gpu_layout.name
+    cpu_affinity: str | None = None  # cpu_affinity.name
+
+
 class Verbosity(StrEnum):
     """``verbosity``: how much the terminal shows (the job log keeps everything)."""
 
@@ -411,6 +440,9 @@ class RlperfConfig:
     verbosity: Verbosity = Verbosity.normal
     # Downstream stages: the upstream run folder, or a checkpoint path.
     run: str | None = None
+    # Downstream stages over a sweep folder: which of its training jobs (docs/sweeps.md).
+    run_match: RunMatchConfig = field(default_factory=RunMatchConfig)
+    run_select: RunSelect = RunSelect.all
     checkpoint: str | None = None
     model_path: str | None = None  # stage=edge: benchmark an existing .tflite file
     rollout: RolloutConfig = field(default_factory=RolloutConfig)

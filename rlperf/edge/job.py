@@ -155,6 +155,7 @@ def load_trained_policy(cell: EdgeCell) -> DictConfig:
         model=name,
         policy_sha256_16=cell.cache.key,
         probe=probe,
+        **trained.job_identity(),
     )
     write_effective_config(cell.out_dir, ecfg)
     return ecfg

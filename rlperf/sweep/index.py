@@ -47,6 +47,9 @@ class CellRecord:
     ray_address: str | None = None  # GCS address of the Ray the trial ran in
     return_value: Any = None  # the task function's return (JSON-able or its repr)
     concurrent_cells: int = 1  # hydra.launcher.max_concurrent_trials the cell ran under
+    # A downstream cell: the training job it reads, "3 (model=tiny, workers=0)"
+    # (rlperf.sweep.upstream.upstream_label; its folder is the cell's `run`).
+    upstream: str | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CellRecord:

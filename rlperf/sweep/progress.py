@@ -139,8 +139,11 @@ def shorten(text: str, width: int) -> str:
 
 
 def format_table(records: Sequence[CellRecord], reason_width: int = 90) -> str:
-    """The final table, one row per cell in sweep order: number, status, wall, overrides, reason."""
-    rows = [("#", "status", "wall", "overrides", "reason")]
+    """The final table, one row per cell in sweep order: number, status, wall, overrides,
+    the upstream job (downstream sweeps over a sweep folder only), reason."""
+    upstream = any(r.upstream for r in records)
+    head = ("#", "status", "wall", "overrides", *(("upstream",) if upstream else ()), "reason")
+    rows = [head]
     for r in sorted(records, key=lambda r: r.job_num):
         rows.append(
             (
@@ -148,12 +151,14 @@ def format_table(records: Sequence[CellRecord], reason_width: int = 90) -> str:
                 r.status,
                 format_duration(r.wall_s) if r.wall_s is not None else "-",
                 " ".join(o for o in r.overrides if not o.startswith("hydra.")) or "-",
+                *((r.upstream or "-",) if upstream else ()),
                 shorten(r.reason, reason_width) if r.reason else "",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    n = len(head) - 1  # every column but the reason is padded
+    widths = [max(len(row[i]) for row in rows) for i in range(n)]
     lines = []
     for row in rows:
-        cells = [row[i].ljust(widths[i]) for i in range(4)]
-        lines.append("  ".join([*cells, row[4]]).rstrip())
+        cells = [row[i].ljust(widths[i]) for i in range(n)]
+        lines.append("  ".join([*cells, row[n]]).rstrip())
     return "\n".join(lines)
