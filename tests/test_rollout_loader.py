@@ -25,6 +25,7 @@ from rlperf.rollout.timing import measure_timer
 from rlperf.runs import (
     POLICY_FILE,
     CheckpointError,
+    JobQuery,
     load_trained_run,
     merge_run_config,
     resolve_paths,
@@ -99,7 +100,7 @@ def test_sweep_folder_picks_the_job_of_the_model(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     for job, run in (("0", a), ("1", b)):
         shutil.move(run, sweep / f"job{job}")
-    assert load_trained_run(str(sweep), None, model_name="m84").run_dir == sweep / "job1"
+    assert load_trained_run(str(sweep), None, query=JobQuery(model="m84")).run_dir == sweep / "job1"
     with pytest.raises(CheckpointError, match="sweep folder with 2 trained jobs"):
         load_trained_run(str(sweep), None)
 
