@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlperf.edge import ExportVerificationError
+from rlperf.tflite import ExportVerificationError
 
 if TYPE_CHECKING:
     from rlperf.models.vision_net import VisionNet
