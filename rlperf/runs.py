@@ -50,6 +50,8 @@ TELEMETRY_FILE = "telemetry.csv"
 METRICS_FILE = "metrics.csv"  # training: one row per iteration
 STEPS_FILE = "steps.csv"  # rollout, edge: one row per step
 EPISODES_FILE = "episodes.csv"  # rollout, edge: one row per finished episode
+REQUESTS_FILE = "requests.csv"  # serve: one row per request
+LEVELS_FILE = "levels.csv"  # serve: one row per load level
 
 #: A training job's checkpoint folder and the rlperf files in it.
 CHECKPOINT_DIR = "checkpoint"
@@ -109,6 +111,7 @@ class Exclusion(StrEnum):
     """Why a row is excluded (the value of :data:`EXCLUDED_COLUMN`)."""
 
     warmup = "warmup"  # before the end of the warm-up (the rule is in summary.json)
+    fault = "fault"  # measured while a fault was injected (serve: a replica killed)
 
 
 def is_excluded(value: object) -> bool:

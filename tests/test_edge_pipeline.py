@@ -122,18 +122,8 @@ def test_export_fails_loudly_on_wrong_weights(monkeypatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from support.edge_kit import SMALL_MODEL, make_run_folder
-
-    run = make_run_folder(
-        tmp_path_factory.mktemp("runs") / "small",
-        SMALL_MODEL,
-        {"max_episode_steps": 60},
-        train_steps=200,
-        frames=400,
-    )
-    assert run["accuracy"] > 0.4  # it learned something beyond the majority class (<= 0.3)
-    return run
+def trained_run(small_policy_run: dict[str, Any]) -> dict[str, Any]:
+    return small_policy_run  # conftest.py: shared with the serve tests
 
 
 @pytest.fixture(scope="module")
