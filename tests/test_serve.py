@@ -62,9 +62,11 @@ def test_quantile_interval_covers_the_true_quantile_and_needs_enough_requests() 
 
 
 def _rows(latencies: list[float], status: str = "ok", lag: float = 0.1) -> list[dict[str, Any]]:
+    answered = status == "ok"  # a failed request has no model time (None, as the generator has it)
     return [
         {"status": status, "latency_ms": v, "send_lag_ms": lag, "scheduled_s": i * 0.01,
-         "done_s": i * 0.01 + v / 1e3, "model_ms": 1.0, "batch": 1}
+         "done_s": i * 0.01 + v / 1e3, "model_ms": 1.0 if answered else None,
+         "batch": 1 if answered else None}
         for i, v in enumerate(latencies)
     ]  # fmt: skip
 
@@ -76,6 +78,9 @@ def test_level_row_counts_outcomes_and_failed_requests_never_meet_a_bound() -> N
                     max_send_lag_ms=5.0, replicas=1)  # fmt: skip
     assert (row["requests"], row["ok"], row["rejections"], row["errors"]) == (1000, 990, 10, 0)
     assert row["p50_ms"] == 2.0 and row["max_ms"] == np.inf  # rejected = infinitely late
+    # Model time from the 990 answered requests only: 0.99 s of model over 9.892 s.
+    assert row["model_ms_mean"] == 1.0 and row["batch_mean"] == 1.0
+    assert row["model_busy_share"] == pytest.approx(0.99 / 9.892)
     assert row["on_schedule"] is True
     late = level_row(_rows([2.0] * 400, lag=9.0), key, confidence=0.95, max_send_lag_ms=5.0,
                      replicas=1)  # fmt: skip

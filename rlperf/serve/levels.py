@@ -70,8 +70,11 @@ def level_row(
     span_s = float(done.max() - scheduled.min()) if len(requests) else math.nan
     lag_p99 = float(np.percentile(lag, 99)) if lag.size else math.nan
     on_schedule = bool(lag_p99 <= max_send_lag_ms) if level["loop"] == "open" else True
+    # Failed requests (a killed replica, a rejection) have no model time: None in memory, "" in CSV.
     model = [
-        float(r["model_ms"]) / max(int(r["batch"] or 1), 1) for r in requests if r["model_ms"] != ""
+        float(r["model_ms"]) / max(int(r["batch"] or 1), 1)
+        for r in requests
+        if r["model_ms"] not in ("", None)
     ]
     batches = [int(r["batch"]) for r in requests if r["batch"] not in ("", None)]
     return {
