@@ -284,17 +284,46 @@ def test_overload_on_a_bounded_queue_is_counted_as_rejections(served) -> None:
     assert status == 200
 
 
+def _ray_node_listeners() -> list[dict[str, Any]]:
+    """Listening sockets of this Ray node's GCS and raylet (Ray's own servers)."""
+    import ray
+
+    from rlperf.serve.session import listening_sockets
+
+    node = ray._private.worker._global_node
+    pids = {
+        info.process.pid: name
+        for name in ("gcs_server", "raylet")
+        for info in node.all_processes.get(name, [])
+        if info.process is not None
+    }
+    return listening_sockets(pids)
+
+
 @pytest.mark.slow
 def test_serve_proxy_and_replicas_listen_on_loopback_only(served) -> None:
+    """From the machine's socket table: Serve's own servers are on 127.0.0.1 (the proxy's HTTP
+    port, each replica's inter-deployment gRPC server, rebound by rlperf); with Ray itself on
+    loopback, every listening socket of the proxy, controller and replicas is."""
     from rlperf.serve.session import listening_sockets, serve_process_ids
 
     pids = serve_process_ids()
     titles = set(pids.values())
-    assert "ray::ProxyActor" in titles
-    assert any(t.startswith("ray::ServeReplica") for t in titles)
+    assert "ray::ProxyActor" in titles and "ray::ServeController" in titles
+    replicas = {pid for pid, t in pids.items() if t.startswith("ray::ServeReplica")}
+    assert replicas
     sockets = listening_sockets(pids)
     port = served["session"].http_port
-    assert any(s["process"] == "ray::ProxyActor" and s["port"] == port for s in sockets)
+    http = [s for s in sockets if s["process"] == "ray::ProxyActor" and s["port"] == port]
+    assert [s["ip"] for s in http] == ["127.0.0.1"]
+    for pid in replicas:  # Serve 2.60 binds this one to [::] unless rlperf rebinds it
+        assert any(s["loopback"] for s in sockets if s["pid"] == pid)
+    ray_exposed = [s for s in _ray_node_listeners() if not s["loopback"]]
+    if ray_exposed:
+        pytest.xfail(
+            "Ray itself listens beyond 127.0.0.1 (its worker ports follow; issue 13 starts Ray "
+            f"on loopback): {ray_exposed[:3]}"
+        )
     exposed = [s for s in sockets if not s["loopback"]]
     assert exposed == [], f"Serve listens beyond 127.0.0.1: {exposed}"
 

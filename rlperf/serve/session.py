@@ -153,7 +153,8 @@ def serve_process_ids() -> dict[int, str]:
             except psutil.Error:
                 continue
             if title.startswith(SERVE_PROCESS_TITLES):
-                found[proc.pid] = title.split()[0]
+                # Ray appends the running method: "ray::ProxyActor.receive_asgi_messages".
+                found[proc.pid] = title.split()[0].split(".")[0]
     return found
 
 
