@@ -194,6 +194,28 @@ def test_too_many_replica_cpus_are_refused_before_ray_starts(compose_cfg, tmp_pa
     assert summary["status"] == "skipped" and summary["preflight"] is True
 
 
+def test_report_figure_marks_uncounted_levels_and_draws_infinite_latency_as_gaps(
+    tmp_path: Path,
+) -> None:
+    """The latency-vs-load figure from a levels table: a fault level and an off-schedule level
+    are not counted; an infinite p99 (failed requests) or upper bound does not break it."""
+    import pandas as pd
+
+    from rlperf.report.serve import FIGURE, ServeTables, _counted, draw_serve_figures
+
+    inf = np.inf
+    levels = pd.DataFrame({
+        "loop": "open", "phase": "load", "config": "rllib", "offered_rps": [10.0, 20.0, 40.0],
+        "on_schedule": [True, True, False], "excluded": [np.nan, "fault", np.nan],
+        "p50_ms": [2.0, 3.0, 4.0], "p50_lo_ms": [1.5, 2.5, 3.0], "p50_hi_ms": [2.5, 3.5, 5.0],
+        "p99_ms": [5.0, 6.0, inf], "p99_lo_ms": [4.0, 5.0, 6.0], "p99_hi_ms": [inf, 7.0, inf],
+        "slo_ms": 20.0,
+    })  # fmt: skip
+    assert _counted(levels).tolist() == [True, False, False]
+    drawn, failed = draw_serve_figures(ServeTables(levels, pd.DataFrame()), tmp_path)
+    assert failed == {} and drawn[FIGURE].stat().st_size > 10_000
+
+
 # --------------------------------------------------------------------------
 # A real deployment of a trained policy (slow)
 # --------------------------------------------------------------------------
@@ -334,7 +356,10 @@ def test_stage_measures_levels_and_survives_a_killed_replica(
 ) -> None:
     """The stage's steps in the module's Ray (as in a sweep trial): every level is written,
     the served actions match, and a replica killed mid-level is counted, not fatal."""
-    from rlperf.job import JobContext
+    from omegaconf import OmegaConf
+
+    from rlperf.job import execute_stage
+    from rlperf.report.build import build_report
     from rlperf.serve.job import run_serve
 
     cfg = compose_cfg(
@@ -343,8 +368,11 @@ def test_stage_measures_levels_and_survives_a_killed_replica(
         "serve.requests_per_level=40", "serve.warmup_requests=5", "serve.baseline_requests=20",
         "serve.observations=12", "serve.kill_replica_level=0", "serve.slo_ms=1000",
     )  # fmt: skip
-    validate_config(cfg)
-    summary = run_serve(cfg, tmp_path, JobContext.for_job(cfg, tmp_path))
+    (tmp_path / ".hydra").mkdir()
+    OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")
+    # in_trial: the module's Ray is running, as the launcher's is in a sweep trial.
+    summary = execute_stage(cfg, tmp_path, run_serve, in_trial=True)
+    assert summary["status"] == "completed"
     with (tmp_path / "levels.csv").open() as f:
         levels = list(csv.DictReader(f))
     with (tmp_path / "requests.csv").open() as f:
@@ -373,3 +401,15 @@ def test_stage_measures_levels_and_survives_a_killed_replica(
     assert summary["generator"]["dispatch_capacity_rps"] > 1000
     assert summary["generator"]["echo_http_capacity_rps"] > 0
     assert summary["network"]["processes"]
+    # rlperf-report reads the folder: the max-rate table and the latency-vs-load figure.
+    report = build_report([tmp_path], tmp_path / "report")
+    assert report.serve is not None and len(report.serve.max_rate) == 1
+    row = report.serve.max_rate.iloc[0]
+    assert row["slo_ms"] == 1000 and row["replicas"] == 2
+    assert row["max_rate_rps"] == summary["max_rate_under_slo"]["max_rate_rps"]
+    assert len(report.serve.levels) == 9
+    assert "serve_latency_vs_load" in report.figures
+    text = (tmp_path / "report" / "report.md").read_text()
+    findings = text.split("## Findings")[1].split("## Methods")[0]
+    assert "## Serving" in text and "Serve over HTTP adds" in findings
+    assert "on serve:" not in text  # not ranked by a mean time like the other families

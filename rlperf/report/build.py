@@ -31,6 +31,8 @@ from rlperf.report.fingerprints import (
 )
 from rlperf.report.legacy import is_legacy, load_legacy
 from rlperf.report.load import CellError, load_rlperf_cell
+from rlperf.report.serve import FAMILY as SERVE_FAMILY
+from rlperf.report.serve import ServeTables, draw_serve_figures, write_serve_tables
 
 Progress = Callable[[str], None]
 
@@ -53,6 +55,7 @@ class ReportResult:
     mixed: dict[tuple[str, str], list[str]]
     analyses: dict[str, FamilyAnalysis]
     files: list[Path] = field(default_factory=list)
+    serve: ServeTables | None = None
     markdown: Path | None = None
     html: Path | None = None
 
@@ -175,12 +178,14 @@ def _mixed(cells: Sequence[Cell], fps: dict[str, str]) -> dict[tuple[str, str], 
 def analyse(
     comparison: Comparison, baseline: dict[str, str] | str | None
 ) -> dict[str, FamilyAnalysis]:
-    """Estimates, ranks, speedups and findings of every family (see :mod:`.findings`)."""
+    """Estimates, ranks, speedups and findings of every family (see :mod:`.findings`); serve
+    cells are judged by their rate under the latency bound instead (:mod:`.serve`)."""
     spec = parse_baseline(baseline) if isinstance(baseline, str) else baseline
     baselines = _baselines(comparison, spec) if spec else {}
     return {
         fam: analyse_family(fam, cs, comparison.plans[fam], baselines.get(fam))
         for fam, cs in comparison.families.items()
+        if fam != SERVE_FAMILY
     }
 
 
@@ -330,13 +335,17 @@ def build_report(
     comparison = compare_cells(cells, strict)
     analyses = analyse(comparison, baseline)
     data = write_tables(comparison, analyses, out_dir, say)
+    serving = write_serve_tables(cells, comparison.plans, out_dir)
     drawn, undrawn = draw_figures(comparison, analyses, data, out_dir, say) if figures else ({}, {})
+    if figures:
+        serve_drawn, serve_undrawn = draw_serve_figures(serving, out_dir / "figures")
+        drawn, undrawn = {**drawn, **serve_drawn}, {**undrawn, **serve_undrawn}
     result = ReportResult(
         out=out_dir, cells=cells, skipped=skipped, runs=data.runs, iterations=data.iterations,
         latency=data.latency, figures=drawn, figures_skipped=undrawn,
         findings=[f for a in analyses.values() for f in a.findings], warnings=comparison.warnings,
         fingerprint_groups=comparison.groups, mixed=comparison.mixed, analyses=analyses,
-        files=[*data.files, *_with_svg(drawn.values())],
+        files=[*data.files, *serving.files, *_with_svg(drawn.values())], serve=serving,
     )  # fmt: skip
     blocks = document(result, comparison.plans, found.sweeps, in_paths)
     result.markdown, result.html = render.write(blocks, out_dir, "rlperf report")
