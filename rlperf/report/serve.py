@@ -23,7 +23,7 @@ import pandas as pd
 
 from rlperf.report import render
 from rlperf.report.cells import Cell
-from rlperf.runs import LEVELS_FILE
+from rlperf.runs import LEVELS_FILE, is_excluded
 
 if TYPE_CHECKING:
     from rlperf.report.axes import AxisPlan
@@ -172,7 +172,7 @@ def _counted(sub: pd.DataFrame) -> np.ndarray:
     """Levels that count: the generator kept the schedule and no replica was killed."""
     kept = sub["on_schedule"].astype(str).str.lower().isin(["true", "1", "1.0"]).to_numpy()
     if "excluded" in sub:
-        kept = kept & sub["excluded"].fillna("").astype(str).isin(["", "nan"]).to_numpy()
+        kept = kept & ~sub["excluded"].map(is_excluded).to_numpy(dtype=bool)
     return kept
 
 
