@@ -166,6 +166,18 @@ def test_serve_config_errors_name_the_key(compose_cfg, override: str, message: s
         validate_config(cfg)
 
 
+@pytest.mark.parametrize("preset", [None, "serve_load", "serve_load_small"])
+def test_default_and_presets_measure_enough_requests_to_bound_a_p99(compose_cfg, preset) -> None:
+    """A level of fewer than 368 requests has an infinite p99 upper bound at 95 %: no rate
+    could ever meet serve.slo_ms. The default and both presets measure enough."""
+    overrides = ["stage=serve"] + ([f"experiment={preset}"] if preset else [])
+    s = compose_cfg(*overrides).serve
+    n = int(s.requests_per_level)
+    _, _, upper = quantile_ci(np.arange(n, dtype=float), 0.99, float(s.confidence))
+    assert np.isfinite(upper), f"{preset}: serve.requests_per_level={n} cannot bound a p99"
+    assert not np.isfinite(quantile_ci(np.arange(367.0), 0.99, 0.95)[2])
+
+
 def test_bad_transport_is_rejected_at_composition(compose_cfg) -> None:
     with pytest.raises(Exception, match="serve.transport"):
         compose_cfg("stage=serve", "serve.transport=grpc")
