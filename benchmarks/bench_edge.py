@@ -34,7 +34,7 @@ def _model_cfg(name: str) -> dict[str, Any]:
 
 
 def median_invoke_us(actors: dict[str, Any], obs: np.ndarray, invokes: int, rounds: int) -> dict:
-    from rlperf.edge.tflite_model import quantize_input
+    from rlperf.tflite.tflite_model import quantize_input
 
     per_round: dict[str, list[float]] = {k: [] for k in actors}
     for a in actors.values():
@@ -91,7 +91,7 @@ def main() -> None:
     net = load_policy(policy_path)
     env = {"dim": net.obs_shape[0], "framestack": net.obs_shape[2]}
 
-    from rlperf.edge.calibration import collect_observations
+    from rlperf.tflite.calibration import collect_observations
 
     fidelity, _ = collect_observations(env, args.fidelity, seed=1)
 
@@ -99,7 +99,7 @@ def main() -> None:
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
     t0 = time.perf_counter()
-    from rlperf.edge.convert import convert_keras, import_tensorflow
+    from rlperf.tflite.convert import convert_keras, import_tensorflow
 
     import_tensorflow()
     timings["import_tensorflow_s"] = time.perf_counter() - t0
@@ -107,7 +107,7 @@ def main() -> None:
     calib, _ = collect_observations(env, args.calibration, seed=0, exclude=fidelity)
     timings["calibration_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    from rlperf.edge.export import export_policy, torch_outputs
+    from rlperf.tflite.export import export_policy, torch_outputs
 
     model, check = export_policy(net, fidelity, "policy", 1e-4)
     timings["export_verify_s"] = time.perf_counter() - t0
@@ -125,7 +125,7 @@ def main() -> None:
     files["fp32_both"] = convert_keras(both, "fp32")
 
     # ---- latency ------------------------------------------------------------
-    from rlperf.edge.runtime import TfliteActor
+    from rlperf.tflite.runtime import TfliteActor
 
     actors = {}
     for name, data in files.items():

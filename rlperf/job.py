@@ -36,6 +36,7 @@ from rlperf.resources.plan import (
     Machine,
     ResourcePlan,
     check_feasible,
+    check_serve_feasible,
     detect_machine,
     plan_resources,
 )
@@ -158,6 +159,8 @@ def execute_stage(
         ctx = JobContext.for_job(cfg, out_dir)
         if cfg.stage == "train" and not in_trial:
             check_feasible(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
+        if cfg.stage == "serve" and not in_trial:
+            check_serve_feasible(cfg, ctx.machine)
     except (ConfigError, InfeasibleError) as exc:
         status = RunStatus.invalid if isinstance(exc, ConfigError) else RunStatus.skipped
         log.error("%s before start: %s", status, exc, extra={TERMINAL: False})

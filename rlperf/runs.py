@@ -55,6 +55,8 @@ TELEMETRY_FILE = "telemetry.csv"
 METRICS_FILE = "metrics.csv"  # training: one row per iteration
 STEPS_FILE = "steps.csv"  # rollout, edge: one row per step
 EPISODES_FILE = "episodes.csv"  # rollout, edge: one row per finished episode
+REQUESTS_FILE = "requests.csv"  # serve: one row per request
+LEVELS_FILE = "levels.csv"  # serve: one row per load level
 
 #: Hydra's record of a sweep, in the sweep folder (``multirun/<date>/<time>``).
 MULTIRUN_FILE = "multirun.yaml"
@@ -117,8 +119,9 @@ class Exclusion(StrEnum):
     """Why a row is excluded (the value of :data:`EXCLUDED_COLUMN`)."""
 
     warmup = "warmup"  # before the end of the warm-up (the rule is in summary.json)
-    # An env runner or learner was lost or restarted during the iteration (RLlib's fault
-    # tolerance): its times and throughput measure the fault, not the configuration.
+    # Training: an env runner or learner was lost or restarted during the iteration (RLlib's
+    # fault tolerance); serve: measured while a fault was injected (a replica killed). Its
+    # times and throughput measure the fault, not the configuration.
     fault = "fault"
     no_samples = "no_samples"  # the iteration sampled no env steps
 

@@ -18,6 +18,7 @@ STAGES = {
     "train": "rlperf.training.job:run_training",
     "rollout": "rlperf.rollout.job:run_rollout",
     "edge": "rlperf.edge.job:run_edge",
+    "serve": "rlperf.serve.job:run_serve",
 }
 
 

@@ -147,3 +147,21 @@ def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if proc.returncode != 0:
         raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return out
+
+
+@pytest.fixture(scope="session")
+def small_policy_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """A run folder with a small image policy trained (supervised, on real Pong frames) to use
+    several actions with clear margins; shared by the edge and serve tests
+    (``support.edge_kit.make_run_folder``)."""
+    from support.edge_kit import SMALL_MODEL, make_run_folder
+
+    run = make_run_folder(
+        tmp_path_factory.mktemp("runs") / "small",
+        SMALL_MODEL,
+        {"max_episode_steps": 60},
+        train_steps=200,
+        frames=400,
+    )
+    assert run["accuracy"] > 0.4  # it learned something beyond the majority class (<= 0.3)
+    return run

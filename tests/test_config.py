@@ -72,7 +72,7 @@ def test_option_composes_and_validates(compose_cfg, group: str, option: str) -> 
     if group == "gpu_layout" and option.endswith("driver") is False and option != "none":
         overrides.append("workers=2")
     cfg = compose_cfg(*overrides)
-    if group == "experiment" and cfg.stage in ("rollout", "edge") and cfg.run is None:
+    if group == "experiment" and cfg.stage in ("rollout", "edge", "serve") and cfg.run is None:
         cfg.run = "/some/run"
     validate_config(cfg)
     if group in cfg and "name" in cfg[group]:
@@ -155,7 +155,7 @@ def test_conv_stack_not_reaching_1x1_reports_shapes(compose_cfg) -> None:
 @pytest.mark.parametrize(
     ("override", "fragment"),
     [
-        ("stage=bogus", "Invalid value 'bogus', expected one of [train, rollout, edge]"),
+        ("stage=bogus", "Invalid value 'bogus', expected one of [train, rollout, edge, serve]"),
         ("gpu_layout.mode=half", "expected one of [none, shared, driver]"),
         ("cpu_affinity.mode=everywhere", "expected one of [unrestricted, ray_cpus, pinned]"),
         ("backend.name=tpu", "expected one of [rllib, tflite_fp32"),

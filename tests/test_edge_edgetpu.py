@@ -145,7 +145,7 @@ def test_runtime_present_but_delegate_fails(stub_library: Path, monkeypatch) -> 
 
 def test_delegate_that_takes_no_op_is_reported(stub_library: Path, monkeypatch, tmp_path) -> None:
     """A loaded Edge TPU delegate that claims nothing must show as 'none', never as success."""
-    from rlperf.edge.runtime import TfliteActor
+    from rlperf.tflite.runtime import TfliteActor
 
     monkeypatch.setenv("EDGETPU_STUB_MODE", "noop")
     lib = ctypes.CDLL(str(stub_library))
@@ -165,7 +165,7 @@ def _small_int8_model(tmp_path: Path) -> Path:
     """A full-integer TFLite model (8x8x4 -> 3), converted here."""
     import keras
 
-    from rlperf.edge.convert import convert_keras
+    from rlperf.tflite.convert import convert_keras
 
     inp = keras.Input((8, 8, 4), batch_size=1)
     x = keras.layers.Conv2D(4, 3, padding="same", activation="relu")(inp)
@@ -209,7 +209,7 @@ def test_real_edgetpu_runs_study_model() -> None:
         pytest.skip(f"{EDGETPU_LIBRARY} is not installed (no Edge TPU runtime)")
     if path is None:
         pytest.skip("the study's reference files are absent")
-    from rlperf.edge.runtime import TfliteActor
+    from rlperf.tflite.runtime import TfliteActor
 
     try:
         delegate = load_edgetpu_delegate(EDGETPU_LIBRARY)

@@ -47,7 +47,7 @@ def _random_net(name: str, seed: int = 0) -> Any:
 
 
 def _frames(dim: int, count: int, seed: int) -> np.ndarray:
-    from rlperf.edge.calibration import collect_observations
+    from rlperf.tflite.calibration import collect_observations
 
     return collect_observations({"dim": dim, "max_episode_steps": 120}, count, seed)[0]
 
@@ -55,9 +55,9 @@ def _frames(dim: int, count: int, seed: int) -> np.ndarray:
 @pytest.mark.parametrize("name", ["model1", "model3", "model4"])
 def test_export_equivalence_study_models(name: str) -> None:
     """Keras rebuild and fp32 TFLite reproduce the torch logits (random weights)."""
-    from rlperf.edge.convert import convert_keras
-    from rlperf.edge.export import export_policy, torch_outputs
-    from rlperf.edge.runtime import TfliteActor
+    from rlperf.tflite.convert import convert_keras
+    from rlperf.tflite.export import export_policy, torch_outputs
+    from rlperf.tflite.runtime import TfliteActor
 
     net = _random_net(name)
     obs = _frames(net.obs_shape[0], 24, seed=5)
@@ -87,7 +87,7 @@ def test_export_equivalence_study_models(name: str) -> None:
 
 
 def test_compare_logits_tolerates_only_near_ties() -> None:
-    from rlperf.edge.export import compare_logits
+    from rlperf.tflite.export import compare_logits
 
     ref = np.array([[1.0, 1.0 + 1e-6, 0.0], [2.0, 0.0, 0.0]])
     flipped_tie = np.array([[1.0 + 2e-6, 1.0, 0.0], [2.0, 0.0, 0.0]])
@@ -99,7 +99,7 @@ def test_compare_logits_tolerates_only_near_ties() -> None:
 
 def test_export_fails_loudly_on_wrong_weights(monkeypatch) -> None:
     """A rebuild that forgets the module's /255 scaling must fail the export, not ship."""
-    import rlperf.edge.export as export
+    import rlperf.tflite.export as export
 
     real = export.build_keras_policy
 
@@ -122,24 +122,14 @@ def test_export_fails_loudly_on_wrong_weights(monkeypatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from support.edge_kit import SMALL_MODEL, make_run_folder
-
-    run = make_run_folder(
-        tmp_path_factory.mktemp("runs") / "small",
-        SMALL_MODEL,
-        {"max_episode_steps": 60},
-        train_steps=200,
-        frames=400,
-    )
-    assert run["accuracy"] > 0.4  # it learned something beyond the majority class (<= 0.3)
-    return run
+def trained_run(small_policy_run: dict[str, Any]) -> dict[str, Any]:
+    return small_policy_run  # conftest.py: shared with the serve tests
 
 
 @pytest.fixture(scope="module")
 def variant_sets(trained_run: dict[str, Any]) -> dict[str, Any]:
-    from rlperf.edge.calibration import collect_observations
     from rlperf.models.policy_file import load_policy
+    from rlperf.tflite.calibration import collect_observations
 
     net = load_policy(trained_run["policy"])
     env = {"dim": 42, "max_episode_steps": 60}
@@ -149,10 +139,10 @@ def variant_sets(trained_run: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_variant_thresholds_on_trained_policy(variant_sets: dict[str, Any], tmp_path) -> None:
-    from rlperf.edge.convert import convert_keras
-    from rlperf.edge.export import export_policy, torch_outputs
     from rlperf.edge.fidelity import logit_fidelity
-    from rlperf.edge.runtime import TfliteActor
+    from rlperf.tflite.convert import convert_keras
+    from rlperf.tflite.export import export_policy, torch_outputs
+    from rlperf.tflite.runtime import TfliteActor
 
     net, obs, calib = variant_sets["net"], variant_sets["fidelity"], variant_sets["calibration"]
     fid_keys = {o.tobytes() for o in obs}
@@ -297,9 +287,9 @@ def test_job_flags_a_variant_that_acts_differently(
     import torch
     from support.edge_kit import SMALL_MODEL
 
-    from rlperf.edge.convert import convert_keras
-    from rlperf.edge.export import build_keras_policy
     from rlperf.models.vision_net import VisionNet
+    from rlperf.tflite.convert import convert_keras
+    from rlperf.tflite.export import build_keras_policy
 
     torch.manual_seed(123)
     other = VisionNet((42, 42, 4), 6, SMALL_MODEL["conv_filters"]).eval()
@@ -421,9 +411,9 @@ def test_sweep_through_entry_point_reuses_cache(trained_run, tmp_path) -> None:
 
 def test_probe_of_the_training_job_is_checked(trained_run, tmp_path) -> None:
     """probe.npz (logits saved at training time) must match the reloaded policy."""
-    from rlperf.edge.export import torch_outputs
     from rlperf.models.policy_file import load_policy
     from rlperf.runs import PROBE_ATOL, CheckpointError, check_probe, read_probe
+    from rlperf.tflite.export import torch_outputs
 
     net = load_policy(trained_run["policy"])
     obs = _frames(42, 8, seed=9)

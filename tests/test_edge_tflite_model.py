@@ -9,7 +9,7 @@ import pytest
 from support.edge_kit import study_reference_file
 
 from rlperf.edge import EdgeTpuModelOnCpuError
-from rlperf.edge.tflite_model import (
+from rlperf.tflite.tflite_model import (
     TensorInfo,
     dequantize_output,
     ensure_cpu_runnable,
@@ -92,7 +92,7 @@ def test_edgetpu_file_refused_by_cpu_benchmark_with_clear_error() -> None:
 
 @needs_thesis
 def test_study_model1_runs_on_dataset_frames(dataset: np.ndarray) -> None:
-    from rlperf.edge.runtime import TfliteActor
+    from rlperf.tflite.runtime import TfliteActor
 
     assert dataset.shape == (101, 84, 84, 4)
     assert (int(dataset.min()), int(dataset.max())) == (52, 236)
@@ -114,7 +114,7 @@ def test_study_model1_runs_on_dataset_frames(dataset: np.ndarray) -> None:
 
 @needs_thesis
 def test_builtin_kernels_only_when_xnnpack_off(dataset: np.ndarray) -> None:
-    from rlperf.edge.runtime import TfliteActor
+    from rlperf.tflite.runtime import TfliteActor
 
     path = study_file("exported_models/model1_quant.tflite")
     ref = TfliteActor(path, 6, xnnpack=False)

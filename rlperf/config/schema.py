@@ -28,6 +28,7 @@ class Stage(StrEnum):
     train = "train"
     rollout = "rollout"
     edge = "edge"
+    serve = "serve"
 
 
 class GpuLayoutMode(StrEnum):
@@ -83,6 +84,13 @@ class ObservationPolicy(StrEnum):
 
     random = "random"
     trained = "trained"
+
+
+class ServeTransport(StrEnum):
+    """``serve.transport``: how the load generator reaches the policy deployment."""
+
+    http = "http"  # Serve's HTTP proxy on 127.0.0.1, a binary .npy body
+    handle = "handle"  # Serve's Python DeploymentHandle, the same bytes
 
 
 class Int8Io(StrEnum):
@@ -413,6 +421,39 @@ class EdgeConfig:
 
 
 @dataclass
+class ServeConfig:
+    """``serve``: a policy behind Ray Serve, driven by rlperf's load generator (docs/serve.md)."""
+
+    # The deployment (sweepable axes).
+    replicas: int = 1
+    cpus_per_replica: float = 1.0  # Ray CPUs per policy replica (the echo replica asks for none)
+    threads: int = 1  # torch / LiteRT threads of the model, in each replica and in-process
+    max_ongoing_requests: int = 8  # per replica; more wait in Serve's queue
+    max_queued_requests: int = -1  # -1 = unbounded queue; >= 0 rejects beyond it (HTTP 503)
+    max_batch_size: int = 1  # dynamic batching: 1 = off
+    batch_wait_timeout_s: float = 0.0  # how long a batch waits to fill
+    transport: ServeTransport = ServeTransport.http  # of the load levels
+    # The load.
+    clients: list[int] = field(default_factory=lambda: [1, 4])  # closed-loop levels
+    rates: list[float] = field(default_factory=lambda: [25.0, 50.0, 100.0])  # open loop, req/s
+    # Measured requests per level (warm-up not included); 368 is the least that bounds a p99
+    # at 95 % (fewer: the upper bound is infinite and no level can meet serve.slo_ms).
+    requests_per_level: int = 400
+    warmup_requests: int = 30  # per level, sent first, recorded and excluded
+    baseline_requests: int = 200  # in-process / handle / HTTP / echo, one client each
+    observations: int = 64  # real observations from the env, sent round-robin
+    observation_seed: int = 0
+    request_timeout_s: float = 5.0
+    # A level whose send lag (sent - scheduled) exceeds this at p99 is invalid.
+    max_send_lag_ms: float = 5.0
+    slo_ms: float = 20.0  # p99 bound of max_rate_under_slo
+    confidence: float = 0.95  # of the percentile intervals
+    http_port: int = 0  # 0 = a free port
+    # Kill one policy replica halfway through this open-loop level (index into rates).
+    kill_replica_level: int | None = None
+
+
+@dataclass
 class RlperfConfig:
     """The primary config; its groups come from ``conf/`` (:mod:`rlperf.config.search_path`)."""
 
@@ -444,9 +485,10 @@ class RlperfConfig:
     run_match: RunMatchConfig = field(default_factory=RunMatchConfig)
     run_select: RunSelect = RunSelect.all
     checkpoint: str | None = None
-    model_path: str | None = None  # stage=edge: benchmark an existing .tflite file
+    model_path: str | None = None  # stage=edge / serve: an existing .tflite file
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     edge: EdgeConfig = field(default_factory=EdgeConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
 
 
 #: The schema of each kind of a group with kinds, stored as ``schema/<group>/<kind>``

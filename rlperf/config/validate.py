@@ -277,11 +277,61 @@ def validate_edge(cfg: DictConfig) -> None:
         )
 
 
+def validate_serve(cfg: DictConfig) -> None:
+    """``stage=serve``: a policy or a model file, and ``serve.*``."""
+    s = cfg.serve
+    if cfg.run is None and cfg.checkpoint is None and cfg.model_path is None:
+        raise ConfigError(
+            "stage=serve needs run=<training job folder>, checkpoint=<path> or "
+            "model_path=<file.tflite>"
+        )
+    if cfg.backend.name == "edgetpu":
+        raise ConfigError(
+            "backend=edgetpu with stage=serve: the serve stage runs CPU backends; use "
+            "backend=rllib or a tflite_* backend (stage=edge benchmarks the Edge TPU)"
+        )
+    if cfg.model_path is not None and cfg.backend.name == "rllib":
+        raise ConfigError(
+            f"model_path={cfg.model_path} with backend=rllib: a .tflite file is served by a "
+            "tflite_* backend (e.g. backend=tflite_fp32)"
+        )
+    for key in ("replicas", "threads", "max_ongoing_requests", "max_batch_size",
+                "requests_per_level", "baseline_requests", "observations"):  # fmt: skip
+        if not isinstance(s[key], int) or s[key] < 1:
+            raise ConfigError(f"serve.{key}={s[key]!r} must be an integer >= 1")
+    for key in ("cpus_per_replica", "request_timeout_s", "max_send_lag_ms", "slo_ms"):
+        _positive(f"serve.{key}", s[key])
+    _positive("serve.batch_wait_timeout_s", s.batch_wait_timeout_s, allow_zero=True)
+    _positive("serve.warmup_requests", s.warmup_requests, allow_zero=True)
+    if s.max_queued_requests < -1:
+        raise ConfigError(
+            f"serve.max_queued_requests={s.max_queued_requests} must be -1 (unbounded) or >= 0"
+        )
+    if s.max_batch_size > s.max_ongoing_requests:
+        raise ConfigError(
+            f"serve.max_batch_size={s.max_batch_size} > serve.max_ongoing_requests="
+            f"{s.max_ongoing_requests}: a replica never holds enough requests to fill a batch; "
+            f"raise serve.max_ongoing_requests to at least {s.max_batch_size}"
+        )
+    if not 0 < s.confidence < 1:
+        raise ConfigError(f"serve.confidence={s.confidence} must be in (0, 1)")
+    if any(not isinstance(c, int) or c < 1 for c in s.clients):
+        raise ConfigError(f"serve.clients={list(s.clients)} must be integers >= 1")
+    if any(r <= 0 for r in s.rates):
+        raise ConfigError(f"serve.rates={list(s.rates)} must be request rates > 0 (per second)")
+    if s.kill_replica_level is not None and not 0 <= s.kill_replica_level < len(s.rates):
+        raise ConfigError(
+            f"serve.kill_replica_level={s.kill_replica_level} must index serve.rates "
+            f"({len(s.rates)} open-loop levels: 0..{len(s.rates) - 1}) or be null"
+        )
+
+
 #: The validator of each stage (``stage``), run after the common checks.
 STAGE_VALIDATORS: dict[str, Callable[[DictConfig], None]] = {
     "train": validate_train,
     "rollout": validate_rollout,
     "edge": validate_edge,
+    "serve": validate_serve,
 }
 
 

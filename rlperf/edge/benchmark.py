@@ -73,8 +73,8 @@ def peak_rss_bytes() -> int:
 
 
 def make_actor(spec: BenchmarkSpec) -> Any:
-    """The :class:`~rlperf.edge.runtime.TfliteActor` or ``TorchActor`` for ``spec``."""
-    from rlperf.edge.runtime import TfliteActor, TorchActor
+    """The :class:`~rlperf.tflite.runtime.TfliteActor` or ``TorchActor`` for ``spec``."""
+    from rlperf.tflite.runtime import TfliteActor, TorchActor
 
     if spec.kind == "torch":
         return TorchActor(spec.model_path, spec.threads)
@@ -86,7 +86,7 @@ def make_actor(spec: BenchmarkSpec) -> Any:
 
         extra.append(("edgetpu", load_edgetpu_delegate(spec.edgetpu_library, spec.edgetpu_device)))
     else:
-        from rlperf.edge.tflite_model import ensure_cpu_runnable, read_tflite
+        from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
 
         ensure_cpu_runnable(read_tflite(Path(spec.model_path)), "tflite")
     return TfliteActor(spec.model_path, spec.num_actions, spec.threads, spec.xnnpack, extra)
@@ -187,7 +187,7 @@ def run_benchmark(spec: BenchmarkSpec) -> dict[str, Any]:
         result["excluded"] = recorder.excluded()
         result["episodes"] = recorder.episode_summary()
     if spec.fidelity_path:
-        from rlperf.edge.calibration import ObservationSet
+        from rlperf.tflite.calibration import ObservationSet
 
         fid = ObservationSet.load(Path(spec.fidelity_path))
         result["fidelity_logits"] = actor.logits(fid.observations)
@@ -255,7 +255,7 @@ def reference_returns(
     threads: int = 1,
 ) -> list[float]:
     """Returns of the torch policy on the benchmark's seeded episodes (no timing, no files)."""
-    from rlperf.edge.runtime import TorchActor
+    from rlperf.tflite.runtime import TorchActor
 
     spec = BenchmarkSpec(
         "torch", str(policy_path), dict(env_config), 0, None, episodes, steps, 0, seed, threads

@@ -35,26 +35,11 @@ from rlperf.edge import EdgeInputError, SkipCell
 from rlperf.envs.factory import describe_env
 from rlperf.models.spaces import describe_space
 from rlperf.runs import TrainedRun
+from rlperf.tflite.artifacts import Variant, build_variant, fidelity_set
 
 log = logging.getLogger("rlperf.edge")
 
 CPU_TFLITE_BACKENDS = ("tflite_fp32", "tflite_int8", "tflite_dynamic", "tflite_fp16")
-FIDELITY_STRIDE = 4
-
-
-@dataclass
-class Variant:
-    """The model file a cell benchmarks, and how it was obtained."""
-
-    path: Path
-    variant: str  # fp32 | fp16 | dynamic | int8 | edgetpu | torch ...
-    export: dict[str, Any] | None = None
-    calibration: dict[str, Any] | None = None
-    compiler: dict[str, Any] | None = None
-    compiler_log: Path | None = None
-    built: list[str] = field(default_factory=list)
-    reused: list[str] = field(default_factory=list)
-    timings_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,8 +87,8 @@ def resolve_cell(cfg: DictConfig, out_dir: Path) -> EdgeCell:
     """The cell's policy (``run`` / ``checkpoint``), file (``model_path``), backend and env."""
     from gymnasium import spaces
 
-    from rlperf.edge.cache import resolve_cache_root
     from rlperf.envs.factory import env_spaces
+    from rlperf.tflite.cache import resolve_cache_root
 
     cell = EdgeCell(cfg, out_dir, str(cfg.backend.name), resolve_cache_root(cfg.edge.cache_dir))
     if cfg.model_path:
@@ -137,10 +122,10 @@ def load_trained_policy(cell: EdgeCell) -> DictConfig:
     Returns the effective config: the run's model, env and algo, with ``env.*``
     of the command line on top.
     """
-    from rlperf.edge.cache import ArtifactCache
-    from rlperf.edge.export import torch_outputs
     from rlperf.models.policy_file import count_trainable_params, load_policy
     from rlperf.runs import check_probe, upstream_run, write_effective_config
+    from rlperf.tflite.cache import ArtifactCache
+    from rlperf.tflite.export import torch_outputs
 
     trained, ecfg = upstream_run(cell.cfg, rllib=False)
     net = load_policy(trained.policy_path)
@@ -163,10 +148,10 @@ def load_trained_policy(cell: EdgeCell) -> DictConfig:
 
 def inspect_model_file(cell: EdgeCell) -> None:
     """``model_path``: the backend for it, runnable there, the policy's input shape."""
-    from rlperf.edge.tflite_model import ensure_cpu_runnable, read_tflite
+    from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
 
     assert cell.model_file is not None
-    from rlperf.edge.export import policy_input_shape
+    from rlperf.tflite.export import policy_input_shape
 
     cell.file_info = info = read_tflite(cell.model_file)
     cell.backend = _backend_for_file(cell.backend, info)
@@ -198,176 +183,8 @@ def play_env(ecfg: DictConfig, obs_shape: tuple[int, ...]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------
-# Artifacts
+# Edge TPU artifacts
 # --------------------------------------------------------------------------
-
-
-def fidelity_set(cache: Any, cfg: DictConfig, env_cfg: dict[str, Any], net: Any) -> Any:
-    """The fidelity set of this policy (built once, cached) with the torch logits in ``extra``."""
-    from rlperf.edge.cache import settings_hash
-    from rlperf.edge.calibration import ObservationSet, build_observation_set
-    from rlperf.edge.export import torch_outputs
-
-    settings: dict[str, Any] = {
-        "env": env_cfg,
-        "count": int(cfg.edge.fidelity_observations),
-        "seed": int(cfg.edge.fidelity_seed),
-        "policy": str(cfg.edge.fidelity_policy),
-        "stride": FIDELITY_STRIDE,
-    }
-    name = f"fidelity-{settings_hash(settings)}.npz"
-    if cache.has(name):
-        return ObservationSet.load(cache.path(name)), name, False
-    log.info("collecting the fidelity set (%d observations)", settings["count"])
-    obs_set = build_observation_set(
-        env_cfg,
-        settings["count"],
-        settings["seed"],
-        "fidelity",
-        settings["policy"],
-        net.greedy_action,
-        stride=FIDELITY_STRIDE,
-    )
-    logits, values = torch_outputs(net, obs_set.observations, "both")
-    obs_set.extra = {"logits": logits, "values": values}
-    obs_set.save(cache.path(name))
-    cache.record_artifact(name, {"kind": "fidelity set", **obs_set.metadata()})
-    return obs_set, name, True
-
-
-def calibration_set(
-    cache: Any, cfg: DictConfig, env_cfg: dict[str, Any], net: Any, fidelity: Any
-) -> tuple[Any, str, bool]:
-    """The calibration set, built once and cached: no frame of the fidelity set in it,
-    except for Discrete states (a few states in all: both sets hold every one of them)."""
-    from rlperf.edge.cache import settings_hash
-    from rlperf.edge.calibration import DEFAULT_STRIDE, ObservationSet, build_observation_set
-
-    discrete_states = fidelity.observations.ndim == 1
-    settings: dict[str, Any] = {
-        "env": env_cfg,
-        "count": int(cfg.edge.calibration_size),
-        "seed": int(cfg.edge.calibration_seed),
-        "policy": str(cfg.edge.calibration_policy),
-        "stride": DEFAULT_STRIDE,
-        "excluding": None if discrete_states else fidelity.digest(),
-    }
-    name = f"calibration-{settings_hash(settings)}.npz"
-    if cache.has(name):
-        return ObservationSet.load(cache.path(name)), name, False
-    log.info("collecting the calibration set (%d observations)", settings["count"])
-    obs_set = build_observation_set(
-        env_cfg,
-        settings["count"],
-        settings["seed"],
-        "calibration",
-        settings["policy"],
-        net.greedy_action,
-        exclude=None if discrete_states else fidelity.observations,
-    )
-    obs_set.save(cache.path(name))
-    cache.record_artifact(name, {"kind": "calibration set", **obs_set.metadata()})
-    return obs_set, name, True
-
-
-#: The CPU variants built together the first time a policy is exported (one
-#: TensorFlow import, one Keras export, one verification for all the cells).
-CACHED_VARIANTS = ("fp32", "fp16", "dynamic", "int8")
-
-
-def variant_file_name(heads: str, variant: str, int8_io: str, calibration_key: str) -> str:
-    """Cache name of a TFLite variant (int8 names carry the I/O type and calibration set)."""
-    if variant == "int8":
-        return f"{heads}-int8-{int8_io}-{calibration_key}.tflite"
-    return f"{heads}-{variant}.tflite"
-
-
-def build_variant(
-    cache: Any,
-    cfg: DictConfig,
-    backend: str,
-    net: Any,
-    env_cfg: dict[str, Any],
-    fidelity: Any,
-    obs_space: Any = None,
-) -> Variant:
-    """The ``.tflite`` that ``backend`` runs, from the cache or built now. Holds the cache lock.
-
-    A missing variant triggers one Keras export (verified against torch on the
-    fidelity set) and the conversion of every variant in :data:`CACHED_VARIANTS`
-    that is missing, so the other cells of a sweep find theirs ready.
-    """
-    from rlperf.edge.calibration import observation_range
-    from rlperf.edge.convert import BACKEND_VARIANTS, convert_keras
-    from rlperf.edge.export import export_policy
-
-    heads = str(cfg.edge.heads)
-    int8_io = str(cfg.edge.int8_io)
-    timings: dict[str, float] = {}
-    built: list[str] = []
-    reused: list[str] = []
-    t0 = time.perf_counter()
-    calib, calib_name, new = calibration_set(cache, cfg, env_cfg, net, fidelity)
-    (built if new else reused).append(calib_name)
-    timings["calibration_s"] = time.perf_counter() - t0
-    calib_meta = {**calib.metadata(), "file": str(cache.path(calib_name))}
-    input_range = observation_range(obs_space)
-    if input_range is not None:
-        calib_meta["input_range"] = [np.asarray(v).tolist() for v in input_range]
-    calib_key = calib_name.removeprefix("calibration-").removesuffix(".npz")
-    names = {v: variant_file_name(heads, v, int8_io, calib_key) for v in CACHED_VARIANTS}
-    export_name = f"export-{heads}.json"
-    missing = [v for v, n in names.items() if not cache.has(n)]
-    if missing or not cache.has(export_name):
-        t0 = time.perf_counter()
-        log.info("exporting the policy to Keras (heads=%s) and verifying it", heads)
-        model, check = export_policy(
-            net, fidelity.observations, heads, float(cfg.edge.export_tolerance)
-        )
-        timings["export_s"] = time.perf_counter() - t0
-        cache.write_json(export_name, check.to_dict())
-        built.append(export_name)
-        for v in missing:
-            t0 = time.perf_counter()
-            log.info("converting to TFLite %s", v)
-            data = convert_keras(
-                model, v, calib.observations if v == "int8" else None, int8_io, input_range
-            )
-            cache.write_bytes(names[v], data)
-            timings[f"convert_{v}_s"] = time.perf_counter() - t0
-            cache.record_artifact(
-                names[v],
-                {
-                    "kind": f"tflite {v}",
-                    "heads": heads,
-                    "int8_io": int8_io if v == "int8" else None,
-                    "calibration": calib_meta["file"] if v == "int8" else None,
-                    **_tf_version(),
-                },
-            )
-            built.append(names[v])
-    else:
-        reused.append(export_name)
-    reused.extend(n for v, n in names.items() if v not in missing)
-    variant = BACKEND_VARIANTS[backend]
-    return Variant(
-        cache.path(names[variant]),
-        variant,
-        cache.read_json(export_name),
-        calib_meta if variant == "int8" else None,
-        built=built,
-        reused=reused,
-        timings_s=timings,
-    )
-
-
-def _tf_version() -> dict[str, str]:
-    from importlib import metadata
-
-    try:
-        return {"tensorflow": metadata.version("tensorflow")}
-    except metadata.PackageNotFoundError:
-        return {}
 
 
 def compile_variant(cache: Any, int8: Variant) -> Variant:
@@ -465,8 +282,8 @@ def prepare_variant(cell: EdgeCell) -> None:
 
 def file_variant(cell: EdgeCell) -> Variant:
     """``model_path`` as it is, or its Edge-TPU-compiled twin for ``backend=edgetpu``."""
-    from rlperf.edge.cache import ArtifactCache, file_sha256
-    from rlperf.edge.convert import BACKEND_VARIANTS
+    from rlperf.tflite.cache import ArtifactCache, file_sha256
+    from rlperf.tflite.convert import BACKEND_VARIANTS
 
     assert cell.model_file is not None and cell.file_info is not None
     variant = Variant(cell.model_file, cell.file_info.variant)
@@ -533,7 +350,7 @@ def benchmark(cell: EdgeCell) -> tuple[Any, dict[str, Any], float]:
 def reference_returns_of(cell: EdgeCell, spec: Any, returns: list[float]) -> list[float] | None:
     """Returns of the torch policy on the same seeded episodes (cached per settings)."""
     from rlperf.edge.benchmark import reference_returns
-    from rlperf.edge.cache import settings_hash
+    from rlperf.tflite.cache import settings_hash
 
     if cell.trained is None or cell.cache is None:
         return None
@@ -598,7 +415,7 @@ def summarise(
     cell: EdgeCell, result: dict[str, Any], bench_s: float, checks: dict[str, Any]
 ) -> dict[str, Any]:
     """The edge cell's ``summary.json`` entries (``checks``: fidelity, reference returns)."""
-    from rlperf.edge.tflite_model import read_tflite
+    from rlperf.tflite.tflite_model import read_tflite
 
     threads, variant = int(cell.cfg.edge.threads), cell.variant
     copied = copy_artifacts(cell)
@@ -653,7 +470,7 @@ def _distortion(cell: EdgeCell, tensor: Any) -> dict[str, Any]:
     are always quantized with the tensor's scale)."""
     from gymnasium import spaces
 
-    from rlperf.edge.tflite_model import input_distortion
+    from rlperf.tflite.tflite_model import input_distortion
 
     space = cell.obs_space
     if isinstance(space, spaces.Box) and space.dtype == np.uint8:

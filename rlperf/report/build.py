@@ -38,6 +38,8 @@ from rlperf.report.gate import DEFAULT_TOLERANCE, GateResult
 from rlperf.report.legacy import is_legacy, load_legacy
 from rlperf.report.load import CellError, load_rlperf_cell
 from rlperf.report.repeats import Configuration, group_repeats
+from rlperf.report.serve import FAMILY as SERVE_FAMILY
+from rlperf.report.serve import ServeTables, draw_serve_figures, write_serve_tables
 
 Progress = Callable[[str], None]
 
@@ -64,6 +66,7 @@ class ReportResult:
     configurations: pd.DataFrame = field(default_factory=pd.DataFrame)
     gate: GateResult | None = None
     files: list[Path] = field(default_factory=list)
+    serve: ServeTables | None = None
     markdown: Path | None = None
     html: Path | None = None
 
@@ -196,12 +199,14 @@ def _mixed(cells: Sequence[Cell], fps: dict[str, str]) -> dict[tuple[str, str], 
 def analyse(
     comparison: Comparison, baseline: dict[str, str] | str | None
 ) -> dict[str, FamilyAnalysis]:
-    """Estimates, ranks, speedups and findings of every family (see :mod:`.findings`)."""
+    """Estimates, ranks, speedups and findings of every family (see :mod:`.findings`); serve
+    cells are judged by their rate under the latency bound instead (:mod:`.serve`)."""
     spec = parse_baseline(baseline) if isinstance(baseline, str) else baseline
     baselines = _baselines(comparison, spec) if spec else {}
     return {
         fam: analyse_family(fam, confs, comparison.plans[fam], baselines.get(fam))
         for fam, confs in comparison.configurations.items()
+        if fam != SERVE_FAMILY
     }
 
 
@@ -400,14 +405,19 @@ def build_report(
     if gate is not None:
         judged = gate_against(Path(gate), comparison, analyses, tolerance, strict, legacy_timers)
     data = write_tables(comparison, analyses, out_dir, say, judged)
+    serving = write_serve_tables(cells, comparison.plans, out_dir)
     drawn, undrawn = draw_figures(comparison, analyses, data, out_dir, say) if figures else ({}, {})
+    if figures:
+        serve_drawn, serve_undrawn = draw_serve_figures(serving, out_dir / "figures")
+        drawn, undrawn = {**drawn, **serve_drawn}, {**undrawn, **serve_undrawn}
     result = ReportResult(
         out=out_dir, cells=cells, skipped=skipped, runs=data.runs,
         configurations=data.configurations, iterations=data.iterations, latency=data.latency,
         figures=drawn, figures_skipped=undrawn,
         findings=[f for a in analyses.values() for f in a.findings], warnings=comparison.warnings,
         fingerprint_groups=comparison.groups, mixed=comparison.mixed, analyses=analyses,
-        gate=judged, files=[*data.files, *_with_svg(drawn.values())],
+        gate=judged, files=[*data.files, *serving.files, *_with_svg(drawn.values())],
+        serve=serving,
     )  # fmt: skip
     blocks = document(result, comparison.plans, found.sweeps, in_paths)
     result.markdown, result.html = render.write(blocks, out_dir, "rlperf report")

@@ -129,6 +129,7 @@ class Cell:
     iterations: pd.DataFrame | None = None
     latency: pd.DataFrame | None = None
     episodes: pd.DataFrame | None = None
+    levels: pd.DataFrame | None = None  # serve: levels.csv (rlperf.report.serve)
     warmup_rule: str = ""
     notes: list[str] = field(default_factory=list)
     run_key: str = ""

@@ -28,6 +28,10 @@ from rlperf.report.fingerprints import FingerprintGroup, differing_keys
 from rlperf.report.legacy_compare import side_by_side
 from rlperf.report.load import CellError, read_yaml
 from rlperf.report.objectives import OBJECTIVES
+from rlperf.report.serve import CAPTION as SERVE_CAPTION
+from rlperf.report.serve import FAMILY as SERVE_FAMILY
+from rlperf.report.serve import FIGURE as SERVE_FIGURE
+from rlperf.report.serve import serve_findings, serve_section
 from rlperf.report.stats import N_RESAMPLES
 
 if TYPE_CHECKING:
@@ -89,9 +93,11 @@ def document(
     """Every block of the report, in reading order."""
     blocks = _summary(res, paths)
     blocks += _methods(res, sweeps)
-    for fam in ("training", "inference", *[f for f in plans if f not in OBJECTIVES]):
+    others = [f for f in plans if f not in OBJECTIVES and f != SERVE_FAMILY]
+    for fam in ("training", "inference", *others):
         if fam in plans:
             blocks += _family_section(res, fam, plans[fam])
+    blocks += serve_section(res)  # rlperf.report.serve: ranked by rate, not by time
     blocks += _figures_section(res)
     blocks += _fingerprints_section(res.fingerprint_groups)
     blocks += _cells_section(res, plans)
@@ -109,7 +115,8 @@ def _summary(res: ReportResult, paths: Sequence[Path]) -> list[render.Block]:
         + ", ".join(f"`{p}`" for p in paths)
         + "."
     )
-    findings = [f.text for f in res.findings] or ["No completed cell to compare."]
+    findings = [f.text for f in res.findings] + serve_findings(res.serve)
+    findings = findings or ["No completed cell to compare."]
     return [
         render.Heading("rlperf report", 1),
         read,
@@ -160,9 +167,10 @@ def _methods(res: ReportResult, sweeps: Sequence[Path]) -> list[render.Block]:
         _exclusions_text(res),
         _concurrency_text(res.cells, sweeps),
         _fingerprints_text(res),
-        _statistics_text(res.analyses),
         energy_text(res.cells, res.runs),
     ]
+    if res.analyses:  # families ranked by a time (serve cells: their own section's text)
+        text.append(_statistics_text(res.analyses))
     if any(c.source == "legacy" for c in res.cells):
         text.append(_LEGACY_DATA)
     return [render.Heading("Methods", 2), *[render.Para(t) for t in text if t]]
@@ -508,6 +516,8 @@ def _figures_section(res: ReportResult) -> list[render.Block]:
     for name, (_, caption) in figs.FIGURES.items():
         if name in res.figures:
             blocks.append(render.Image(res.figures[name], caption))
+    if SERVE_FIGURE in res.figures:
+        blocks.append(render.Image(res.figures[SERVE_FIGURE], SERVE_CAPTION))
     if not res.figures and not res.figures_skipped:
         blocks.append(render.Para("Figures were not drawn (`--no-figures`)."))
     if res.figures_skipped:

@@ -318,10 +318,16 @@ def _read_results(cell: Cell) -> None:
         cell.episodes = read_csv(episodes, cell.notes)
     if (path / TELEMETRY_FILE).is_file():
         cell.telemetry = _read_telemetry(path / TELEMETRY_FILE, cell.notes)
+    if stage == "serve":
+        from rlperf.report.serve import read_levels
+
+        read_levels(cell)
     # A skipped / failed / pending cell may lack its data.
     if cell.status == "completed" and stage == "train" and cell.iterations is None:
         raise CellError("training cell without metrics.csv")
-    no_latency = cell.latency is None and not summary.get("latency")
+    if cell.status == "completed" and stage == "serve" and cell.levels is None:
+        raise CellError("serve cell without levels.csv")
+    no_latency = cell.latency is None and not summary.get("latency") and stage != "serve"
     if cell.status == "completed" and stage != "train" and no_latency:
         raise CellError(f"{stage} cell without steps.csv or summary latency")
 

@@ -256,6 +256,25 @@ def check_feasible(plan: ResourcePlan, machine: Machine, overcommit_cpus: bool) 
         )
 
 
+def serve_replica_cpus(cfg: DictConfig) -> float:
+    """Ray CPUs the policy replicas of a serve job ask for (``serve.replicas`` x
+    ``serve.cpus_per_replica``; the echo replica asks for none)."""
+    return int(cfg.serve.replicas) * float(cfg.serve.cpus_per_replica)
+
+
+def check_serve_feasible(cfg: DictConfig, machine: Machine) -> None:
+    """A serve job's replicas fit in the Ray it starts (else Serve would wait forever)."""
+    need = serve_replica_cpus(cfg)
+    have = len(machine.cpus)
+    if need > have + 1e-9 and not bool(cfg.ray.overcommit_cpus):
+        raise InfeasibleError(
+            f"serve.replicas={cfg.serve.replicas} x serve.cpus_per_replica="
+            f"{cfg.serve.cpus_per_replica} asks Ray for {need:g} CPUs but this process may use "
+            f"{have} (CPUs {_ranges(machine.cpus)}). Lower serve.replicas or "
+            f"serve.cpus_per_replica, or set ray.overcommit_cpus=true (replicas then share cores)"
+        )
+
+
 def ray_cpu_count(plan: ResourcePlan, machine: Machine, overcommit_cpus: bool) -> int:
     """``num_cpus`` for ``ray.init``: the plan's, the machine's, or enough when overcommitting."""
     base = plan.ray_num_cpus if plan.ray_num_cpus is not None else len(machine.cpus)

@@ -99,11 +99,11 @@ def make_run_folder(
     import torch
     from omegaconf import OmegaConf
 
-    from rlperf.edge.calibration import collect_observations
     from rlperf.envs.atari import DEFAULT_ENV_CONFIG, env_spaces
     from rlperf.models.policy_file import save_policy
     from rlperf.models.vision_net import VisionNet
     from rlperf.runs import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
+    from rlperf.tflite.calibration import collect_observations
 
     env_cfg = {k: v for k, v in DEFAULT_ENV_CONFIG.items() if k != "seed"}
     env_cfg.update(dict(env or {}))

@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from rlperf.edge import EdgeError
+from rlperf.tflite import TfliteError
 
 VARIANTS = ("fp32", "fp16", "dynamic", "int8", "int16x8")
 INT8_IO = ("uint8", "int8")
-#: Which TFLite variant each backend of the edge stage runs.
+#: Which TFLite variant each backend (edge and serve stages) runs.
 BACKEND_VARIANTS = {
     "tflite_fp32": "fp32",
     "tflite_fp16": "fp16",
@@ -114,7 +114,7 @@ def convert_keras(
     int8_io: str = "uint8",
     input_range: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> bytes:
-    """Convert a Keras policy (from :func:`rlperf.edge.export.build_keras_policy`) to TFLite bytes.
+    """Convert a Keras policy (:func:`rlperf.tflite.export.build_keras_policy`) to TFLite bytes.
 
     Args:
         model: the batch-1 Keras model.
@@ -128,7 +128,7 @@ def convert_keras(
         input_range: (low, high) the calibration of non-frame observations must cover.
 
     Raises:
-        EdgeError: int8 calibration missing, or the int8 input is not exactly scale 1 /
+        TfliteError: int8 calibration missing, or the int8 input is not exactly scale 1 /
             zero point 0.
     """
     tf = import_tensorflow()
@@ -141,7 +141,7 @@ def convert_keras(
         converter.target_spec.supported_types = [tf.float16]
     if variant in ("int8", "int16x8"):
         if calibration is None or len(calibration) == 0:
-            raise EdgeError(
+            raise TfliteError(
                 f"the {variant} conversion needs a calibration set (edge.calibration_size > 0)"
             )
         converter.representative_dataset = representative_dataset(calibration, input_range)
@@ -167,13 +167,13 @@ def convert_keras(
 
 
 def _check_exact_input(data: bytes) -> None:
-    from rlperf.edge.tflite_model import is_lossless_input, read_tflite
+    from rlperf.tflite.tflite_model import is_lossless_input, read_tflite
 
     info = read_tflite(data)
     bad = [t for t in info.inputs if not is_lossless_input(t)]
     if bad:
         t = bad[0]
-        raise EdgeError(
+        raise TfliteError(
             f"int8 conversion produced input {t.name!r} as {t.dtype} with scale {t.scale} and "
             f"zero point {t.zero_point}; expected scale 1 and zero point 0 (uint8) or -128 "
             f"(int8), so raw frames are fed losslessly. Is the Keras model's input raw 0..255 "

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from rlperf.edge import ExportVerificationError
+from rlperf.tflite import ExportVerificationError
 
 if TYPE_CHECKING:
     from rlperf.models.mlp_net import MlpNet

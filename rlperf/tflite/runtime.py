@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rlperf.edge.tflite_model import (
+from rlperf.tflite.tflite_model import (
     EDGETPU_CUSTOM_OP,
     TfliteModelInfo,
     dequantize_output,
@@ -241,6 +241,6 @@ class TorchActor:
             return int(logits.argmax())
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
-        from rlperf.edge.export import torch_outputs
+        from rlperf.tflite.export import torch_outputs
 
         return torch_outputs(self.net, observations)[0]

@@ -1,0 +1,326 @@
+"""The serve stage as a Hydra job: ``rlperf stage=serve run=<training run> backend=<backend>``.
+
+Steps (:func:`run_serve`): resolve the policy (upstream run, effective config,
+env) → prepare the backend's model file (a TFLite variant from the shared
+artifact cache where needed) → real observations and the policy's in-process
+actions on them → Ray and Serve up on 127.0.0.1, the policy and echo
+deployed, the socket table read → the load levels → everything shut down →
+summary dict (the job wrapper writes ``summary.json``). Config keys: those of
+:mod:`rlperf.serve.policy` and ``serve.*`` (docs/serve.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from rlperf.serve.measure import LevelPlan, LevelResult
+from rlperf.serve.policy import ServedPolicy
+from rlperf.serve.session import ServeSession
+
+log = logging.getLogger("rlperf.serve")
+
+
+def run_serve(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
+    """Deploy the policy with Ray Serve, drive it with the load generator, summarise.
+
+    Writes ``requests.csv`` and ``levels.csv`` into ``out_dir``; returns the
+    summary dict (docs/serve.md#results). ``ctx``: :class:`rlperf.job.JobContext`.
+    """
+    from rlperf.serve.policy import load_observations, prepare_model, resolve_policy
+    from rlperf.serve.session import serve_session
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    policy = resolve_policy(cfg, out_dir)
+    prepare_model(cfg, policy)
+    load_observations(cfg, policy)
+    ctx.progress(f"serve: {policy.backend} ({policy.spec.kind if policy.spec else '?'}) ready")
+    with serve_session(cfg.ray, ray_cpus(cfg, ctx), int(cfg.serve.http_port)) as session:
+        handles = deploy_apps(cfg, policy, session)
+        network = read_listeners()
+        results = asyncio.run(run_levels(cfg, policy, session, handles, out_dir, ctx))
+        timings = dict(session.start_s)
+    return summarise(cfg, policy, results, network, timings)
+
+
+def ray_cpus(cfg: DictConfig, ctx: Any) -> int:
+    """CPUs of a Ray started for the job: the machine's, or what the replicas need when
+    ``ray.overcommit_cpus`` (feasibility was checked before the stage started)."""
+    from rlperf.resources.plan import ray_cpu_count
+
+    need = serve_cpus(cfg)
+    return max(
+        ray_cpu_count(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus)), int(-(-need // 1))
+    )
+
+
+def serve_cpus(cfg: DictConfig) -> float:
+    """Ray CPUs the policy replicas ask for (the echo replica asks for none)."""
+    return int(cfg.serve.replicas) * float(cfg.serve.cpus_per_replica)
+
+
+def deploy_apps(cfg: DictConfig, policy: ServedPolicy, session: ServeSession) -> dict[str, Any]:
+    """The policy and the echo applications, ready; their handles by target."""
+    from dataclasses import replace
+
+    from rlperf.serve.deployment import policy_app
+    from rlperf.serve.session import deploy
+
+    s = cfg.serve
+    assert policy.spec is not None
+    policy_options: dict[str, Any] = {
+        "replicas": int(s.replicas),
+        "cpus_per_replica": float(s.cpus_per_replica),
+        "max_ongoing_requests": int(s.max_ongoing_requests),
+        "max_queued_requests": int(s.max_queued_requests),
+        "max_batch_size": int(s.max_batch_size),
+        "batch_wait_timeout_s": float(s.batch_wait_timeout_s),
+    }
+    echo = replace(policy.spec, kind="echo", path=None)
+    return {
+        "policy": deploy(session, "policy", policy_app(policy.spec, **policy_options)),
+        "echo": deploy(
+            session,
+            "echo",
+            policy_app(
+                echo,
+                replicas=1,
+                cpus_per_replica=0.0,
+                max_ongoing_requests=max(int(s.max_ongoing_requests), 64),
+                max_queued_requests=-1,
+            ),
+        ),  # fmt: skip
+    }
+
+
+def read_listeners() -> dict[str, Any]:
+    """Serve's processes (proxy, controller, replicas) and their listening sockets."""
+    from rlperf.serve.session import listening_sockets, serve_process_ids
+
+    pids = serve_process_ids()
+    sockets = listening_sockets(pids)
+    exposed = [s for s in sockets if not s["loopback"]]
+    if exposed:
+        log.warning("Serve listens beyond 127.0.0.1: %s", exposed)
+    processes = sorted({title for title in pids.values()})
+    return {"processes": processes, "listeners": sockets, "loopback_only": not exposed}
+
+
+async def run_levels(
+    cfg: DictConfig,
+    policy: ServedPolicy,
+    session: ServeSession,
+    handles: dict[str, Any],
+    out_dir: Path,
+    ctx: Any,
+) -> dict[str, Any]:
+    """Every planned level; ``requests.csv`` and ``levels.csv`` written level by level."""
+    from rlperf.results.csvlog import CsvLog
+    from rlperf.runs import LEVELS_FILE, REQUESTS_FILE
+    from rlperf.serve.loadgen import noop_dispatch_rate
+    from rlperf.serve.measure import REQUEST_COLUMNS, plan_levels, run_level
+
+    assert policy.expected_actions is not None
+    plans = plan_levels(cfg)
+    targets = make_targets(cfg, policy, session, handles)
+    results: list[LevelResult] = []
+    levels: list[dict[str, Any]] = []
+    dispatch_rps = await noop_dispatch_rate()
+    with CsvLog(out_dir / REQUESTS_FILE, REQUEST_COLUMNS) as req_log:
+        level_log: Any = None
+        try:
+            for plan in plans:
+                ctx.progress(f"serve: level {plan.level} {_describe(plan)}")
+                kill = (lambda: _kill(session)) if plan.kill_replica else None
+                offset = time.monotonic() - ctx.started
+                seed = int(cfg.seed) * 1000 + plan.level
+                target = targets[(plan.transport, plan.target)]
+                result = await run_level(plan, target, policy.expected_actions, seed, kill, offset)
+                for row in result.rows:
+                    req_log.write(row)
+                results.append(result)
+                row = level_summary(cfg, result)
+                if level_log is None:
+                    level_log = CsvLog(out_dir / LEVELS_FILE, list(row))
+                level_log.write(row)
+                levels.append(row)
+        finally:
+            if level_log is not None:
+                level_log.close()
+            for target in targets.values():
+                await target.close()
+    return {"levels": levels, "results": results, "dispatch_capacity_rps": dispatch_rps}
+
+
+def _kill(session: ServeSession) -> str | None:
+    from rlperf.serve.session import kill_replica
+
+    return kill_replica(session, "policy")
+
+
+def _describe(plan: LevelPlan) -> str:
+    load = f"{plan.clients} client(s)" if plan.loop == "closed" else f"{plan.offered_rps:g} req/s"
+    return f"({plan.phase}, {plan.loop} loop, {plan.target} over {plan.transport}, {load})"
+
+
+def make_targets(
+    cfg: DictConfig, policy: ServedPolicy, session: ServeSession, handles: dict[str, Any]
+) -> dict[tuple[str, str], Any]:
+    """A :class:`~rlperf.serve.loadgen.Target` per (transport, target) the levels use."""
+    from rlperf.serve.loadgen import handle_target, http_target, inprocess_target
+    from rlperf.serve.model import load_model
+    from rlperf.serve.payload import decode_observation
+
+    assert policy.spec is not None
+    spec, bodies, timeout = policy.spec, policy.bodies, float(cfg.serve.request_timeout_s)
+    model = load_model(spec)
+
+    def act(body: bytes) -> tuple[int, float]:
+        obs = decode_observation(body, spec.obs_shape, spec.obs_dtype)
+        actions, model_ms = model.act(obs[None])
+        return int(actions[0]), model_ms
+
+    targets: dict[tuple[str, str], Any] = {
+        ("inprocess", "policy"): inprocess_target("inprocess", act, bodies)
+    }
+    for target in ("policy", "echo"):
+        targets[("http", target)] = http_target(target, session.url(target), bodies, timeout)
+        targets[("handle", target)] = handle_target(target, handles[target], bodies, timeout)
+    return targets
+
+
+def level_summary(cfg: DictConfig, result: LevelResult) -> dict[str, Any]:
+    """The ``levels.csv`` row of one level (statistics over its measured requests)."""
+    from rlperf.runs import EXCLUDED_COLUMN, Exclusion
+    from rlperf.serve.levels import level_row
+    from rlperf.serve.measure import measured
+
+    plan = result.plan
+    replicas = int(cfg.serve.replicas) if plan.target == "policy" else 1
+    row = level_row(
+        measured(result.rows),
+        plan.key(),
+        confidence=float(cfg.serve.confidence),
+        max_send_lag_ms=float(cfg.serve.max_send_lag_ms),
+        replicas=replicas if plan.transport != "inprocess" else 1,
+    )
+    policy_rows = [r for r in measured(result.rows) if r["expected_action"] is not None]
+    row["action_mismatches"] = sum(
+        1 for r in policy_rows if r["status"] == "ok" and r["action"] != r["expected_action"]
+    )
+    row["replica_killed"] = result.killed or ""
+    row[EXCLUDED_COLUMN] = Exclusion.fault if plan.kill_replica else ""
+    row["wall_s"] = result.wall_s
+    return row
+
+
+def summarise(
+    cfg: DictConfig,
+    policy: ServedPolicy,
+    results: dict[str, Any],
+    network: dict[str, Any],
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """The serve job's ``summary.json`` entries (docs/serve.md#results)."""
+    from omegaconf import OmegaConf
+
+    from rlperf.results.summary import excluded_counts
+    from rlperf.serve.levels import max_rate_under_slo
+
+    levels: list[dict[str, Any]] = results["levels"]
+    rows = [r for res in results["results"] for r in res.rows]
+    load = [r for r in levels if r["phase"] == "load"]
+    deployment = OmegaConf.to_container(cfg.serve, resolve=True)
+    return {
+        "stage": "serve",
+        "source": policy.source,
+        "model": policy.model,
+        "backend": policy.backend,
+        "model_spec": policy.spec.to_dict() if policy.spec else None,
+        "env": policy.env,
+        "serve": deployment,
+        "baseline": baseline(levels),
+        "generator": generator_capacity(levels, results["dispatch_capacity_rps"]),
+        "max_rate_under_slo": max_rate_under_slo(load, float(cfg.serve.slo_ms)),
+        "actions": action_check(rows),
+        "faults": fault_summary(levels),
+        "excluded": excluded_counts(rows),
+        "requests": len(rows),
+        "levels": len(levels),
+        "network": network,
+        "cache": policy.cache,
+        "timings_s": timings,
+    }
+
+
+def _p50(levels: list[dict[str, Any]], phase: str, transport: str, target: str) -> float | None:
+    for row in levels:
+        if (row["phase"], row["transport"], row["target"]) == (phase, transport, target):
+            return float(row["p50_ms"])
+    return None
+
+
+def baseline(levels: list[dict[str, Any]]) -> dict[str, Any]:
+    """p50 latency of one request at a time: in-process, handle, HTTP, echo; what Serve adds."""
+    p = {
+        "inprocess_p50_ms": _p50(levels, "baseline", "inprocess", "policy"),
+        "handle_p50_ms": _p50(levels, "baseline", "handle", "policy"),
+        "http_p50_ms": _p50(levels, "baseline", "http", "policy"),
+        "echo_http_p50_ms": _p50(levels, "baseline", "http", "echo"),
+        "echo_handle_p50_ms": _p50(levels, "baseline", "handle", "echo"),
+    }
+    inproc, http, echo = p["inprocess_p50_ms"], p["http_p50_ms"], p["echo_http_p50_ms"]
+    handle = p["handle_p50_ms"]
+    if inproc is not None and http is not None and echo is not None and handle is not None:
+        # What Serve adds to a request over calling the same policy in this process.
+        p["serve_added_http_ms"] = http - inproc
+        p["serve_added_handle_ms"] = handle - inproc
+        # HTTP p50 / (echo p50 + in-process p50): 1 when transport and model simply add up.
+        p["http_over_echo_plus_inprocess"] = http / (echo + inproc) if echo + inproc > 0 else None
+    return p
+
+
+def generator_capacity(levels: list[dict[str, Any]], dispatch_rps: float) -> dict[str, Any]:
+    """What the load generator itself can do here, and which levels it could not keep."""
+    capacity = next((r for r in levels if r["phase"] == "capacity"), None)
+    off = [r["offered_rps"] for r in levels if r["loop"] == "open" and not r["on_schedule"]]
+    return {
+        "dispatch_capacity_rps": dispatch_rps,
+        "echo_http_capacity_rps": capacity["achieved_rps"] if capacity else None,
+        "echo_http_capacity_clients": capacity["clients"] if capacity else None,
+        "levels_off_schedule": off,
+    }
+
+
+def action_check(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Served greedy actions against the same model in-process, over every answered request."""
+    checked = [r for r in rows if r["expected_action"] is not None and r["status"] == "ok"]
+    return {
+        "checked": len(checked),
+        "mismatches": sum(1 for r in checked if r["action"] != r["expected_action"]),
+        "distinct_actions": sorted({int(r["action"]) for r in checked}),
+    }
+
+
+def fault_summary(levels: list[dict[str, Any]]) -> dict[str, Any]:
+    """The replicas killed, and how the requests of their levels ended."""
+    hit = [r for r in levels if r["replica_killed"]]
+    return {
+        "replicas_killed": [r["replica_killed"] for r in hit],
+        "levels": [
+            {
+                "level": r["level"],
+                "offered_rps": r["offered_rps"],
+                "ok": r["ok"],
+                "errors": r["errors"],
+                "timeouts": r["timeouts"],
+                "rejections": r["rejections"],
+            }
+            for r in hit
+        ],  # fmt: skip
+    }

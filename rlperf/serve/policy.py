@@ -1,0 +1,135 @@
+"""Resolve the served policy: the upstream run (or a ``.tflite`` file), its backend's model
+file (a TFLite variant from the shared artifact cache, built only where missing), and real
+observations from its environment with the greedy actions the policy takes on them in-process.
+
+Config keys: ``run`` / ``checkpoint`` / ``model_path``, ``backend.name``,
+``env.*`` (the run's env; keys given on the command line on top), ``edge.*``
+(the artifact settings, so a serve job finds the variants an edge job built:
+``cache_dir``, ``heads``, ``int8_io``, ``calibration_*``, ``fidelity_*``,
+``xnnpack``), ``serve.observations``, ``serve.observation_seed``, ``serve.threads``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from rlperf.serve.model import ModelSpec
+
+log = logging.getLogger("rlperf.serve")
+
+
+@dataclass
+class ServedPolicy:
+    """The policy a serve job deploys, and what the job knows about it."""
+
+    backend: str
+    spec: ModelSpec | None = None
+    source: dict[str, Any] = field(default_factory=dict)  # summary.json "source"
+    model: dict[str, Any] | None = None  # summary.json "model"
+    env: dict[str, Any] = field(default_factory=dict)
+    net: Any = None  # the torch policy (run= / checkpoint=)
+    cache: dict[str, Any] | None = None  # artifacts built / reused
+    observations: np.ndarray | None = None
+    bodies: list[bytes] = field(default_factory=list)  # the observations as request bodies
+    expected_actions: np.ndarray | None = None  # greedy actions of the policy in-process
+
+
+def resolve_policy(cfg: DictConfig, out_dir: Path) -> ServedPolicy:
+    """The upstream run's policy (checked against its probe) or ``model_path``, and the env."""
+    from rlperf.runs import check_probe, upstream_run, write_effective_config
+
+    policy = ServedPolicy(str(cfg.backend.name))
+    ecfg = cfg
+    if cfg.run is not None or cfg.checkpoint is not None:
+        from rlperf.models.policy_file import count_trainable_params, load_policy
+        from rlperf.tflite.export import torch_outputs
+
+        trained, ecfg = upstream_run(cfg, rllib=False)
+        policy.net = load_policy(trained.policy_path)
+        probe = check_probe(trained.probe, lambda obs: torch_outputs(policy.net, obs)[0])
+        name = str(trained.config.model.name)
+        params = count_trainable_params(policy.net)
+        policy.model = {"name": name, **policy.net.model_config(), "params": params}
+        policy.source = {"run": str(trained.run_dir), "policy": str(trained.policy_path),
+                         "model": name, "probe": probe}  # fmt: skip
+        write_effective_config(out_dir, ecfg)
+    policy.source["model_path"] = str(cfg.model_path) if cfg.model_path else None
+    policy.env = _env_config(ecfg)
+    return policy
+
+
+def _env_config(ecfg: DictConfig) -> dict[str, Any]:
+    from rlperf.envs.atari import DEFAULT_ENV_CONFIG
+
+    env = cast(dict[str, Any], OmegaConf.to_container(ecfg.env, resolve=True))
+    return {k: env[k] for k in DEFAULT_ENV_CONFIG if k in env and k != "seed"}
+
+
+def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
+    """The model file of the backend: the torch policy, ``model_path``, or a cached variant."""
+    from rlperf.envs.atari import env_spaces
+
+    threads, xnnpack = int(cfg.serve.threads), bool(cfg.edge.xnnpack)
+    if cfg.model_path:
+        path = Path(str(cfg.model_path))
+        kind = "tflite"
+        obs_shape = _tflite_input_shape(path)
+    elif policy.backend == "rllib":
+        path, kind = Path(policy.source["policy"]), "torch"
+        obs_shape = tuple(policy.net.obs_shape)
+    else:
+        path, kind = _cached_variant(cfg, policy), "tflite"
+        obs_shape = tuple(policy.net.obs_shape)
+    policy.env["dim"], policy.env["framestack"] = int(obs_shape[0]), int(obs_shape[2])
+    num_actions = int(env_spaces(policy.env)[1].n)
+    policy.spec = ModelSpec(kind, str(path), obs_shape, "uint8", num_actions, threads, xnnpack)
+    policy.source["model_file"] = str(path)
+
+
+def _tflite_input_shape(path: Path) -> tuple[int, ...]:
+    from rlperf.serve import ServeError
+    from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
+
+    if not path.is_file():
+        raise ServeError(f"model_path={path}: no such file; expected a .tflite policy")
+    info = read_tflite(path)
+    ensure_cpu_runnable(info, "tflite")
+    return tuple(int(s) for s in info.inputs[0].shape[1:])
+
+
+def _cached_variant(cfg: DictConfig, policy: ServedPolicy) -> Path:
+    """The backend's variant from the policy's artifact cache, built (once) where missing."""
+    from rlperf.tflite.artifacts import build_variant, fidelity_set
+    from rlperf.tflite.cache import ArtifactCache, resolve_cache_root
+
+    root = resolve_cache_root(cfg.edge.cache_dir)
+    cache = ArtifactCache.for_policy(root, Path(policy.source["policy"]))
+    with cache.lock():
+        fidelity, name, new = fidelity_set(cache, cfg, policy.env, policy.net)
+        variant = build_variant(cache, cfg, policy.backend, policy.net, policy.env, fidelity)
+    (variant.built if new else variant.reused).insert(0, name)
+    policy.cache = {"dir": str(cache.dir), "built": variant.built, "reused": variant.reused}
+    log.info("%s: %s (built %s)", policy.backend, variant.path.name, variant.built or "nothing")
+    return variant.path
+
+
+def load_observations(cfg: DictConfig, policy: ServedPolicy) -> None:
+    """Real observations (random play, ``serve.observation_seed``), as request bodies, with the
+    greedy action of the same model in this process for each."""
+    from rlperf.serve.model import load_model
+    from rlperf.serve.payload import encode_observation
+    from rlperf.tflite.calibration import collect_observations
+
+    assert policy.spec is not None
+    count, seed = int(cfg.serve.observations), int(cfg.serve.observation_seed)
+    obs, _ = collect_observations(policy.env, count, seed)
+    model = load_model(policy.spec)
+    policy.observations = obs
+    policy.bodies = [encode_observation(o) for o in obs]
+    policy.expected_actions = np.array([model.act(o[None])[0][0] for o in obs], dtype=np.int64)
