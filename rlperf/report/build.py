@@ -38,6 +38,7 @@ from rlperf.report.gate import DEFAULT_TOLERANCE, GateResult
 from rlperf.report.legacy import is_legacy, load_legacy
 from rlperf.report.load import CellError, load_rlperf_cell
 from rlperf.report.repeats import Configuration, group_repeats
+from rlperf.runs import EXCLUDED_COLUMN
 
 Progress = Callable[[str], None]
 
@@ -394,7 +395,7 @@ def build_report(
     found, cells, skipped = read_cells(in_paths, legacy_timers, say)
     out_dir = Path(out) if out is not None else default_out_dir(in_paths[0])
     comparison = compare_cells(cells, strict)
-    comparison.warnings += _deprecations(legacy_timers)
+    comparison.warnings += _deprecations(legacy_timers) + all_excluded_warnings(cells)
     analyses = analyse(comparison, baseline)
     judged = None
     if gate is not None:
@@ -437,6 +438,28 @@ def _configuration_labels(comparison: Comparison) -> dict[str, str]:
     return {
         k: v for plan in comparison.plans.values() for k, v in plan.configuration_labels.items()
     }
+
+
+def all_excluded_warnings(cells: Sequence[Cell]) -> list[str]:
+    """A warning (and a note in the cell's ``notes``) for every completed training cell
+    whose iterations were all excluded: it has no throughput figure and is not ranked,
+    which must never happen silently (e.g. a warm-up rule that waits for a finished
+    episode in runs too short to finish one)."""
+    out = []
+    for c in cells:
+        df = c.iterations
+        if c.family != "training" or not c.completed or df is None or df.empty:
+            continue
+        if df[EXCLUDED_COLUMN].astype(str).ne("").all():
+            reasons = df[EXCLUDED_COLUMN].value_counts()
+            why = ", ".join(f"{k} {v}" for k, v in reasons.items())
+            note = (
+                f"all {len(df)} iterations excluded ({why}; warm-up {c.warmup_rule}): "
+                "no throughput figure, not ranked"
+            )
+            c.notes.append(note)
+            out.append(f"{c.id}: {note}")
+    return out
 
 
 def _deprecations(legacy_timers: str) -> list[str]:
