@@ -107,6 +107,7 @@ def test_ppo_learns_cartpole_to_the_target(tmp_path) -> None:
         ["experiment=cartpole_target", "env=cartpole", "model=mlp64",
          "train.stop.episode_return=450", "telemetry.interval_s=0.5", f"hydra.run.dir={out}"],
         cwd=tmp_path,
+        timeout=1800,  # about 2 minutes on an idle 2-core machine; far longer under load
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
@@ -123,3 +124,46 @@ def test_ppo_learns_cartpole_to_the_target(tmp_path) -> None:
     assert s["evaluation"]["eval_s"] == pytest.approx(m["eval_s"].sum())
     # Both return curves are there; the training one is RLlib's smoothed exploring return.
     assert m["episode_return_mean"].notna().all()
+
+
+def _target_cell(seed: int, lr: float, reached: bool, time_s: float, budget_s: float):
+    from support import synthetic
+
+    n = 4
+    m = pd.DataFrame({"iteration": range(1, n + 1), "excluded": ["warmup", "", "", ""]})
+    for col in ("sample_s", "load_s", "learn_s", "sync_s", "iter_s", "other_s", "time_s"):
+        m[col] = 1.0
+    m["train_time_s"] = [budget_s * (i + 1) / n for i in range(n)]
+    m["env_steps"], m["env_steps_per_s"] = 1000, 1000.0
+    config = synthetic.resolved_config(model="mlp64", gpu_layout="none", workers=1, seed=seed)
+    config["algo"]["lr"] = lr
+    summary = {"status": "completed", "stop": {"episode_return": 450.0, "judge": "eval"},
+               "reached": reached, "time_to_target_s": time_s if reached else None,
+               "env_steps_to_target": 2000 if reached else None}  # fmt: skip
+    return synthetic.CellSpec(config, [f"seed={seed}", f"algo.lr={lr}"], summary=summary,
+                              metrics=m)  # fmt: skip
+
+
+def test_report_ranks_time_to_target_with_misses_censored(tmp_path) -> None:
+    from support import synthetic
+
+    from rlperf.report.build import build_report
+
+    specs = [
+        _target_cell(0, 0.001, True, 10.0, 12.0),
+        _target_cell(1, 0.001, True, 20.0, 24.0),
+        _target_cell(2, 0.001, False, 0.0, 100.0),  # missed: counts at its budget, 100 s
+        _target_cell(0, 0.01, True, 5.0, 6.0),
+        _target_cell(0, 0.1, False, 0.0, 50.0),
+    ]
+    synthetic.write_sweep(tmp_path / "sweep", specs)
+    result = build_report([tmp_path / "sweep"], out=tmp_path / "report", figures=False)
+    t = pd.read_csv(tmp_path / "report" / "targets.csv").set_index("rank")
+    assert list(t["runs"]) == [1, 3, 1] and list(t["reached"]) == [1, 2, 0]
+    assert list(t["median_time_to_target_s"]) == [5.0, 20.0, 50.0]  # never mean of successes
+    assert list(t["time_censored"]) == [False, False, True]
+    assert t.loc[2, "success_rate"] == pytest.approx(2 / 3)
+    assert t.loc[3, "median_env_steps_to_target"] == 4000  # the budget it used
+    assert t.loc[2, "missed"].endswith("/2") and t.loc[3, "missed"].endswith("/4")
+    md = result.markdown.read_text() if result.markdown else ""
+    assert "Time to target" in md and "≥ 50.0" in md and "Runs that missed" in md

@@ -38,6 +38,7 @@ from rlperf.report.gate import DEFAULT_TOLERANCE, GateResult
 from rlperf.report.legacy import is_legacy, load_legacy
 from rlperf.report.load import CellError, load_rlperf_cell
 from rlperf.report.repeats import Configuration, group_repeats
+from rlperf.report.targets import targets_table
 from rlperf.runs import EXCLUDED_COLUMN
 
 Progress = Callable[[str], None]
@@ -63,6 +64,7 @@ class ReportResult:
     mixed: dict[tuple[str, str], list[str]]
     analyses: dict[str, FamilyAnalysis]
     configurations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)  # rlperf.report.targets
     gate: GateResult | None = None
     files: list[Path] = field(default_factory=list)
     markdown: Path | None = None
@@ -233,6 +235,7 @@ class Tables:
     iterations: pd.DataFrame
     latency: pd.DataFrame
     files: list[Path]
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def write_tables(
@@ -256,7 +259,8 @@ def write_tables(
         latency=tables.latency_table(cells, plans, fps),
         files=[],
     )
-    for name in ("runs", "configurations", "iterations", "latency"):
+    data.targets = targets_table(cells, runs)
+    for name in ("runs", "configurations", "iterations", "latency", "targets"):
         df = getattr(data, name)
         if name == "runs" or not df.empty:
             data.files += tables.write_table(df, out_dir, name)
@@ -405,6 +409,7 @@ def build_report(
     result = ReportResult(
         out=out_dir, cells=cells, skipped=skipped, runs=data.runs,
         configurations=data.configurations, iterations=data.iterations, latency=data.latency,
+        targets=data.targets,
         figures=drawn, figures_skipped=undrawn,
         findings=[f for a in analyses.values() for f in a.findings], warnings=comparison.warnings,
         fingerprint_groups=comparison.groups, mixed=comparison.mixed, analyses=analyses,
