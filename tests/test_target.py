@@ -167,3 +167,15 @@ def test_report_ranks_time_to_target_with_misses_censored(tmp_path) -> None:
     assert t.loc[2, "missed"].endswith("/2") and t.loc[3, "missed"].endswith("/4")
     md = result.markdown.read_text() if result.markdown else ""
     assert "Time to target" in md and "≥ 50.0" in md and "Runs that missed" in md
+
+
+def test_unknown_stop_key_names_the_valid_keys(compose_cfg) -> None:
+    from hydra.errors import HydraException
+
+    from rlperf.errors import message_of
+
+    with pytest.raises(HydraException) as err:
+        compose_cfg("train.stop.episode_reward=450")
+    text = message_of(err.value)
+    assert "train.stop.episode_reward" in text
+    assert text.endswith("valid keys of train.stop: episode_return, env_steps, time_s, judge")
