@@ -179,3 +179,13 @@ def test_unknown_stop_key_names_the_valid_keys(compose_cfg) -> None:
     text = message_of(err.value)
     assert "train.stop.episode_reward" in text
     assert text.endswith("valid keys of train.stop: episode_return, env_steps, time_s, judge")
+
+
+def test_progress_line_shows_the_evaluation() -> None:
+    from rlperf.training.job import iteration_text
+
+    row = {"iter_s": 2.0, "sample_s": 0.5, "learn_s": 1.0, "env_steps_per_s": 2000.0,
+           "episode_return_mean": 120.0, "eval_episodes": 10, "eval_return_mean": 455.5,
+           "eval_s": 1.25, "excluded": ""}  # fmt: skip
+    assert iteration_text(row).endswith("| return 120.0 | eval 455.5 (1.2 s)")
+    assert "eval" not in iteration_text(row | {"eval_episodes": 0})

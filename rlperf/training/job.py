@@ -191,6 +191,8 @@ def iteration_text(row: dict[str, Any]) -> str:
         f"{row['iter_s']:.2f} s (sample {row['sample_s']:.2f}, learn {row['learn_s']:.2f}) | "
         f"{row['env_steps_per_s']:.0f} env steps/s | return {row['episode_return_mean']:.1f}"
     )
+    if row["eval_episodes"]:
+        text += f" | eval {row['eval_return_mean']:.1f} ({row['eval_s']:.1f} s)"
     return text + (f" | excluded: {row[EXCLUDED_COLUMN]}" if row[EXCLUDED_COLUMN] else "")
 
 
