@@ -116,6 +116,7 @@ def test_ppo_learns_cartpole_to_the_target(tmp_path) -> None:
     assert s["stop"]["stopped_by"] == "episode_return" and s["evaluation"]["enabled"] is True
     assert s["env_steps_to_target"] <= 300_000 and s["env_steps_to_target"] == m["env_steps"].sum()
     assert 0 < s["time_to_target_s"] < s["wall_s_to_target"] < s["wall_s"]
+    assert s["startup_s"] > 0 and s["startup_s"] + s["wall_s_to_target"] < s["wall_s"]
     # The run ended with the iteration that reached the target, judged on evaluation.
     assert s["iterations_to_target"] == len(m) == s["iterations"]
     assert m["eval_return_mean"].iloc[-1] >= 450 and (m["eval_return_mean"].iloc[:-1] < 450).all()

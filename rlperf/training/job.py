@@ -345,6 +345,8 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     with ray_session(ctx.plan, ctx.machine, cfg.ray):
         algo = with_evaluation(build_algo_config(cfg, ctx.plan), cfg).build_algo()
         stop = StopCheck(cfg)  # the clock starts when the algorithm is built
+        # Before it: pre-flight, the env ceiling probe, Ray's start, building the actors.
+        ctx.summary["startup_s"] = ctx.elapsed_s()
         try:
             ctx.summary["model_params"] = count_trainable_params(algo.get_module(DEFAULT_MODULE_ID))
             record_placement(algo, ctx)
