@@ -135,4 +135,16 @@ def message_of(exc: BaseException) -> str:
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
         if first and first not in text:
             text += f": {first}"
+        text += _valid_keys_hint(cause)
     return text
+
+
+def _valid_keys_hint(cause: BaseException) -> str:
+    """``"; valid keys of train.stop: ..."`` for an unknown key in a structured config
+    (OmegaConf's error names the key and its schema class, not the keys it has)."""
+    parent, full_key = getattr(cause, "parent_node", None), getattr(cause, "full_key", None)
+    keys = getattr(parent, "keys", None)
+    if type(cause).__name__ not in ("ConfigAttributeError", "ConfigKeyError") or not callable(keys):
+        return ""
+    where = str(full_key).rpartition(".")[0] if full_key else ""
+    return f"; valid keys{f' of {where}' if where else ''}: {', '.join(map(str, keys()))}"

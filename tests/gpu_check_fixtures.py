@@ -125,6 +125,7 @@ def _telemetry_and_rows(
             {
                 "iteration": it,
                 "time_s": t1,
+                "train_time_s": (iter_s + 0.01) * it,
                 "excluded": "warmup" if it == 1 else "",
                 "env_runners_healthy": plan.num_env_runners,
                 "env_runner_restarts": 0,
@@ -136,6 +137,7 @@ def _telemetry_and_rows(
                 "sync_s": sync_s,
                 "iter_s": iter_s,
                 "other_s": 0.05,
+                "eval_s": 0.0,  # no train.stop.episode_return: no evaluation
                 "env_steps": 1000,
                 "env_steps_per_s": 1000 / iter_s,
                 "sampling_efficiency": 1000 / sample_s / max(plan.num_env_runners, 1) / CEILING,
@@ -143,6 +145,8 @@ def _telemetry_and_rows(
                 "trained_steps_per_s": 2000 / learn_s,
                 "episodes": 1 if it == 2 else 0,
                 "episode_return_mean": -21.0 if it == 2 else float("nan"),
+                "eval_return_mean": float("nan"),
+                "eval_episodes": 0,
                 "cpu_util_pct": 55.0,
                 "ram_util_pct": 30.0,
                 **sampler.window(t0, t1),

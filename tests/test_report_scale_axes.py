@@ -66,3 +66,30 @@ def test_custom_env_cells_are_named_by_entry_point(tmp_path) -> None:
     plan = plan_axes(cells)
     assert "env" in plan.axes
     assert {c.axes["model"] for c in cells} == {"mlp64"}
+
+
+def test_a_cell_with_every_iteration_excluded_is_reported(tmp_path) -> None:
+    """The study's warm-up rule in runs too short to finish an episode (num_envs=8 on
+    Pong) excludes every iteration: the report warns and notes it, never silently."""
+    from rlperf.report.build import all_excluded_warnings, build_report
+
+    specs = []
+    for envs, flags in ((1, ["warmup", "", ""]), (8, ["warmup"] * 3)):
+        config = synthetic.resolved_config(model="model1", gpu_layout="none", workers=1,
+                                           iterations=3, env_runner__num_envs=envs)  # fmt: skip
+        metrics = _metrics(5.0).assign(excluded=flags)
+        summary = {"status": "completed",
+                   "warmup": {"rule": "iterations before the first finished episode"}}  # fmt: skip
+        specs.append(synthetic.CellSpec(config, [f"env_runner.num_envs={envs}"],
+                                        summary=summary, metrics=metrics))  # fmt: skip
+    synthetic.write_sweep(tmp_path / "sweep", specs)
+    cells, _ = load_cells(discover([tmp_path / "sweep"]).refs)
+    warnings = all_excluded_warnings(cells)
+    assert len(warnings) == 1 and "all 3 iterations excluded (warmup 3" in warnings[0]
+    assert "iterations before the first finished episode" in warnings[0]
+    empty = [c for c in cells if c.notes and "not ranked" in c.notes[-1]]
+    assert len(empty) == 1 and empty[0].axes.get("env_runner.num_envs", 8) == 8
+    result = build_report([tmp_path / "sweep"], out=tmp_path / "report", figures=False)
+    assert any("all 3 iterations excluded" in w for w in result.warnings)
+    runs = pd.read_csv(tmp_path / "report" / "runs.csv")
+    assert runs["notes"].fillna("").str.contains("all 3 iterations excluded").sum() == 1

@@ -64,6 +64,13 @@ class AlgoName(StrEnum):
     ppo = "ppo"
 
 
+class TargetJudge(StrEnum):
+    """``train.stop.judge``: which return ``train.stop.episode_return`` is judged on."""
+
+    eval = "eval"
+    train = "train"
+
+
 class Device(StrEnum):
     """``rollout.device``: where the driver's policy runs."""
 
@@ -335,15 +342,41 @@ class EnvCeilingConfig:
 
 
 @dataclass
+class StopConfig:
+    """``train.stop``: stop criteria besides the ``train.iterations`` cap; the first
+    reached ends the run (:mod:`rlperf.training.target`). null = not set."""
+
+    episode_return: float | None = None  # the target: a mean episode return
+    env_steps: int | None = None  # budget of sampled env steps
+    time_s: float | None = None  # budget of training seconds since the algorithm was built
+    # eval: the mean return of greedy evaluation episodes (train.evaluation);
+    # train: RLlib's smoothed return of the exploring training episodes.
+    judge: TargetJudge = TargetJudge.eval
+
+
+@dataclass
+class EvaluationConfig:
+    """``train.evaluation``: RLlib's evaluation, run when ``train.stop.episode_return``
+    is judged on evaluation episodes (``train.stop.judge=eval``)."""
+
+    interval: int = 1  # evaluate after every N-th training iteration
+    episodes: int = 10  # episodes per evaluation (RLlib evaluation_duration)
+    explore: bool = False  # false = greedy actions
+
+
+@dataclass
 class TrainConfig:
     """``train``: the training job."""
 
-    iterations: int = 20
+    iterations: int = 20  # the cap; train.stop may end the run earlier
     # Warm-up iterations are flagged in metrics.csv and excluded from summaries:
     # the first `warmup_iterations`, and, if `warmup_until_first_episode`, every
-    # iteration before the first one in which an episode finished (the study's rule).
-    warmup_iterations: int = 0
-    warmup_until_first_episode: bool = True
+    # iteration before the first one in which an episode finished (the study's rule,
+    # which the study's presets select).
+    warmup_iterations: int = 1
+    warmup_until_first_episode: bool = False
+    stop: StopConfig = field(default_factory=lambda: StopConfig())
+    evaluation: EvaluationConfig = field(default_factory=lambda: EvaluationConfig())
     checkpoint_every: int = 0  # 0 = only at the end
     # An iteration an env-runner or learner fault touched, or that sampled nothing, is
     # flagged (excluded: fault / no_samples) and listed in summary.json "faults".

@@ -10,6 +10,7 @@ names the keys involved, the value and what would be valid.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -229,7 +230,25 @@ def validate_train(cfg: DictConfig) -> None:
     if cfg.train.torch_threads is not None:
         _positive("train.torch_threads", cfg.train.torch_threads)
     _positive("train.env_ceiling.duration_s", cfg.train.env_ceiling.duration_s)
+    validate_stop(cfg)
     validate_env_model(cfg)
+
+
+def validate_stop(cfg: DictConfig) -> None:
+    """``train.stop.*`` and ``train.evaluation.*`` (time-to-target, docs/configuration.md#train)."""
+    stop = cfg.train.stop
+    ret = stop.episode_return
+    if ret is not None and not math.isfinite(float(ret)):
+        raise ConfigError(
+            f"train.stop.episode_return={ret!r} is not valid; it must be a finite number "
+            f"(the mean episode return that ends the run), or null"
+        )
+    for key in ("env_steps", "time_s"):
+        if stop[key] is not None:
+            _positive(f"train.stop.{key}", stop[key])
+    if str(stop.judge) == "eval" and ret is not None:
+        _positive("train.evaluation.interval", cfg.train.evaluation.interval)
+        _positive("train.evaluation.episodes", cfg.train.evaluation.episodes)
 
 
 def validate_rollout(cfg: DictConfig) -> None:

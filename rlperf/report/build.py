@@ -40,6 +40,8 @@ from rlperf.report.load import CellError, load_rlperf_cell
 from rlperf.report.repeats import Configuration, group_repeats
 from rlperf.report.serve import FAMILY as SERVE_FAMILY
 from rlperf.report.serve import ServeTables, draw_serve_figures, write_serve_tables
+from rlperf.report.targets import targets_table
+from rlperf.runs import EXCLUDED_COLUMN
 
 Progress = Callable[[str], None]
 
@@ -64,6 +66,7 @@ class ReportResult:
     mixed: dict[tuple[str, str], list[str]]
     analyses: dict[str, FamilyAnalysis]
     configurations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)  # rlperf.report.targets
     gate: GateResult | None = None
     files: list[Path] = field(default_factory=list)
     serve: ServeTables | None = None
@@ -237,6 +240,7 @@ class Tables:
     iterations: pd.DataFrame
     latency: pd.DataFrame
     files: list[Path]
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def write_tables(
@@ -260,7 +264,8 @@ def write_tables(
         latency=tables.latency_table(cells, plans, fps),
         files=[],
     )
-    for name in ("runs", "configurations", "iterations", "latency"):
+    data.targets = targets_table(cells, runs)
+    for name in ("runs", "configurations", "iterations", "latency", "targets"):
         df = getattr(data, name)
         if name == "runs" or not df.empty:
             data.files += tables.write_table(df, out_dir, name)
@@ -399,7 +404,7 @@ def build_report(
     found, cells, skipped = read_cells(in_paths, legacy_timers, say)
     out_dir = Path(out) if out is not None else default_out_dir(in_paths[0])
     comparison = compare_cells(cells, strict)
-    comparison.warnings += _deprecations(legacy_timers)
+    comparison.warnings += _deprecations(legacy_timers) + all_excluded_warnings(cells)
     analyses = analyse(comparison, baseline)
     judged = None
     if gate is not None:
@@ -413,6 +418,7 @@ def build_report(
     result = ReportResult(
         out=out_dir, cells=cells, skipped=skipped, runs=data.runs,
         configurations=data.configurations, iterations=data.iterations, latency=data.latency,
+        targets=data.targets,
         figures=drawn, figures_skipped=undrawn,
         findings=[f for a in analyses.values() for f in a.findings], warnings=comparison.warnings,
         fingerprint_groups=comparison.groups, mixed=comparison.mixed, analyses=analyses,
@@ -447,6 +453,28 @@ def _configuration_labels(comparison: Comparison) -> dict[str, str]:
     return {
         k: v for plan in comparison.plans.values() for k, v in plan.configuration_labels.items()
     }
+
+
+def all_excluded_warnings(cells: Sequence[Cell]) -> list[str]:
+    """A warning (and a note in the cell's ``notes``) for every completed training cell
+    whose iterations were all excluded: it has no throughput figure and is not ranked,
+    which must never happen silently (e.g. a warm-up rule that waits for a finished
+    episode in runs too short to finish one)."""
+    out = []
+    for c in cells:
+        df = c.iterations
+        if c.family != "training" or not c.completed or df is None or df.empty:
+            continue
+        if df[EXCLUDED_COLUMN].astype(str).ne("").all():
+            reasons = df[EXCLUDED_COLUMN].value_counts()
+            why = ", ".join(f"{k} {v}" for k, v in reasons.items())
+            note = (
+                f"all {len(df)} iterations excluded ({why}; warm-up {c.warmup_rule}): "
+                "no throughput figure, not ranked"
+            )
+            c.notes.append(note)
+            out.append(f"{c.id}: {note}")
+    return out
 
 
 def _deprecations(legacy_timers: str) -> list[str]:

@@ -93,6 +93,7 @@ def document(
     """Every block of the report, in reading order."""
     blocks = _summary(res, paths)
     blocks += _methods(res, sweeps)
+    blocks += _targets_section(res)
     others = [f for f in plans if f not in OBJECTIVES and f != SERVE_FAMILY]
     for fam in ("training", "inference", *others):
         if fam in plans:
@@ -125,6 +126,33 @@ def _summary(res: ReportResult, paths: Sequence[Path]) -> list[render.Block]:
         render.Bullets(findings),
         *_gate_section(res),
     ]
+
+
+def _targets_section(res: ReportResult) -> list[render.Block]:
+    """Time-to-target ranking (:mod:`rlperf.report.targets`); the runs that missed listed."""
+    t = res.targets
+    if t is None or t.empty:
+        return []
+    shown = pd.DataFrame({
+        "rank": t["rank"], "configuration": t["label"], "target": t["target"],
+        "judged on": t["judge"], "reached": [f"{r}/{n}" for r, n in zip(t["reached"], t["runs"],
+                                                                         strict=True)],
+        "median time to target [s]": [("≥ " if c else "") + f"{v:.1f}" for v, c in
+                                      zip(t["median_time_to_target_s"], t["time_censored"],
+                                          strict=True)],
+        "median env steps": [("≥ " if c else "") + f"{v:.0f}" for v, c in
+                             zip(t["median_env_steps_to_target"], t["steps_censored"],
+                                 strict=True)],
+    })  # fmt: skip
+    missed = [m for m in t["missed"] if m]
+    text = (
+        "Configurations ranked by median time to target (training seconds since the "
+        "algorithm was built, evaluation left out); a run that missed counts at its budget, "
+        "so a median marked ≥ is a lower bound. "
+        + ("Runs that missed: " + ", ".join(f"`{m}`" for m in " ".join(missed).split()) + "."
+           if missed else "Every run reached its target.")
+    )  # fmt: skip
+    return [render.Heading("Time to target", 2), render.Para(text), render.Table(shown)]
 
 
 def _gate_section(res: ReportResult) -> list[render.Block]:

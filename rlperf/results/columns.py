@@ -19,10 +19,13 @@ FAULT_COLUMNS = (
 TRAIN_COLUMNS = (
     "iteration",
     "time_s",
+    # training seconds since the algorithm was built, evaluation left out (rlperf.training.target)
+    "train_time_s",
     "excluded",  # empty, or why the row is left out (rlperf.runs.Exclusion)
     *PHASES,
     "iter_s",
     "other_s",
+    "eval_s",  # RLlib's evaluation after the training step; not part of iter_s
     "env_steps",
     "env_steps_per_s",
     # env steps / sample_s / env runners / env_ceiling_steps_per_s (rlperf.envs.ceiling)
@@ -31,6 +34,9 @@ TRAIN_COLUMNS = (
     "trained_steps_per_s",
     "episodes",
     "episode_return_mean",
+    # mean return of this iteration's evaluation episodes (NaN without one), and their number
+    "eval_return_mean",
+    "eval_episodes",
     "cpu_util_pct",
     "ram_util_pct",
     *FAULT_COLUMNS,

@@ -34,6 +34,7 @@ from rlperf.runs import (
     write_probe,
 )
 from rlperf.training import faults
+from rlperf.training.target import StopCheck, evaluates, evaluation_row, with_evaluation
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +120,15 @@ class IterationTimer:
     """Runs ``algo.train()`` once per call and measures it into a ``metrics.csv`` row."""
 
     def __init__(self, algo: Any, cfg: DictConfig, ctx: Any) -> None:
-        from rlperf.algos.timed_learner import instrument
+        from rlperf.algos.timed_learner import PhaseClock, instrument
 
         self.algo, self.train_cfg, self.ctx = algo, cfg.train, ctx
         self.clock = instrument(algo)
+        # RLlib's evaluation runs inside train() after the training step: timed apart
+        # (eval_s) and left out of iter_s, so throughput does not depend on it.
+        self.eval_clock = PhaseClock()
+        if evaluates(cfg):
+            algo.evaluate = self.eval_clock.wrap("evaluate", algo.evaluate)
         self.counters = IterationCounters()
         self.faults = faults.FaultWatch(algo, ctx.plan)
         self.ceiling = ctx.summary.get("env_ceiling_steps_per_s")
@@ -140,7 +146,8 @@ class IterationTimer:
         t0 = self.ctx.telemetry_now()
         start = time.perf_counter()
         result = self.algo.train()
-        iter_s = time.perf_counter() - start
+        eval_s = self.eval_clock.pop().get("evaluate", 0.0)
+        iter_s = time.perf_counter() - start - eval_s
         t1 = self.ctx.telemetry_now()
         cpu_pct, ram_pct = cpu.stop(), cpu.ram_util_pct
         phases = iteration_phases(self.algo, self.clock)
@@ -156,6 +163,7 @@ class IterationTimer:
             **phases,
             "iter_s": iter_s,
             "other_s": iter_s - sum(phases.values()),
+            "eval_s": eval_s,
             **counts,
             "env_steps_per_s": counts["env_steps"] / iter_s,
             "sampling_efficiency": sampling_efficiency(
@@ -167,6 +175,7 @@ class IterationTimer:
             "episode_return_mean": (
                 float(ret) if ret is not None and episodes_so_far else math.nan
             ),
+            **evaluation_row(result),
             "cpu_util_pct": cpu_pct,
             "ram_util_pct": ram_pct,
             **self.faults.read(result),
@@ -182,11 +191,16 @@ def iteration_text(row: dict[str, Any]) -> str:
         f"{row['iter_s']:.2f} s (sample {row['sample_s']:.2f}, learn {row['learn_s']:.2f}) | "
         f"{row['env_steps_per_s']:.0f} env steps/s | return {row['episode_return_mean']:.1f}"
     )
+    if row["eval_episodes"]:
+        text += f" | eval {row['eval_return_mean']:.1f} ({row['eval_s']:.1f} s)"
     return text + (f" | excluded: {row[EXCLUDED_COLUMN]}" if row[EXCLUDED_COLUMN] else "")
 
 
-def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str]) -> None:
-    """``train.iterations`` timed iterations into ``metrics.csv`` and ``ctx.rows``.
+def train(
+    algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str], stop: StopCheck
+) -> None:
+    """Timed iterations into ``metrics.csv`` and ``ctx.rows`` until ``stop`` says a
+    ``train.stop`` criterion was reached, at most ``train.iterations``.
 
     A checkpoint is saved every ``train.checkpoint_every`` iterations (the last
     one is saved by the caller, also after an interruption).
@@ -197,11 +211,15 @@ def train(algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str
     with CsvLog(out_dir / METRICS_FILE, columns) as metrics:
         for it in range(1, iterations + 1):
             row = timer.iteration(it)
+            hit = stop.observe(row)
             metrics.write(row)
             ctx.rows.append(row)
             brief = f"{row['iter_s']:.1f} s/it, {row['env_steps_per_s']:.0f} env steps/s"
             ctx.step(it, iterations, iteration_text(row), brief)
             faults.handle(row, str(cfg.train.on_fault))
+            if hit is not None:
+                ctx.progress(f"train.stop.{hit} reached after iteration {it}: stopping")
+                return
             if every and it % every == 0 and it < iterations:
                 save_checkpoint(algo, cfg, out_dir, it)
 
@@ -227,7 +245,9 @@ def summarise_training(
         "warmup": {"rule": _warmup_rule(cfg), "iterations": warm, "excluded_from_summary": True},
         "excluded": excluded_counts(rows),
         "faults": faults.fault_list(rows),
-        "metrics": summarize_rows(rows, columns, skip=("iteration", "time_s", *FAULT_COLUMNS)),
+        "metrics": summarize_rows(
+            rows, columns, skip=("iteration", "time_s", "train_time_s", *FAULT_COLUMNS)
+        ),
         "total_env_steps": int(sum(r["env_steps"] for r in rows)),
         "sampling_efficiency": sampling_efficiency(
             sum(r["env_steps"] for r in counted),
@@ -323,16 +343,19 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     measure_env_ceiling(cfg, ctx)
     ctx.progress(f"starting Ray; {cfg.algo.name} with {ctx.plan.num_env_runners} env runner(s)")
     with ray_session(ctx.plan, ctx.machine, cfg.ray):
-        algo = build_algo_config(cfg, ctx.plan).build_algo()
+        algo = with_evaluation(build_algo_config(cfg, ctx.plan), cfg).build_algo()
+        stop = StopCheck(cfg)  # the clock starts when the algorithm is built
+        # Before it: pre-flight, the env ceiling probe, Ray's start, building the actors.
+        ctx.summary["startup_s"] = ctx.elapsed_s()
         try:
             ctx.summary["model_params"] = count_trainable_params(algo.get_module(DEFAULT_MODULE_ID))
             record_placement(algo, ctx)
             ctx.summary["scale"] = record_scale(algo)
-            train(algo, cfg, out_dir, ctx, columns)
+            train(algo, cfg, out_dir, ctx, columns, stop)
             ckpt = save_checkpoint(algo, cfg, out_dir, len(ctx.rows))
         finally:
             algo.stop()
-    return summarise_training(
+    summary = summarise_training(
         cfg,
         ctx.rows,
         columns,
@@ -340,6 +363,7 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
         ctx.plan.num_env_runners,
         ctx.summary.get("env_ceiling_steps_per_s"),
     )
+    return {**summary, **stop.summary()}
 
 
 def _warmup_rule(cfg: DictConfig) -> str:

@@ -218,6 +218,10 @@ def train_metrics_from(
     out["iter_s"] = out[list(PHASES)].sum(axis=1) + other
     out["other_s"] = other
     out["time_s"] = out["iter_s"].cumsum()
+    out["train_time_s"] = out["time_s"]  # no evaluation: training time is all of it
+    out["eval_s"] = 0.0
+    out["eval_return_mean"] = np.nan
+    out["eval_episodes"] = 0
     warmup = np.arange(len(rows)) < n_warm
     out["excluded"] = np.where(warmup, "warmup", "")
     out["env_steps"] = rows["env_steps"].fillna(4000).to_numpy()

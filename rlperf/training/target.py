@@ -1,0 +1,159 @@
+"""Time-to-target: ``train.stop`` criteria, the evaluation that judges a return target,
+and what ``summary.json`` records about them.
+
+Config subtrees used: ``train.stop`` (``episode_return``, ``env_steps``, ``time_s``,
+``judge``), ``train.evaluation`` (``interval``, ``episodes``, ``explore``),
+``train.iterations`` (the cap).
+
+The clock starts when the algorithm is built (Ray start, pre-flight and the env
+ceiling probe are before it and reported apart). ``train_time_s`` is wall-clock
+time since then less the time spent in RLlib's evaluation (``eval_s``, reported
+apart): evaluation measures the policy, it is not part of training, and leaving it
+out keeps ``judge=eval`` and ``judge=train`` comparable. The first criterion
+reached ends the run after the iteration that reached it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from omegaconf import DictConfig
+
+#: Criteria of ``train.stop`` in the order they are checked (``iterations`` is the cap).
+STOP_KEYS = ("episode_return", "env_steps", "time_s")
+
+
+def evaluates(cfg: DictConfig) -> bool:
+    """Whether the run evaluates: a return target judged on evaluation episodes."""
+    stop = cfg.train.stop
+    return stop.episode_return is not None and str(stop.judge) == "eval"
+
+
+def evaluation_settings(cfg: DictConfig) -> dict[str, Any]:
+    """``summary.json["evaluation"]``: whether and how RLlib evaluated."""
+    e = cfg.train.evaluation
+    if not evaluates(cfg):
+        return {"enabled": False}
+    return {
+        "enabled": True,
+        "interval": int(e.interval),
+        "episodes": int(e.episodes),
+        "explore": bool(e.explore),
+        # Evaluation runs in the driver, on a local env runner of RLlib's evaluation
+        # group, after the training step (not in parallel): it asks Ray for no CPU.
+        "env_runners": 0,
+        "parallel_to_training": False,
+    }
+
+
+def with_evaluation(algo_config: Any, cfg: DictConfig) -> Any:
+    """``algo_config`` (any RLlib ``AlgorithmConfig``) with RLlib's evaluation set up when
+    the run judges a return target on evaluation episodes; unchanged otherwise."""
+    if not evaluates(cfg):
+        return algo_config
+    e = cfg.train.evaluation
+    return algo_config.evaluation(
+        evaluation_interval=int(e.interval),
+        evaluation_duration=int(e.episodes),
+        evaluation_duration_unit="episodes",
+        evaluation_num_env_runners=0,
+        evaluation_parallel_to_training=False,
+        evaluation_config={"explore": bool(e.explore)},
+    )
+
+
+def evaluation_row(result: dict[str, Any]) -> dict[str, float]:
+    """``eval_return_mean`` and ``eval_episodes`` of one ``train()`` result (NaN / 0
+    in iterations without evaluation)."""
+    from ray.rllib.utils.metrics import (
+        ENV_RUNNER_RESULTS,
+        EPISODE_RETURN_MEAN,
+        EVALUATION_RESULTS,
+        NUM_EPISODES,
+    )
+
+    runners = (result.get(EVALUATION_RESULTS) or {}).get(ENV_RUNNER_RESULTS) or {}
+    ret = runners.get(EPISODE_RETURN_MEAN)
+    episodes = runners.get(NUM_EPISODES)
+    return {
+        "eval_return_mean": float(ret) if ret is not None else math.nan,
+        "eval_episodes": int(episodes) if episodes is not None else 0,
+    }
+
+
+class StopCheck:
+    """Tracks the run against ``train.stop`` from the moment the algorithm is built.
+
+    ``observe(row)`` adds ``train_time_s`` to an iteration's row and returns the
+    criterion that ends the run after it (``None``: go on); ``summary()`` is the
+    ``summary.json`` part.
+    """
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.stop = cfg.train.stop
+        self.judge = str(self.stop.judge)
+        self.cap = int(cfg.train.iterations)
+        self.settings = evaluation_settings(cfg)
+        self.built_at = time.perf_counter()
+        self.eval_s = 0.0
+        self.env_steps = 0
+        self.stopped_by = "iterations"
+        self.reached_row: dict[str, Any] | None = None
+
+    def observe(self, row: dict[str, Any]) -> str | None:
+        self.eval_s += float(row.get("eval_s") or 0.0)
+        self.env_steps += int(row["env_steps"])
+        wall = time.perf_counter() - self.built_at
+        row["train_time_s"] = wall - self.eval_s
+        hit = self._criterion(row)
+        if hit == "episode_return":
+            self.reached_row = {
+                "iteration": row["iteration"],
+                "train_time_s": row["train_time_s"],
+                "wall_s": wall,
+                "env_steps": self.env_steps,
+                "return": self._judged_return(row),
+            }
+        if hit is not None:
+            self.stopped_by = hit
+        return hit
+
+    def _judged_return(self, row: dict[str, Any]) -> float:
+        key = "eval_return_mean" if self.judge == "eval" else "episode_return_mean"
+        value = row.get(key)
+        return float(value) if value is not None else math.nan
+
+    def _criterion(self, row: dict[str, Any]) -> str | None:
+        target = self.stop.episode_return
+        if target is not None and self._judged_return(row) >= float(target):
+            return "episode_return"
+        if self.stop.env_steps is not None and self.env_steps >= int(self.stop.env_steps):
+            return "env_steps"
+        if self.stop.time_s is not None and row["train_time_s"] >= float(self.stop.time_s):
+            return "time_s"
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """``stop`` (the criteria and which one ended the run), ``reached`` (null without a
+        return target), ``time_to_target_s``, ``env_steps_to_target``,
+        ``iterations_to_target``, ``wall_s_to_target`` (null unless reached),
+        ``evaluation`` (settings and total ``eval_s``)."""
+        has_target = self.stop.episode_return is not None
+        hit = self.reached_row or {}
+        return {
+            "stop": {
+                **{k: self.stop[k] for k in STOP_KEYS},
+                "judge": self.judge if has_target else None,
+                "iterations": self.cap,
+                "stopped_by": self.stopped_by,
+            },
+            "reached": (self.reached_row is not None) if has_target else None,
+            "time_to_target_s": hit.get("train_time_s"),
+            "env_steps_to_target": hit.get("env_steps"),
+            "iterations_to_target": hit.get("iteration"),
+            "wall_s_to_target": hit.get("wall_s"),
+            "return_at_target": hit.get("return"),
+            "evaluation": {**self.settings, "eval_s": self.eval_s},
+        }
