@@ -22,7 +22,7 @@ from support import synthetic
 from rlperf.report import build_report
 from rlperf.report.discover import CellRef
 from rlperf.report.legacy import load_tune_run
-from rlperf.results.columns import TRAIN_COLUMNS
+from rlperf.results.columns import ALGO_COLUMNS, TRAIN_COLUMNS
 from rlperf.telemetry.sampler import TelemetrySampler, gpu_columns
 
 THESIS = Path(__file__).parent / "data" / "thesis"
@@ -56,10 +56,14 @@ def _train_on_fake_gpus(run: Path, iterations: int = 5) -> pd.DataFrame:
                 "other_s": 0.05 * iter_s,
                 "env_steps": 1000,
                 "env_steps_per_s": 1000 / iter_s,
+                "sampling_efficiency": 1000 / (0.5 * iter_s) / 2600.0,
                 "trained_steps": 3000,
                 "trained_steps_per_s": 3000 / (0.3 * iter_s),
                 "episodes": 1,
                 "episode_return_mean": -20.0,
+                # PPO: one learner update per iteration; replay/async columns stay empty.
+                "learner_updates": 1,
+                **dict.fromkeys(ALGO_COLUMNS[1:], float("nan")),
                 "cpu_util_pct": 50.0,
                 "ram_util_pct": 20.0,
                 "env_runners_healthy": 1,
