@@ -306,9 +306,11 @@ class AsyncAlgoConfig(AlgoConfig):
     defaults)."""
 
     train_batch_size: int = 500  # env steps per learner update (all learners together)
-    rollout_fragment_length: int = 50
-    # train() loops training_step for at least this long (RLlib: 10 s).
+    rollout_fragment_length: Any = 50  # int or "auto"
+    # train() loops training_step for at least this long (RLlib: 10 s) and at least
+    # until this many env steps are sampled (RLlib: 0).
     min_time_s_per_iteration: float = 10.0
+    min_sample_timesteps_per_iteration: int = 0
     lr: float = 5e-4
     grad_clip: float | None = 40.0
     vtrace_clip_rho_threshold: float = 1.0

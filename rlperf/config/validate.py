@@ -232,11 +232,13 @@ def _validate_async(cfg: DictConfig) -> None:
     """IMPALA and APPO."""
     a = cfg.algo
     _positive("algo.min_time_s_per_iteration", a.min_time_s_per_iteration, allow_zero=True)
+    _positive("algo.min_sample_timesteps_per_iteration", a.min_sample_timesteps_per_iteration, True)
     _positive("algo.num_epochs", a.num_epochs)
     _positive("algo.broadcast_interval", a.broadcast_interval)
     mb = a.minibatch_size
-    fits = isinstance(mb, int) and 0 < mb <= a.train_batch_size
-    if mb is not None and not (fits and mb % a.rollout_fragment_length == 0):
+    rfl = a.rollout_fragment_length
+    fits = isinstance(mb, int) and 0 < mb <= a.train_batch_size and isinstance(rfl, int)
+    if mb is not None and not (fits and mb % rfl == 0):
         raise ConfigError(
             f"algo.minibatch_size={mb!r} must be null (the whole batch) or a multiple of "
             f"algo.rollout_fragment_length={a.rollout_fragment_length} up to "
