@@ -114,6 +114,30 @@ def test_async_algorithm_fills_throughput_not_phases(tmp_path, algo) -> None:
     assert np.allclose(m["trained_steps_per_s"], m["trained_steps"] / m["iter_s"])
     # The learner's queue is read every iteration (a snapshot at its end).
     assert (m["learner_queue_size"] >= 0).all()
+    # rlperf_policy.pt holds the asynchronous learner's saved weights (what a restore
+    # gives the env runners), not the driver's lagging copy.
+    _policy_file_is_the_learners(tmp_path / "run" / s["checkpoint"])
+
+
+def _policy_file_is_the_learners(ckpt: Path) -> None:
+    import torch
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from rlperf.models.policy_file import load_policy
+    from rlperf.runs import read_probe
+
+    learner = RLModule.from_checkpoint(
+        str(ckpt / "learner_group" / "learner" / "rl_module" / "default_policy")
+    )
+    probe = read_probe(ckpt)
+    assert probe is not None
+    obs = torch.from_numpy(probe.obs)
+    with torch.inference_mode():
+        saved = load_policy(ckpt).logits(obs).numpy()
+        expected = learner.net.logits(obs).numpy()
+    assert np.allclose(saved, expected, atol=1e-6) and np.allclose(
+        probe.logits, expected, atol=1e-6
+    )
 
 
 @pytest.mark.slow

@@ -97,9 +97,17 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
 
     ckpt = out_dir / CHECKPOINT_DIR
     algo.save_to_path(str(ckpt.resolve()))
-    net = getattr(algo.get_module(DEFAULT_MODULE_ID), "net", None)
-    if net is None:  # RLlib's own module (DQN, SAC): the RLlib checkpoint only
+    module = algo.get_module(DEFAULT_MODULE_ID)
+    if getattr(module, "net", None) is None:  # RLlib's own module (DQN, SAC): RLlib's only
         return ckpt
+    # The learner's weights as saved, which a restore gives the env runners: with an
+    # asynchronous learner (APPO, IMPALA) the driver's copy lags them.
+    saved = ckpt / "learner_group" / "learner" / "rl_module" / DEFAULT_MODULE_ID
+    if saved.is_dir():
+        from ray.rllib.core.rl_module.rl_module import RLModule
+
+        module = RLModule.from_checkpoint(str(saved.resolve()))
+    net = module.net
     save_policy(net, ckpt / POLICY_FILE, extra={"iteration": iteration})
     obs = probe_observations(cfg)
     with torch.inference_mode():
