@@ -38,7 +38,7 @@ from rlperf.gpu_check.checks import MANIFEST_FILE
 from rlperf.gpu_check.sequence import Step, sequence, step_record
 from rlperf.resources.placement import plan_record
 from rlperf.resources.plan import ResourcePlan, plan_resources
-from rlperf.results.columns import TRAIN_COLUMNS
+from rlperf.results.columns import ALGO_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import write_json
 from rlperf.runs import FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
@@ -147,6 +147,9 @@ def _telemetry_and_rows(
                 "episode_return_mean": -21.0 if it == 2 else float("nan"),
                 "eval_return_mean": float("nan"),
                 "eval_episodes": 0,
+                # PPO: one learner update per iteration; replay/async columns stay empty.
+                "learner_updates": 1,
+                **dict.fromkeys(ALGO_COLUMNS[1:], float("nan")),
                 "cpu_util_pct": 55.0,
                 "ram_util_pct": 30.0,
                 **sampler.window(t0, t1),

@@ -61,6 +61,8 @@ COMPANIONS = {
     ("env", "custom"): ["model=mlp64", "env.entry_point=rlperf.envs.frozenlake:FrozenLake"],
     ("model", "mlp64"): ["env=cartpole"],
     ("model", "mlp256"): ["env=pendulum"],
+    ("algo", "dqn"): ["env=cartpole", "model=mlp64"],
+    ("algo", "sac"): ["env=pendulum", "model=mlp64"],
 }
 
 

@@ -22,7 +22,7 @@ from support import synthetic
 from rlperf.report import build_report
 from rlperf.report.discover import CellRef
 from rlperf.report.legacy import load_tune_run
-from rlperf.results.columns import TRAIN_COLUMNS
+from rlperf.results.columns import ALGO_COLUMNS, TRAIN_COLUMNS
 from rlperf.telemetry.sampler import TelemetrySampler, gpu_columns
 
 THESIS = Path(__file__).parent / "data" / "thesis"
@@ -65,6 +65,9 @@ def _train_on_fake_gpus(run: Path, iterations: int = 5) -> pd.DataFrame:
                 "episode_return_mean": -20.0,
                 "eval_return_mean": float("nan"),
                 "eval_episodes": 0,
+                # PPO: one learner update per iteration; replay/async columns stay empty.
+                "learner_updates": 1,
+                **dict.fromkeys(ALGO_COLUMNS[1:], float("nan")),
                 "cpu_util_pct": 50.0,
                 "ram_util_pct": 20.0,
                 "env_runners_healthy": 1,

@@ -50,6 +50,10 @@ def test_metrics_are_exact_per_iteration(tiny_run) -> None:
     assert list(m["env_steps"]) == [256, 256]
     assert ((m["trained_steps"] >= 256) & (m["trained_steps"] % 128 == 0)).all()
     assert np.allclose(m["env_steps_per_s"], m["env_steps"] / m["iter_s"])
+    # PPO: one LearnerGroup.update per iteration; the replay and async columns stay empty.
+    assert list(m["learner_updates"]) == [1, 1]
+    cols = ["replay_s", "replay_ratio", "learner_queue_size", "policy_lag"]
+    assert m[cols].isna().all().all()
     assert m["cpu_util_pct"].between(0, 100).all() and m["ram_util_pct"].between(0, 100).all()
     assert (m["cpu_util_pct"] > 0).all()
     # Monotonic job clock.

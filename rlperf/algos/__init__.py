@@ -4,9 +4,11 @@
 RLlib ``AlgorithmConfig`` (nothing started). The training job trains with it,
 the rollout restores its checkpoint into it, and the sweep pre-flight asks it
 which resources a cell needs. To add an algorithm: a module beside
-:mod:`rlperf.algos.ppo` with ``build_config(cfg, plan)``, its line in
-:data:`ALGORITHMS`, and its member in ``AlgoName`` (:mod:`rlperf.config.schema`,
-which makes composition accept the name). Importing this package is cheap: RLlib is imported by the
+:mod:`rlperf.algos.ppo` with a ``build_config(cfg, plan)`` (the settings all share are
+:mod:`rlperf.algos.common`), its line in :data:`ALGORITHMS`, its member in ``AlgoName``
+and its schema in ``KIND_SCHEMAS["algo"]`` (:mod:`rlperf.config.schema`, which make
+composition accept the name and its keys), ``conf/algo/<name>.yaml``, and its timing in
+:data:`rlperf.algos.timing.TIMINGS`. Importing this package is cheap: RLlib is imported by the
 algorithm's module.
 """
 
@@ -20,9 +22,14 @@ from omegaconf import DictConfig
 if TYPE_CHECKING:
     from rlperf.resources.plan import ResourcePlan
 
-#: ``algo.name`` -> the module whose ``build_config(cfg, plan)`` builds its AlgorithmConfig.
+#: ``algo.name`` -> ``module:function``, the ``function(cfg, plan)`` that builds its
+#: AlgorithmConfig.
 ALGORITHMS = {
-    "ppo": "rlperf.algos.ppo",
+    "ppo": "rlperf.algos.ppo:build_config",
+    "appo": "rlperf.algos.appo:build_config",
+    "impala": "rlperf.algos.impala:build_config",
+    "dqn": "rlperf.algos.replay:build_dqn_config",
+    "sac": "rlperf.algos.replay:build_sac_config",
 }
 
 #: RLlib 2.60's default ``num_learners`` per algorithm, what ``learners=null`` gives
@@ -46,7 +53,8 @@ def build_algo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
         raise ConfigError(
             f"algo.name={name!r} is not valid; choose one of: {', '.join(ALGORITHMS)}"
         )
-    return import_module(ALGORITHMS[name]).build_config(cfg, plan)
+    module, function = ALGORITHMS[name].split(":")
+    return getattr(import_module(module), function)(cfg, plan)
 
 
 __all__ = ["ALGORITHMS", "RLLIB_DEFAULT_LEARNERS", "build_algo_config"]

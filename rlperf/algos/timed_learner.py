@@ -8,8 +8,9 @@ values, so rlperf times the phases itself:
   pass) as ``load_s`` and the rest of ``update`` (the SGD epochs) as ``learn_s``;
 - on the driver, :class:`PhaseClock` wraps ``training_step``,
   ``learner_group.update`` and ``env_runner_group.sync_weights`` of one
-  Algorithm instance; ``sample_s`` is ``training_step`` minus the update and
-  the weight sync (PPO's training_step is sample → update → sync).
+  Algorithm instance (:class:`rlperf.algos.timing.SequentialTiming`);
+  ``sample_s`` is ``training_step`` minus the update and the weight sync (PPO's
+  training_step is sample → update → sync).
 """
 
 from __future__ import annotations
@@ -50,13 +51,15 @@ class TimedPPOTorchLearner(PPOTorchLearner):
 
 
 class PhaseClock:
-    """Accumulates wall time of wrapped bound methods per phase name."""
+    """Accumulates wall time and calls of wrapped bound methods per phase name."""
 
     def __init__(self) -> None:
         self.totals: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
 
     def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         self.totals.setdefault(name, 0.0)
+        self.calls.setdefault(name, 0)
 
         @functools.wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -65,6 +68,7 @@ class PhaseClock:
                 return fn(*args, **kwargs)
             finally:
                 self.totals[name] += time.perf_counter() - t0
+                self.calls[name] += 1
 
         return timed
 
@@ -73,14 +77,10 @@ class PhaseClock:
         self.totals = dict.fromkeys(self.totals, 0.0)
         return out
 
-
-def instrument(algo: Any) -> PhaseClock:
-    """Wrap the phases of a built PPO Algorithm instance; returns the clock to pop per iteration."""
-    clock = PhaseClock()
-    algo.training_step = clock.wrap("training_step", algo.training_step)
-    algo.learner_group.update = clock.wrap("learner_update", algo.learner_group.update)
-    algo.env_runner_group.sync_weights = clock.wrap("sync", algo.env_runner_group.sync_weights)
-    return clock
+    def pop_calls(self) -> dict[str, int]:
+        out = dict(self.calls)
+        self.calls = dict.fromkeys(self.calls, 0)
+        return out
 
 
 def iteration_phases(algo: Any, clock: PhaseClock) -> dict[str, float]:

@@ -117,6 +117,7 @@ def validate_env_model(cfg: DictConfig) -> None:
         )
     env = cast(dict[str, Any], OmegaConf.to_container(cfg.env, resolve=True))
     report = check_env(env)
+    validate_algo_actions(cfg, report.action_space, report.name)
     model = OmegaConf.to_container(cfg.model, resolve=True)
     assert isinstance(model, dict)
     try:
@@ -190,10 +191,35 @@ def validate_resources(cfg: DictConfig) -> None:
         )
 
 
+def _fraction(key: str, value: Any, low_open: bool = False) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    ok = ok and (0 < value <= 1 if low_open else 0 <= value <= 1)
+    if not ok:
+        raise ConfigError(f"{key}={value!r} must be in {'(0, 1]' if low_open else '[0, 1]'}")
+
+
 def validate_algo(cfg: DictConfig) -> None:
-    """``algo.*``: batch sizes and PPO coefficients."""
+    """``algo.*``: what every algorithm has, then its own keys (:data:`ALGO_VALIDATORS`)."""
     a = cfg.algo
     _positive("algo.train_batch_size", a.train_batch_size)
+    rfl = a.rollout_fragment_length
+    if rfl != "auto" and not (isinstance(rfl, int) and rfl > 0):
+        raise ConfigError(
+            f"algo.rollout_fragment_length={rfl!r} must be a positive integer or 'auto'"
+        )
+    for key in ("lr", "actor_lr", "critic_lr", "alpha_lr"):
+        if key in a:
+            _positive(f"algo.{key}", a[key])
+    for key in ("gamma", "lambda_"):
+        if key in a:
+            _fraction(f"algo.{key}", a[key])
+    if a.grad_clip is not None:
+        _positive("algo.grad_clip", a.grad_clip)
+    ALGO_VALIDATORS[str(a.name)](cfg)
+
+
+def _validate_ppo(cfg: DictConfig) -> None:
+    a = cfg.algo
     _positive("algo.minibatch_size", a.minibatch_size)
     _positive("algo.num_epochs", a.num_epochs)
     if a.minibatch_size > a.train_batch_size:
@@ -201,15 +227,109 @@ def validate_algo(cfg: DictConfig) -> None:
             f"algo.minibatch_size={a.minibatch_size} exceeds algo.train_batch_size="
             f"{a.train_batch_size}"
         )
+
+
+def _validate_async(cfg: DictConfig) -> None:
+    """IMPALA and APPO."""
+    a = cfg.algo
+    _positive("algo.min_time_s_per_iteration", a.min_time_s_per_iteration, allow_zero=True)
+    _positive("algo.min_sample_timesteps_per_iteration", a.min_sample_timesteps_per_iteration, True)
+    _positive("algo.num_epochs", a.num_epochs)
+    _positive("algo.broadcast_interval", a.broadcast_interval)
+    mb = a.minibatch_size
     rfl = a.rollout_fragment_length
-    if rfl != "auto" and not (isinstance(rfl, int) and rfl > 0):
+    fits = isinstance(mb, int) and 0 < mb <= a.train_batch_size and isinstance(rfl, int)
+    if mb is not None and not (fits and mb % rfl == 0):
         raise ConfigError(
-            f"algo.rollout_fragment_length={rfl!r} must be a positive integer or 'auto'"
+            f"algo.minibatch_size={mb!r} must be null (the whole batch) or a multiple of "
+            f"algo.rollout_fragment_length={a.rollout_fragment_length} up to "
+            f"algo.train_batch_size={a.train_batch_size}"
         )
-    _positive("algo.lr", a.lr)
-    for key in ("gamma", "lambda_"):
-        if not 0 <= a[key] <= 1:
-            raise ConfigError(f"algo.{key}={a[key]} must be in [0, 1]")
+    if "learner_queue_size" in a:
+        _positive("algo.learner_queue_size", a.learner_queue_size)
+    if a.name == "appo":
+        _positive("algo.clip_param", a.clip_param)
+        _fraction("algo.tau", a.tau, low_open=True)
+        _positive("algo.target_network_update_freq", a.target_network_update_freq)
+        _positive("algo.circular_buffer_num_batches", a.circular_buffer_num_batches)
+        _positive(
+            "algo.circular_buffer_iterations_per_batch", a.circular_buffer_iterations_per_batch
+        )
+
+
+def _validate_replay(cfg: DictConfig) -> None:
+    """DQN and SAC: replay keys, and RLlib's MLP modules (``model.kind=mlp``)."""
+    a = cfg.algo
+    kind = str(OmegaConf.select(cfg, "model.kind", default=None) or "vision")
+    if kind != "mlp":
+        raise ConfigError(
+            f"algo={a.name} with model={cfg.model.name} (kind {kind}): rlperf runs {a.name} on "
+            f"RLlib's own networks shaped by an MLP model; use model=mlp64 (or mlp256). "
+            f"Image observations (Atari) with {a.name} are not supported yet"
+        )
+    if a.replay_buffer_capacity < a.train_batch_size:
+        raise ConfigError(
+            f"algo.replay_buffer_capacity={a.replay_buffer_capacity} is smaller than "
+            f"algo.train_batch_size={a.train_batch_size}; it must hold at least one batch"
+        )
+    _positive("algo.n_step", a.n_step)
+    _fraction("algo.tau", a.tau, low_open=True)
+    for key in ("num_steps_sampled_before_learning_starts", "target_network_update_freq"):
+        _positive(f"algo.{key}", a[key], allow_zero=True)
+    _positive("algo.min_sample_timesteps_per_iteration", a.min_sample_timesteps_per_iteration, True)
+    for key in ("training_intensity", "min_time_s_per_iteration"):
+        if a[key] is not None:
+            _positive(f"algo.{key}", a[key], allow_zero=key != "training_intensity")
+    if a.name == "dqn":
+        _validate_epsilon(list(a.epsilon))
+    elif a.target_entropy != "auto" and not isinstance(a.target_entropy, int | float):
+        raise ConfigError(
+            f"algo.target_entropy={a.target_entropy!r} must be 'auto' (-dim(actions)) or a number"
+        )
+
+
+def _validate_epsilon(schedule: list[Any]) -> None:
+    ok = bool(schedule) and all(
+        len(p) == 2 and isinstance(p[0], int) and isinstance(p[1], int | float) and 0 <= p[1] <= 1
+        for p in schedule
+    )
+    ok = ok and all(a[0] < b[0] for a, b in zip(schedule, schedule[1:], strict=False))
+    if not ok:
+        raise ConfigError(
+            f"algo.epsilon={schedule} must be [[env_step, epsilon], ...] with increasing "
+            f"steps and epsilon in [0, 1] (e.g. [[0, 1.0], [10000, 0.05]])"
+        )
+
+
+#: The algorithm's own checks (``algo.name``), after the ones every algorithm has.
+ALGO_VALIDATORS: dict[str, Callable[[DictConfig], None]] = {
+    "ppo": _validate_ppo,
+    "appo": _validate_async,
+    "impala": _validate_async,
+    "dqn": _validate_replay,
+    "sac": _validate_replay,
+}
+
+#: The action space each algorithm needs: (space class name, a fitting env, another algo).
+ALGO_ACTIONS = {
+    "dqn": ("Discrete", "env=cartpole (or frozenlake)", "algo=sac for continuous actions"),
+    "sac": ("Box", "env=pendulum", "algo=dqn or ppo for discrete actions"),
+}
+
+
+def validate_algo_actions(cfg: DictConfig, action_space: Any, env_name: str) -> None:
+    """DQN needs ``Discrete`` actions, SAC a ``Box`` (checked on the built env's space)."""
+    from rlperf.models.spaces import describe_space
+
+    name = str(cfg.algo.name)
+    if name not in ALGO_ACTIONS:
+        return
+    needed, env_hint, algo_hint = ALGO_ACTIONS[name]
+    if type(action_space).__name__ != needed:
+        raise ConfigError(
+            f"algo={name} needs {needed} actions, but {env_name} has actions "
+            f"{describe_space(action_space)}; use {env_hint}, or {algo_hint}"
+        )
 
 
 def validate_telemetry(cfg: DictConfig) -> None:

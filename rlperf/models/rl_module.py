@@ -19,7 +19,9 @@ import gymnasium as gym
 import torch
 from omegaconf import DictConfig, OmegaConf
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.rl_module.apis import ValueFunctionAPI
+from ray.rllib.core.learner.utils import make_target_network
+from ray.rllib.core.rl_module.apis import TargetNetworkAPI, ValueFunctionAPI
+from ray.rllib.core.rl_module.apis.target_network_api import TARGET_NETWORK_ACTION_DIST_INPUTS
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
 from rlperf.models.mlp_net import MlpNet
@@ -60,6 +62,41 @@ class MlpRLModule(_PolicyValueRLModule):
 
 #: ``model.kind`` -> its RLModule class.
 RL_MODULES: dict[str, type[TorchRLModule]] = {"vision": VisionNetRLModule, "mlp": MlpRLModule}
+
+
+class _TargetNetworkMixin(TargetNetworkAPI):
+    """APPO's target network: a frozen copy of ``net`` whose logits are the "old" policy
+    of the clipped surrogate (RLlib's ``TargetNetworkAPI``; RLlib updates the copy)."""
+
+    net: Any
+    _old_net: Any
+
+    def make_target_networks(self) -> None:
+        self._old_net = make_target_network(self.net)
+
+    def get_target_network_pairs(self) -> list[tuple[Any, Any]]:
+        return [(self.net, self._old_net)]
+
+    def forward_target(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {TARGET_NETWORK_ACTION_DIST_INPUTS: self._old_net.logits(batch[Columns.OBS])}
+
+    def get_non_inference_attributes(self) -> list[str]:
+        return ["_old_net"]
+
+
+class VisionNetAPPORLModule(_TargetNetworkMixin, VisionNetRLModule):
+    """:class:`VisionNetRLModule` with APPO's target network."""
+
+
+class MlpAPPORLModule(_TargetNetworkMixin, MlpRLModule):
+    """:class:`MlpRLModule` with APPO's target network."""
+
+
+#: ``model.kind`` -> its RLModule class for APPO (with a target network).
+APPO_RL_MODULES: dict[str, type[TorchRLModule]] = {
+    "vision": VisionNetAPPORLModule,
+    "mlp": MlpAPPORLModule,
+}
 
 
 def rl_module_model_config(model: DictConfig) -> dict[str, Any]:

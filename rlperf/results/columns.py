@@ -15,6 +15,17 @@ FAULT_COLUMNS = (
     "learner_failures",
 )
 
+#: What each algorithm family adds to the phases (rlperf.algos.timing; docs/results.md
+#: says which algorithm fills which): LearnerGroup.update calls, the replay buffer's time
+#: and trained/sampled steps (DQN, SAC), the learner in-queue and policy lag (APPO, IMPALA).
+ALGO_COLUMNS = (
+    "learner_updates",
+    "replay_s",
+    "replay_ratio",
+    "learner_queue_size",
+    "policy_lag",
+)
+
 #: metrics.csv columns before the per-GPU ones, in file order.
 TRAIN_COLUMNS = (
     "iteration",
@@ -33,6 +44,7 @@ TRAIN_COLUMNS = (
     "trained_steps",
     "trained_steps_per_s",
     "episodes",
+    *ALGO_COLUMNS,
     "episode_return_mean",
     # mean return of this iteration's evaluation episodes (NaN without one), and their number
     "eval_return_mean",

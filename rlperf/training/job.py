@@ -84,7 +84,8 @@ class IterationCounters:
 
 
 def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -> Path:
-    """RLlib checkpoint, ``rlperf_policy.pt`` (reloadable without Ray) and a probe.
+    """RLlib checkpoint, ``rlperf_policy.pt`` (reloadable without Ray) and a probe (the
+    last two for rlperf's networks only: not for DQN's and SAC's RLlib modules).
 
     The probe (``probe.npz``: observations, logits and greedy actions of the
     policy as it was when saved) lets any reload check that it acts the same.
@@ -97,7 +98,17 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
 
     ckpt = out_dir / CHECKPOINT_DIR
     algo.save_to_path(str(ckpt.resolve()))
-    net = algo.get_module(DEFAULT_MODULE_ID).net
+    module = algo.get_module(DEFAULT_MODULE_ID)
+    if getattr(module, "net", None) is None:  # RLlib's own module (DQN, SAC): RLlib's only
+        return ckpt
+    # The learner's weights as saved, which a restore gives the env runners: with an
+    # asynchronous learner (APPO, IMPALA) the driver's copy lags them.
+    saved = ckpt / "learner_group" / "learner" / "rl_module" / DEFAULT_MODULE_ID
+    if saved.is_dir():
+        from ray.rllib.core.rl_module.rl_module import RLModule
+
+        module = RLModule.from_checkpoint(str(saved.resolve()))
+    net = module.net
     save_policy(net, ckpt / POLICY_FILE, extra={"iteration": iteration})
     obs = probe_observations(cfg)
     with torch.inference_mode():
@@ -111,7 +122,7 @@ def sampling_efficiency(
 ) -> float:
     """Env steps per second while sampling, per env runner, over the env's ceiling (NaN
     without a ceiling or sampling time)."""
-    if not ceiling or sample_s <= 0:
+    if not ceiling or not sample_s > 0:  # also NaN: sampling not timed apart (async)
         return math.nan
     return env_steps / sample_s / runners / ceiling
 
@@ -120,10 +131,11 @@ class IterationTimer:
     """Runs ``algo.train()`` once per call and measures it into a ``metrics.csv`` row."""
 
     def __init__(self, algo: Any, cfg: DictConfig, ctx: Any) -> None:
-        from rlperf.algos.timed_learner import PhaseClock, instrument
+        from rlperf.algos.timed_learner import PhaseClock
+        from rlperf.algos.timing import instrument_timing
 
         self.algo, self.train_cfg, self.ctx = algo, cfg.train, ctx
-        self.clock = instrument(algo)
+        self.timing = instrument_timing(algo, str(cfg.algo.name))
         # RLlib's evaluation runs inside train() after the training step: timed apart
         # (eval_s) and left out of iter_s, so throughput does not depend on it.
         self.eval_clock = PhaseClock()
@@ -138,7 +150,6 @@ class IterationTimer:
         """Iteration ``it`` (1-based): phases, counters, CPU and telemetry of its window."""
         from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN
 
-        from rlperf.algos.timed_learner import iteration_phases
         from rlperf.telemetry.sampler import CpuWindow
 
         cpu = CpuWindow()
@@ -150,8 +161,8 @@ class IterationTimer:
         iter_s = time.perf_counter() - start - eval_s
         t1 = self.ctx.telemetry_now()
         cpu_pct, ram_pct = cpu.stop(), cpu.ram_util_pct
-        phases = iteration_phases(self.algo, self.clock)
         counts = self.counters.update(result)
+        timing = self.timing.columns(result, counts, iter_s)  # NaN: not measured (async)
         episodes_so_far = self.counters.episodes
         ret = _nested(result, ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN)
         warmup = it <= self.train_cfg.warmup_iterations or (
@@ -160,17 +171,13 @@ class IterationTimer:
         row = {
             "iteration": it,
             "time_s": self.ctx.elapsed_s(),
-            **phases,
+            **timing,
             "iter_s": iter_s,
-            "other_s": iter_s - sum(phases.values()),
             "eval_s": eval_s,
             **counts,
             "env_steps_per_s": counts["env_steps"] / iter_s,
             "sampling_efficiency": sampling_efficiency(
-                counts["env_steps"], phases["sample_s"], self.runners, self.ceiling
-            ),
-            "trained_steps_per_s": (
-                counts["trained_steps"] / phases["learn_s"] if phases["learn_s"] > 0 else math.nan
+                counts["env_steps"], timing.get("sample_s", math.nan), self.runners, self.ceiling
             ),
             "episode_return_mean": (
                 float(ret) if ret is not None and episodes_so_far else math.nan
@@ -187,8 +194,13 @@ class IterationTimer:
 
 def iteration_text(row: dict[str, Any]) -> str:
     """What one iteration measured, for the progress display."""
+    phases = (
+        f" (sample {row['sample_s']:.2f}, learn {row['learn_s']:.2f})"
+        if math.isfinite(row.get("sample_s", math.nan))
+        else f" ({row['learner_updates']} learner updates, overlapping)"
+    )
     text = (
-        f"{row['iter_s']:.2f} s (sample {row['sample_s']:.2f}, learn {row['learn_s']:.2f}) | "
+        f"{row['iter_s']:.2f} s{phases} | "
         f"{row['env_steps_per_s']:.0f} env steps/s | return {row['episode_return_mean']:.1f}"
     )
     if row["eval_episodes"]:

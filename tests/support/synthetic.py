@@ -30,7 +30,13 @@ import pandas as pd
 
 from rlperf.config.models import study_models
 from rlperf.config.search_path import shipped_conf_dir
-from rlperf.results.columns import FAULT_COLUMNS, LATENCY_COLUMNS, PHASES, TRAIN_COLUMNS
+from rlperf.results.columns import (
+    ALGO_COLUMNS,
+    FAULT_COLUMNS,
+    LATENCY_COLUMNS,
+    PHASES,
+    TRAIN_COLUMNS,
+)
 from rlperf.results.latency import EPISODE_COLUMNS, STEP_COLUMNS, summarize_latency
 from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.runs import (
@@ -74,9 +80,14 @@ def shipped_options(group: str) -> dict[str, dict[str, Any]]:
 
 def _as_composed(node: dict[str, Any]) -> dict[str, Any]:
     """An option's YAML node as Hydra composes it: its ``defaults`` list replaced by the
-    ``kind`` of the schema it extends (``- /schema/env/atari@_here_`` -> ``kind: atari``)."""
+    ``kind`` of the schema it extends (``- /schema/env/atari@_here_`` -> ``kind: atari``;
+    an ``algo`` option's schema is its ``name``, which the option states)."""
     defaults = node.pop("defaults", None) or []
-    kinds = [d.split("@")[0].split("/")[-1] for d in defaults if str(d).startswith("/schema/")]
+    kinds = [
+        d.split("@")[0].split("/")[-1]
+        for d in defaults
+        if str(d).startswith("/schema/") and not str(d).startswith("/schema/algo/")
+    ]
     return {"kind": kinds[0], **node} if kinds else node
 
 
@@ -231,6 +242,10 @@ def train_metrics_from(
     out["trained_steps"] = rows["trained_steps"].fillna(120_000).to_numpy()
     out["trained_steps_per_s"] = out["trained_steps"] / out["learn_s"]
     out["episodes"] = rows["episodes"].fillna(0).to_numpy()
+    # PPO: one learner update per iteration; the replay and async columns stay empty.
+    out["learner_updates"] = 1
+    for col in ALGO_COLUMNS[1:]:
+        out[col] = np.nan
     out["episode_return_mean"] = np.where(
         warmup, np.nan, rows["episode_return_mean"].to_numpy(dtype=float)
     )

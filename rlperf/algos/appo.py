@@ -1,0 +1,45 @@
+"""APPO (RLlib's new API stack, torch): IMPALA's asynchronous architecture with PPO's
+clipped surrogate against a target network, on rlperf's networks (their RLModules
+with RLlib's ``TargetNetworkAPI``: :data:`rlperf.models.rl_module.APPO_RL_MODULES`).
+
+Config subtrees used: ``algo`` (``conf/algo/appo.yaml``), ``model``, ``env``,
+``seed``; learners as for IMPALA (:mod:`rlperf.algos.impala`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from rlperf.resources.plan import ResourcePlan
+
+
+def build_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
+    """An ``APPOConfig`` for the composed config and resource plan (nothing started yet)."""
+    from ray.rllib.algorithms.appo import APPOConfig
+
+    from rlperf.algos.common import common_config, optional_reporting, rlperf_module_spec
+    from rlperf.algos.impala import impala_training
+    from rlperf.models.rl_module import APPO_RL_MODULES
+
+    a = cfg.algo
+    config = common_config(APPOConfig(), cfg, plan).env_runners(
+        use_env_runner_state_server=bool(a.use_env_runner_state_server)
+    )
+    return (
+        optional_reporting(config, a)
+        .training(
+            **impala_training(a, plan),
+            lambda_=float(a.lambda_),
+            clip_param=float(a.clip_param),
+            use_kl_loss=bool(a.use_kl_loss),
+            kl_coeff=float(a.kl_coeff),
+            kl_target=float(a.kl_target),
+            target_network_update_freq=int(a.target_network_update_freq),
+            tau=float(a.tau),
+            circular_buffer_num_batches=int(a.circular_buffer_num_batches),
+            circular_buffer_iterations_per_batch=int(a.circular_buffer_iterations_per_batch),
+        )
+        .rl_module(rl_module_spec=rlperf_module_spec(cfg, APPO_RL_MODULES))
+    )

@@ -1,0 +1,172 @@
+"""What each algorithm's iteration measures truly: its timing columns of ``metrics.csv``.
+
+One :class:`Timing` per algorithm family (:data:`TIMINGS`, by ``algo.name``), built on
+the started Algorithm; :meth:`Timing.columns` gives one iteration's timing columns
+(docs/results.md#timing-per-algorithm says which each fills, and why the others stay
+empty — NaN, written as an empty cell, never 0):
+
+- :class:`SequentialTiming` (PPO): ``training_step`` is sample → learn → sync, so
+  the phase columns add up (:mod:`rlperf.algos.timed_learner`).
+- :class:`AsyncTiming` (APPO, IMPALA): sampling and learning overlap and the driver
+  only enqueues, so no phase columns; throughput, learner update calls, and what
+  RLlib's result dict reports of the learner queue and of the policy lag.
+- :class:`ReplayTiming` (DQN, SAC): ``training_step`` is sample → store → replay →
+  learn → sync in the driver, so the phases add up, with ``replay_s`` and the
+  replay ratio.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rlperf.algos.timed_learner import PhaseClock
+from rlperf.results.columns import PHASES
+
+NAN = math.nan
+
+
+def _nested(d: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else NAN
+
+
+def _per_s(steps: float, seconds: float) -> float:
+    return steps / seconds if seconds > 0 else NAN
+
+
+class Timing:
+    """Wraps the Algorithm's methods that show its phases, once, when built."""
+
+    def __init__(self, algo: Any) -> None:
+        self.algo = algo
+        self.clock = PhaseClock()
+        algo.training_step = self.clock.wrap("training_step", algo.training_step)
+        algo.learner_group.update = self.clock.wrap("learner_update", algo.learner_group.update)
+
+    def columns(self, result: dict[str, Any], counts: dict[str, int], iter_s: float) -> dict:
+        """This iteration's timing columns from the clock, RLlib's ``result`` and the
+        iteration's step ``counts`` (``env_steps``, ``trained_steps``)."""
+        raise NotImplementedError
+
+
+class SequentialTiming(Timing):
+    """PPO: exact sequential phases (driver clock + :class:`TimedPPOTorchLearner`)."""
+
+    def __init__(self, algo: Any) -> None:
+        super().__init__(algo)
+        algo.env_runner_group.sync_weights = self.clock.wrap(
+            "sync", algo.env_runner_group.sync_weights
+        )
+
+    def columns(self, result: dict[str, Any], counts: dict[str, int], iter_s: float) -> dict:
+        from rlperf.algos.timed_learner import iteration_phases
+
+        calls = self.clock.pop_calls()
+        phases = iteration_phases(self.algo, self.clock)
+        return {
+            **phases,
+            "other_s": iter_s - sum(phases.values()),
+            "trained_steps_per_s": _per_s(counts["trained_steps"], phases["learn_s"]),
+            "learner_updates": calls["learner_update"],
+        }
+
+
+class AsyncTiming(Timing):
+    """APPO/IMPALA: no sequential phases (the driver only enqueues); throughput over the
+    iteration, ``LearnerGroup.update`` calls (one train batch each), the learner's
+    in-queue at the iteration's end, and RLlib's policy lag: gradient updates
+    between the weights that sampled a trained batch (the sequence number RLlib stamps
+    on episodes) and the learner's, mean over the batches RLlib reported."""
+
+    def columns(self, result: dict[str, Any], counts: dict[str, int], iter_s: float) -> dict:
+        from ray.rllib.core import DEFAULT_MODULE_ID
+        from ray.rllib.utils.metrics import (
+            DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY,
+            LEARNER_RESULTS,
+        )
+
+        calls = self.clock.pop_calls()
+        self.clock.pop()
+        lag = _nested(
+            result, LEARNER_RESULTS, DEFAULT_MODULE_ID, DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY
+        )
+        return {
+            **dict.fromkeys((*PHASES, "other_s"), NAN),  # overlapping: not phases of iter_s
+            "trained_steps_per_s": _per_s(counts["trained_steps"], iter_s),
+            "learner_updates": calls["learner_update"],
+            "learner_queue_size": self._learner_queue(),
+            "policy_lag": _number(lag),
+        }
+
+    def _learner_queue(self) -> float:
+        """Batches waiting for the learner thread now, mean over learners (IMPALA: its
+        in-queue; APPO: valid entries of its circular buffer); NaN without such a queue."""
+
+        def size(learner: Any) -> int | None:
+            q = getattr(learner, "_learner_thread_in_queue", None)
+            return q.qsize() if q is not None and hasattr(q, "qsize") else None
+
+        sizes = [r.get() for r in self.algo.learner_group.foreach_learner(size)]
+        known = [s for s in sizes if s is not None]
+        return sum(known) / len(known) if known else NAN
+
+
+class ReplayTiming(Timing):
+    """DQN/SAC: sample (``sample_s``: sampling and episode bookkeeping), replay buffer
+    (``replay_s``: add, sample, priority updates), learner update (``learn_s``, the
+    batch's assembly included), weight sync (``sync_s``), all in the driver."""
+
+    def __init__(self, algo: Any) -> None:
+        super().__init__(algo)
+        algo.env_runner_group.sync_weights = self.clock.wrap(
+            "sync", algo.env_runner_group.sync_weights
+        )
+        buffer = algo.local_replay_buffer
+        for method in ("add", "sample", "update_priorities"):
+            if hasattr(buffer, method):
+                setattr(
+                    buffer, method, self.clock.wrap(f"replay_{method}", getattr(buffer, method))
+                )
+
+    def columns(self, result: dict[str, Any], counts: dict[str, int], iter_s: float) -> dict:
+        calls = self.clock.pop_calls()
+        t = self.clock.pop()
+        replay = sum(v for k, v in t.items() if k.startswith("replay_"))
+        learn, sync = t["learner_update"], t["sync"]
+        phases = {
+            "sample_s": max(t["training_step"] - learn - sync - replay, 0.0),
+            "load_s": NAN,  # inside learn_s: RLlib's learner assembles the batch in update()
+            "learn_s": learn,
+            "sync_s": sync,
+        }
+        return {
+            **phases,
+            "replay_s": replay,
+            "other_s": iter_s - t["training_step"],
+            "trained_steps_per_s": _per_s(counts["trained_steps"], learn),
+            "learner_updates": calls["learner_update"],
+            "replay_ratio": _per_s(counts["trained_steps"], counts["env_steps"]),
+        }
+
+
+#: ``algo.name`` -> its :class:`Timing`.
+TIMINGS: dict[str, type[Timing]] = {
+    "ppo": SequentialTiming,
+    "appo": AsyncTiming,
+    "impala": AsyncTiming,
+    "dqn": ReplayTiming,
+    "sac": ReplayTiming,
+}
+
+
+def instrument_timing(algo: Any, name: str) -> Timing:
+    """The :class:`Timing` of ``algo.name`` ``name`` on the built ``algo``."""
+    return TIMINGS[name](algo)
