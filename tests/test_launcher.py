@@ -265,7 +265,7 @@ def _other_value(value: Any) -> Any:
     if isinstance(value, bool):
         return not value
     if isinstance(value, int | float):
-        return value * 2 + 1
+        return value + 1
     if isinstance(value, str):
         return value + "~"
     if isinstance(value, list):
