@@ -43,6 +43,7 @@ from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import write_json
 from rlperf.runs import FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.telemetry.sampler import TelemetrySampler, gpu_columns
+from rlperf.training.target import StopCheck
 
 DATA = Path(__file__).resolve().parent / "data" / "gpu_check"
 #: Where the recorded cases claim to have run (the manifest's command lines).
@@ -237,6 +238,8 @@ def write_training(
             "driver_torch_threads": 1,
         },
         **summarise_training(cfg, rows, columns, Path("checkpoint"), plan.num_env_runners, CEILING),
+        "startup_s": 12.0,
+        **StopCheck(cfg).summary(),  # no train.stop target: ran its iterations
         "wall_s": 31.5,
     }
     write_json(folder / SUMMARY_FILE, summary)
