@@ -148,6 +148,9 @@ def test_replay_algorithm_fills_phases_and_replay(tmp_path, algo, env) -> None:
         "algo.rollout_fragment_length=50", "algo.train_batch_size=64",
         "algo.min_sample_timesteps_per_iteration=100",
         "algo.num_steps_sampled_before_learning_starts=100", "train.iterations=2",
+        # SAC's RLlib default loops training_step for at least 1 s: its step count would
+        # then depend on the machine's speed. Without it, exactly 100 steps an iteration.
+        "algo.min_time_s_per_iteration=null",
     )  # fmt: skip
     assert s["scale"]["num_learners"] == 0 and s["learner"]["where"] == "driver"
     assert list(m["env_steps"]) == [100, 100]
