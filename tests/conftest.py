@@ -20,6 +20,11 @@ from rlperf.console.deprecations import OWN_DEPRECATION, watching
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 
+# As the rlperf command does (rlperf/cli.py): RLlib imported in this process must not
+# import TensorFlow, whose first import by RLlib calls tf1.disable_v2_behavior() and
+# turns eager execution off for every later test (the edge export needs it on).
+os.environ.setdefault("RLLIB_TEST_NO_TF_IMPORT", "1")
+
 
 @pytest.fixture(autouse=True)
 def no_deprecated_api_from_rlperf(request: pytest.FixtureRequest) -> Iterator[None]:

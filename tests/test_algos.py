@@ -97,6 +97,9 @@ def _train(tmp_path: Path, *args: str) -> tuple[pd.DataFrame, dict]:
 #: on 2 cores (overcommitted); iterations of 1.5 s, updates of 60 env steps.
 ASYNC = ("env=cartpole", "model=mlp64", "workers=1", "ray.overcommit_cpus=true",
          "algo.min_time_s_per_iteration=1.5", "algo.train_batch_size=60",
+         # and at least two train batches an iteration: on a loaded machine 1.5 s alone
+         # may pass before the remote env runner and learner have done anything
+         "algo.min_sample_timesteps_per_iteration=120",
          "algo.rollout_fragment_length=20", "train.iterations=3")  # fmt: skip
 
 

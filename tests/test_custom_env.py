@@ -42,6 +42,7 @@ def test_user_env_by_entry_point_trains_in_a_remote_env_runner(tmp_path) -> None
     proc = run_rlperf(
         ["env=custom", "env.entry_point=walk_envs:Walk", f"+env.config.pid_dir={pids}",
          "env.max_episode_steps=20", "model=mlp64", "workers=1", "train.iterations=1",
+         "train.warmup_iterations=0",  # the one iteration counts (sampling_efficiency)
          f"train.env_ceiling.cache_dir={tmp_path / 'ceiling'}", *SMALL,
          f"hydra.run.dir={out}"],
         cwd=tmp_path,

@@ -43,13 +43,13 @@ def test_an_edge_sweep_fans_out_over_the_training_jobs(tiny_sweep: Path, tmp_pat
         ],
         cwd=tmp_path,
     )
-    # The cell without a matching job failed (exit 1); the paired cells ran.
-    assert proc.returncode == 1, proc.stderr[-3000:]
+    # The cell without a matching job is invalid (a user error: exit 2); the paired cells ran.
+    assert proc.returncode == 2, proc.stderr[-3000:]
     cells = sorted(SweepIndex.load(out).cells.values(), key=lambda r: r.job_num)
     assert [(r.status, r.upstream) for r in cells] == [
         ("completed", "0 (model=tiny, workers=0)"),
         ("completed", "1 (model=tiny, workers=1)"),
-        ("failed", None),
+        ("invalid", None),
     ]
     assert [o for o in cells[0].overrides if o.startswith("run=")] == [f"run={tiny_sweep}/0"]
     assert len({r.hash for r in cells}) == 3  # the upstream job is part of each cell's identity

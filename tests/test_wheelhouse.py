@@ -37,7 +37,7 @@ def test_requirements_are_pyprojects_minus_torch_tensorflow_and_the_report() -> 
     assert {"ray", "gymnasium", "ale-py", "hydra-core", "omegaconf", "nvidia-ml-py"} <= names
     assert {"psutil", "numpy", "opencv-python-headless"} <= names
     # Pinned exactly as pyproject.toml pins them: one place for the ranges.
-    assert "ray[rllib,tune]>=2.60,<2.61" in reqs
+    assert "ray[rllib,serve,tune]>=2.60,<2.61" in reqs
     assert gpu_requirements(PYPROJECT, ["omegaconf"]) == ["omegaconf>=2.3,<2.4"]
     with pytest.raises(SystemExit, match="torch"):
         gpu_requirements(PYPROJECT, ["torch"])
