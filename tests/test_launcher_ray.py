@@ -228,8 +228,8 @@ def test_sweep_statuses_failure_and_skip(tmp_path: Path, ray_tmp: str) -> None:
     # Then one line for the outcome, not the failed cell's traceback (it is in its folder).
     assert err.strip().splitlines()[-1].startswith("rlperf: sweep of 3 cells: 1 failed (")
     assert "Traceback" not in err[err.rindex("] cells:") :] and "Error executing job" not in err
-    # Third-party chatter (Ray's, Tune's traceback of the failed trial): in sweep.log only.
-    assert "Token authentication" not in err and "Trial task failed" not in err
+    # Tune's traceback of the failed trial is kept in sweep.log (what the terminal shows of
+    # third-party output is tests/test_terminal.py's).
     assert "Trial task failed" in (sweep / "sweep.log").read_text()
     assert not wait_gone(ray_tmp), "Ray processes left behind"
 

@@ -68,5 +68,5 @@ def test_an_edge_sweep_fans_out_over_the_training_jobs(tiny_sweep: Path, tmp_pat
         assert source["identity"]["workers"] == int(job) and source["model"] == "tiny"
         assert len(pd.read_csv(out / rec.subdir / STEPS_FILE)) == 40
     # The final table names each cell's upstream job.
-    table = proc.stderr[proc.stderr.rindex("cells:") :]
+    table = proc.stderr[proc.stderr.rindex("] cells:") :]
     assert "upstream" in table.splitlines()[1] and "1 (model=tiny, workers=1)" in table
