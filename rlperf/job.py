@@ -20,7 +20,7 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,12 +104,20 @@ class JobContext:
         current().say(f"[rlperf {self.elapsed_s():7.1f}s] {message}", progress=True)
 
     def step(
-        self, done: int, total: int, info: str, brief: str = "", unit: str = "iteration"
+        self,
+        done: int,
+        total: int,
+        info: str,
+        brief: str = "",
+        unit: str = "iteration",
+        row: Mapping[str, Any] | None = None,
     ) -> None:
         """Step ``done`` of ``total`` finished; ``info`` says what it measured, ``brief`` in short.
 
         Goes to the run's progress display (a bar shows ``brief``), the job log
-        and, in a sweep's trial, to the launcher (:data:`STEP_SINKS`).
+        and, in a sweep's trial, to the launcher (:data:`STEP_SINKS`) with the
+        step's ``row`` of results (a training iteration's metrics.csv row), which
+        the launcher reports to Tune so that a search's scheduler can act on it.
         """
         log.info("%s %d/%d: %s", unit, done, total, info, extra={TERMINAL: False})
         if self.display is None:
@@ -117,7 +125,7 @@ class JobContext:
         assert self.display is not None
         self.display.update(done, info, brief or info)
         for sink in STEP_SINKS:
-            sink(done, total, brief or info)
+            sink(done, total, brief or info, row)
 
     def open_display(self, total: int, unit: str = "iteration") -> None:
         """Show the run's progress (a bar on a terminal) from now on: before its first step."""
@@ -133,9 +141,10 @@ class JobContext:
 
 Stage = Callable[[DictConfig, Path, JobContext], dict[str, Any]]
 
-#: Called with ``(done, total, info)`` at every :meth:`JobContext.step`; the sweep
-#: launcher adds one in its trials to show each cell's progress.
-STEP_SINKS: list[Callable[[int, int, str], None]] = []
+#: Called with ``(done, total, info, row)`` at every :meth:`JobContext.step`; the sweep
+#: launcher adds one in its trials to show each cell's progress and report its rows
+#: to Tune (``row`` is None for steps without one).
+STEP_SINKS: list[Callable[[int, int, str, Mapping[str, Any] | None], None]] = []
 
 
 def execute_stage(

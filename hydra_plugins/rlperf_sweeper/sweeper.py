@@ -1,8 +1,10 @@
-"""The ``rlperf`` sweeper: Hydra's basic sweeper whose batches get the upstream-job axis."""
+"""The ``rlperf`` sweeper: Hydra's basic sweeper whose batches get the upstream-job axis,
+or a search (``hydra.sweeper.search.algorithm`` set: one Tune run, docs/search.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from omegaconf import DictConfig, OmegaConf
@@ -16,7 +18,33 @@ class RlperfSweeper(BasicSweeper):
     (:func:`rlperf.sweep.upstream.expand_batch`) before it is validated and
     launched, so job numbers, ``multirun.yaml`` and the launcher's one result per
     override list hold for the added cells too.
+
+    With ``search.algorithm`` set, :meth:`sweep` is a search instead: the
+    overrides in hydra-optuna-sweeper's syntax are its space
+    (:mod:`rlperf.sweep.space`), and one Tune run with a searcher and a scheduler
+    runs the trials (``hydra_plugins.rlperf_tune_launcher._search``). An option of
+    this sweeper rather than a sweeper of its own, so that an experiment preset
+    can make a search (the primary config's ``override hydra/sweeper`` wins over a
+    preset's).
     """
+
+    def __init__(
+        self, max_batch_size: int | None, params: Any = None, search: Any = None
+    ) -> None:
+        super().__init__(max_batch_size=max_batch_size, params=params)
+        plain = OmegaConf.to_container(search, resolve=True) if OmegaConf.is_config(search) else search
+        self.search: DictConfig | None = None if plain is None else OmegaConf.create(plain)
+
+    def sweep(self, arguments: list[str]) -> Any:
+        if self.search is None or self.search.algorithm is None:
+            return super().sweep(arguments)
+        from rlperf.sweep.space import check_search_options, parse_space, with_params
+
+        check_search_options(self.search)
+        space = parse_space(with_params(self.params, arguments), str(self.search.algorithm))
+        from hydra_plugins.rlperf_tune_launcher import _search
+
+        return _search.run_search(self.launcher, space, self.search)
 
     def get_job_batch(self) -> Sequence[Sequence[str]]:
         from rlperf.sweep.upstream import expand_batch

@@ -27,12 +27,13 @@ import contextlib
 import copy
 import json
 import logging
+import math
 import os
 import signal
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -75,6 +76,7 @@ from rlperf.sweep.index import (
     write_cell_file,
 )
 from rlperf.sweep.progress import SweepProgress, format_table
+from rlperf.sweep.search_results import ENV_STEPS_TOTAL
 from rlperf.sweep.resources import (
     CellRequest,
     RayStart,
@@ -849,17 +851,37 @@ def _trial_main(config: dict[str, Any], payload: dict[str, Any]) -> None:
     env runners and learners RLlib starts from here land in the same group and
     Tune's accounting is what runs.
     """
+    entered = enter_trial(payload)
+    run_trial_job(payload["cells"][config["cell"]], payload, entered)
+
+
+def enter_trial(payload: dict[str, Any]) -> float:
+    """What a trial process needs before it loads or runs a cell (Hydra's singletons)."""
     entered = time.time()
-    sweep_config: DictConfig = payload["cells"][config["cell"]]
     os.environ[IN_TRIAL_ENV] = "1"
     Singleton.set_state(payload["singletons"])
     setup_globals()
+    return entered
+
+
+def run_trial_job(
+    sweep_config: DictConfig,
+    payload: dict[str, Any],
+    entered: float,
+    final: Callable[[Path], dict[str, Any]] | None = None,
+) -> None:
+    """Hydra's ``run_job`` of one cell in this trial; every step's row goes to Tune.
+
+    ``final``: more keys of the trial's last result, from the cell's folder (a
+    search's objective).
+    """
     # Tune changes into its trial folder; the job sees the launcher's working directory
     # (relative paths in a config mean the same as in a single run).
     cwd = str(sweep_config.hydra.runtime.cwd)
     if os.path.isdir(cwd):
         os.chdir(cwd)
-    STEP_SINKS.append(_report_step)
+    reporter = _StepReporter()
+    STEP_SINKS.append(reporter)
     try:
         ret = run_job(
             hydra_context=payload["hydra_context"],
@@ -869,8 +891,9 @@ def _trial_main(config: dict[str, Any], payload: dict[str, Any]) -> None:
             job_subdir_key="hydra.sweep.subdir",
         )
     finally:
-        STEP_SINKS.remove(_report_step)
+        STEP_SINKS.remove(reporter)
     ok = ret.status == JobStatus.COMPLETED
+    out_dir = Path(str(sweep_config.hydra.runtime.output_dir))
     blob = None
     if ok:
         try:
@@ -878,10 +901,10 @@ def _trial_main(config: dict[str, Any], payload: dict[str, Any]) -> None:
         except Exception:  # an unpicklable return value: the launcher builds the JobReturn
             blob = None
     else:
-        exc = ret._return_value
-        _record_failure(Path(str(sweep_config.hydra.runtime.output_dir)), ret.cfg, exc)
+        _record_failure(out_dir, ret.cfg, ret._return_value)
     tune.report(
         {
+            **(final(out_dir) if final is not None else {}),
             RESULT_STATUS: ret.status.name,
             RESULT_RETURN: blob,
             RESULT_ENTERED: entered,
@@ -893,9 +916,23 @@ def _trial_main(config: dict[str, Any], payload: dict[str, Any]) -> None:
         raise CellFailed(f"{type(exc).__name__}: {exc}") from None
 
 
-def _report_step(done: int, total: int, info: str) -> None:
-    """A step of the trial's job, to the launcher's progress display (an intermediate result)."""
-    tune.report({RESULT_STEP: [done, total, info]})
+class _StepReporter:
+    """A step of the trial's job to Tune: its progress, and its row's numbers (an
+    intermediate result the launcher's display and a search's scheduler read)."""
+
+    def __init__(self) -> None:
+        self.env_steps = 0
+
+    def __call__(self, done: int, total: int, info: str, row: Mapping[str, Any] | None) -> None:
+        numbers = {
+            k: float(v)
+            for k, v in (row or {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        }
+        if "env_steps" in numbers:
+            self.env_steps += int(numbers["env_steps"])
+            numbers[ENV_STEPS_TOTAL] = self.env_steps
+        tune.report({**numbers, RESULT_STEP: [done, total, info]})
 
 
 def _record_failure(out_dir: Path, cfg: Any, exc: BaseException) -> None:
