@@ -15,7 +15,11 @@ import hydra
 from omegaconf import DictConfig
 
 from rlperf.config.schema import register_configs
-from rlperf.config.search_path import SHIPPED_CONF, user_primary_config_clash
+from rlperf.config.search_path import (
+    SHIPPED_CONF,
+    preset_file_overrides,
+    user_primary_config_clash,
+)
 from rlperf.console.filters import TF_IMPORT_LOGGER, OnceFilter
 from rlperf.errors import ExitCode, run_command
 
@@ -91,7 +95,11 @@ def main() -> None:
             file=sys.stderr,
         )
         raise SystemExit(ExitCode.user_error)
-    sys.argv[1:] = expand_verbose_flag(sys.argv[1:])
+    try:
+        sys.argv[1:] = preset_file_overrides(expand_verbose_flag(sys.argv[1:]))
+    except ValueError as exc:
+        print(f"rlperf: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.user_error) from None
     register_configs()
     raise SystemExit(run_command(_run, "rlperf", _composition_error))
 

@@ -55,3 +55,30 @@ def user_primary_config_clash(cwd: Path | None = None) -> Path | None:
         return None
     path = folder / f"{PRIMARY_CONFIG}.yaml"
     return path if path.is_file() else None
+
+
+def preset_file_overrides(args: list[str]) -> list[str]:
+    """``experiment=<path>.yaml`` -> ``experiment=<name>`` and the path's folder in Hydra's
+    search path (``hydra.searchpath``), so a preset file anywhere runs as a preset.
+
+    The file must lie in a folder named ``experiment/`` (a config group is a folder):
+    a search writes its best trial as ``<search folder>/experiment/search_best.yaml``
+    (docs/search.md). Raises ValueError with the reason for a file that cannot be one.
+    """
+    out: list[str] = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if key != "experiment" or not sep or not value.endswith((".yaml", ".yml")):
+            out.append(arg)
+            continue
+        path = Path(value).expanduser().resolve()
+        if not path.is_file():
+            raise ValueError(f"{arg}: no such preset file")
+        if path.parent.name != "experiment":
+            raise ValueError(
+                f"{arg}: a preset file must lie in a folder named experiment/ "
+                f"(it is in {path.parent.name}/)"
+            )
+        # Next to it: Hydra's argument parser wants the overrides together.
+        out += [f"experiment={path.stem}", f"hydra.searchpath=[file://{path.parent.parent}]"]
+    return out

@@ -96,7 +96,11 @@ def parse_space(arguments: Sequence[str], algorithm: str) -> SearchSpace:
             f"hydra.sweeper.search.algorithm={algorithm} is not one of {', '.join(ALGORITHMS)}"
         )
     space = SearchSpace()
-    for override in OverridesParser.create().parse_overrides(list(arguments)):
+    parsed = OverridesParser.create().parse_overrides(list(arguments))
+    last = {o.get_key_element(): i for i, o in enumerate(parsed)}  # a later one wins
+    for i, override in enumerate(parsed):
+        if last[override.get_key_element()] != i:
+            continue
         if not override.is_sweep_override():
             space.fixed.append(override.input_line or "")
             continue
