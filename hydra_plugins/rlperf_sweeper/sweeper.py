@@ -28,22 +28,35 @@ class RlperfSweeper(BasicSweeper):
     preset's).
     """
 
-    def __init__(
-        self, max_batch_size: int | None, params: Any = None, search: Any = None
-    ) -> None:
+    def __init__(self, max_batch_size: int | None, params: Any = None, search: Any = None) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
-        plain = OmegaConf.to_container(search, resolve=True) if OmegaConf.is_config(search) else search
-        self.search: DictConfig | None = None if plain is None else OmegaConf.create(plain)
+        plain = (
+            OmegaConf.to_container(search, resolve=True) if OmegaConf.is_config(search) else search
+        )
+        self.search: DictConfig | None = None
+        if isinstance(plain, dict):
+            self.search = OmegaConf.create(plain)
 
     def sweep(self, arguments: list[str]) -> Any:
         if self.search is None or self.search.algorithm is None:
             return super().sweep(arguments)
-        from rlperf.sweep.space import check_search_options, parse_space, with_params
+        from rlperf.sweep.space import (
+            SearchSpaceError,
+            check_search_options,
+            parse_space,
+            with_params,
+        )
 
         check_search_options(self.search)
         space = parse_space(with_params(self.params, arguments), str(self.search.algorithm))
         from hydra_plugins.rlperf_tune_launcher import _search
+        from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
 
+        if not isinstance(self.launcher, RlperfTuneLauncher):
+            raise SearchSpaceError(
+                f"a search runs its trials with rlperf's launcher (hydra/launcher=rlperf_tune), "
+                f"not {type(self.launcher).__name__}"
+            )
         return _search.run_search(self.launcher, space, self.search)
 
     def get_job_batch(self) -> Sequence[Sequence[str]]:

@@ -76,7 +76,6 @@ from rlperf.sweep.index import (
     write_cell_file,
 )
 from rlperf.sweep.progress import SweepProgress, format_table
-from rlperf.sweep.search_results import ENV_STEPS_TOTAL
 from rlperf.sweep.resources import (
     CellRequest,
     RayStart,
@@ -88,6 +87,7 @@ from rlperf.sweep.resources import (
     ray_start_of,
     shortfall,
 )
+from rlperf.sweep.search_results import ENV_STEPS_TOTAL
 from rlperf.sweep.upstream import upstream_label
 
 if TYPE_CHECKING:

@@ -34,8 +34,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from ray import tune
 from ray.tune.schedulers import AsyncHyperBandScheduler, MedianStoppingRule, TrialScheduler
 
-from rlperf.console import terminal_session
+from rlperf.console import TERMINAL, terminal_session
 from rlperf.console.deprecations import watching
+from rlperf.errors import ExitCode, SweepIncomplete
 from rlperf.job import write_refused_summary
 from rlperf.resources.plan import detect_machine
 from rlperf.resources.ray_session import init_ray
@@ -79,7 +80,7 @@ class _Search(_core._Sweep):
     """A search's state in the driver: the sweep's, plus the space, options and trials."""
 
     space: SearchSpace = field(default_factory=SearchSpace)
-    opts: DictConfig = field(default_factory=DictConfig)
+    opts: DictConfig = field(default_factory=lambda: OmegaConf.create({}))
     start: RayStart = field(default_factory=RayStart)
     trials: dict[str, dict[str, Any]] = field(default_factory=dict)  # by trial id
     stop_reasons: dict[str, str] = field(default_factory=dict)  # by trial id
@@ -127,7 +128,11 @@ def scheduler_metric(opts: DictConfig) -> tuple[str, str]:
 def run_search(
     launcher: RlperfTuneLauncher, space: SearchSpace, opts: DictConfig
 ) -> list[JobReturn]:
-    """Run the search; returns no JobReturns (Hydra ignores a sweeper's return value)."""
+    """Run the search; returns no JobReturns (Hydra ignores a sweeper's return value).
+
+    Raises :class:`~rlperf.errors.SweepIncomplete` (exit 1) after the final table
+    when a trial failed; skipped and invalid proposals leave the exit status 0.
+    """
     setup_globals()
     assert launcher.config is not None
     config = launcher.config
@@ -145,6 +150,14 @@ def run_search(
                 _run(search)
         finally:
             _ACTIVE.remove(search)
+        failed = sum(1 for c in search.cells if c.record.status == RunStatus.failed)
+        if failed:
+            message = (
+                f"search of {len(search.cells)} trials: {failed} failed (reasons in the table "
+                f"above; each trial's summary.json has its error); search.json holds the rest"
+            )
+            log.error("%s", message, extra={TERMINAL: False})
+            raise SweepIncomplete(message, ExitCode.failed)
     return []
 
 
@@ -340,8 +353,11 @@ def _new_tuner(search: _Search, trainable: Any) -> tune.Tuner:
 
 
 def _searcher(opts: DictConfig) -> Any:
-    """Tune's searcher of ``search.algorithm`` (``grid``/``random``: its variant generator)."""
-    from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
+    """Tune's searcher of ``search.algorithm`` (``grid``/``random``: its variant generator).
+
+    ``search.max_concurrent`` is Tune's ``max_concurrent_trials``, which limits any searcher.
+    """
+    from ray.tune.search import BasicVariantGenerator
 
     seed = None if opts.seed is None else int(opts.seed)
     metric, mode = str(opts.metric), str(opts.mode)
@@ -352,9 +368,7 @@ def _searcher(opts: DictConfig) -> Any:
         sampler = optuna.samplers.TPESampler(seed=seed)
         searcher = OptunaSearch(metric=metric, mode=mode, sampler=sampler, seed=seed)
         return ConcurrencyLimiter(searcher, max_concurrent=int(opts.max_concurrent))
-    return BasicVariantGenerator(
-        max_concurrent=int(opts.max_concurrent), random_state=seed
-    )
+    return BasicVariantGenerator(max_concurrent=int(opts.max_concurrent), random_state=seed)
 
 
 def _scheduler(search: _Search) -> TrialScheduler | None:
@@ -366,19 +380,24 @@ def _scheduler(search: _Search) -> TrialScheduler | None:
     metric, mode = scheduler_metric(search.opts)
     end = sched.max_t
     if end is None:
+        assert search.launcher.config is not None
         end = int(OmegaConf.select(search.launcher.config, "train.iterations", default=100))
-    common = {"time_attr": str(sched.time_attr), "metric": metric, "mode": mode}
+    time_attr = str(sched.time_attr)
     if name == "asha":
         return _RecordingASHA(
+            time_attr=time_attr,
+            metric=metric,
+            mode=mode,
             max_t=int(end),
             grace_period=int(sched.grace_period),
             reduction_factor=float(sched.reduction_factor),
-            **common,
         )
     return _RecordingMedian(
+        time_attr=time_attr,
+        metric=metric,
+        mode=mode,
         grace_period=float(sched.grace_period),
         min_samples_required=int(sched.min_samples_required),
-        **common,
     )
 
 
@@ -392,7 +411,6 @@ class _StopRecorder:
 
     label = "scheduler"
     _time_attr: str
-    _metric: str
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
         decision: str = super().on_trial_result(tune_controller, trial, result)  # type: ignore[misc]
@@ -402,9 +420,10 @@ class _StopRecorder:
         end = getattr(self, "_max_t", None)
         if end is not None and t is not None and t >= end:
             return TrialScheduler.CONTINUE
-        value = result.get(self._metric)
+        metric = str(getattr(self, "_metric", ""))
+        value = result.get(metric)
         shown = f"{value:.4g}" if isinstance(value, float) and math.isfinite(value) else value
-        reason = f"{self.label}: {self._metric}={shown} at {self._time_attr}={t} {self.why}"
+        reason = f"{self.label}: {metric}={shown} at {self._time_attr}={t} {self.why}"
         if _ACTIVE:
             _ACTIVE[-1].stop_reasons[trial.trial_id] = reason
         return decision
@@ -419,7 +438,7 @@ class _RecordingASHA(_StopRecorder, AsyncHyperBandScheduler):
 
     @property
     def why(self) -> str:
-        return f"was below its rung's cutoff (the top 1/{self._reduction_factor:g} go on)"
+        return f"was worse than its rung's cutoff (the best 1/{self._reduction_factor:g} go on)"
 
 
 class _RecordingMedian(_StopRecorder, MedianStoppingRule):

@@ -73,7 +73,9 @@ def best_trial(trials: Sequence[Mapping[str, Any]], mode: str) -> Mapping[str, A
     return pick(scored, key=lambda t: float(t["score"]))
 
 
-def write_search_file(sweep_dir: Path, search: Mapping[str, Any], trials: list[dict[str, Any]]) -> Path:
+def write_search_file(
+    sweep_dir: Path, search: Mapping[str, Any], trials: list[dict[str, Any]]
+) -> Path:
     """``search.json``: the options, the space, every trial (parameters, status, score)
     in the order they started, and the best trial (with its preset's path)."""
     best = best_trial(trials, str(search["mode"]))
@@ -99,7 +101,7 @@ def write_best_preset(
     choices = OmegaConf.to_container(hydra_cfg.hydra.runtime.choices)
     assert isinstance(choices, dict)
     groups = [
-        {f"override /{group}": option}
+        {"override /" + str(group): option}
         for group, option in choices.items()
         if option is not None
         and not str(group).startswith("hydra/")
@@ -112,7 +114,7 @@ def write_best_preset(
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (
         "# @package _global_\n"
-        f"# The best trial of the search in {sweep_dir}: {best['subdir']}, "
+        f"# The best trial of the search in {sweep_dir}: {str(best['subdir'])}, "
         f"{search['metric']}={best['score']:.6g} ({search['mode']}).\n"
         f"# Parameters: {dict(best['params'])}\n"
         f"# Re-run it: rlperf experiment={path}\n"

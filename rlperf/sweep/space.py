@@ -118,7 +118,7 @@ def parse_space(arguments: Sequence[str], algorithm: str) -> SearchSpace:
 
 
 def _axis(key: str, sweep: Any, algorithm: str) -> Axis:
-    """The :class:`Axis` of one sweep override (``ChoiceSweep``, ``RangeSweep``, ``IntervalSweep``)."""
+    """The :class:`Axis` of a ``ChoiceSweep``, ``RangeSweep`` or ``IntervalSweep``."""
     from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 
     tags = set(sweep.tags)
@@ -215,15 +215,30 @@ def check_search_options(opts: Any) -> None:
         (str(opts.mode) in ("max", "min"), "mode", opts.mode, "max, min"),
         (int(opts.num_samples) >= 1, "num_samples", opts.num_samples, "an integer >= 1"),
         (int(opts.max_concurrent) >= 1, "max_concurrent", opts.max_concurrent, "an integer >= 1"),
-        (str(opts.scheduler.name) in SCHEDULERS, "scheduler.name", opts.scheduler.name,
-         ", ".join(SCHEDULERS)),  # fmt: skip
-        (str(opts.scheduler.time_attr) in TIME_ATTRS, "scheduler.time_attr",
-         opts.scheduler.time_attr, ", ".join(TIME_ATTRS)),  # fmt: skip
-        (opts.scheduler.mode in (None, "max", "min"), "scheduler.mode", opts.scheduler.mode,
-         "null, max, min"),  # fmt: skip
-        (opts.scheduler.metric is None or per_iteration(str(opts.scheduler.metric)),
-         "scheduler.metric", opts.scheduler.metric,
-         "a metrics.csv column (a scheduler acts on every iteration) or null"),  # fmt: skip
+        (
+            str(opts.scheduler.name) in SCHEDULERS,
+            "scheduler.name",
+            opts.scheduler.name,
+            ", ".join(SCHEDULERS),
+        ),  # fmt: skip
+        (
+            str(opts.scheduler.time_attr) in TIME_ATTRS,
+            "scheduler.time_attr",
+            opts.scheduler.time_attr,
+            ", ".join(TIME_ATTRS),
+        ),  # fmt: skip
+        (
+            opts.scheduler.mode in (None, "max", "min"),
+            "scheduler.mode",
+            opts.scheduler.mode,
+            "null, max, min",
+        ),  # fmt: skip
+        (
+            opts.scheduler.metric is None or per_iteration(str(opts.scheduler.metric)),
+            "scheduler.metric",
+            opts.scheduler.metric,
+            "a metrics.csv column (a scheduler acts on every iteration) or null",
+        ),  # fmt: skip
     ]
     for ok, name, value, valid in checks:
         if not ok:
@@ -234,8 +249,6 @@ def with_params(params: Any, arguments: Sequence[str]) -> list[str]:
     """``hydra.sweeper.params`` as overrides, then the command line's (which win)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    typed = {
-        o.get_key_element() for o in OverridesParser.create().parse_overrides(list(arguments))
-    }
+    typed = {o.get_key_element() for o in OverridesParser.create().parse_overrides(list(arguments))}
     from_params = [f"{k}={v}" for k, v in dict(params or {}).items() if str(k) not in typed]
     return [*from_params, *arguments]
