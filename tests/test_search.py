@@ -128,7 +128,10 @@ def test_search_interrupt_resume_best_and_preset(tmp_path: Path) -> None:
     stopped = [t for t in trials if t["status"] == "stopped_early"]
     assert stopped, trials
     for t in stopped:
-        assert re.match(r"ASHA: iter_s=\S+ at training_iteration=\d+ was worse than its rung's cutoff", t["reason"]), t
+        assert re.match(
+            r"ASHA: iter_s=\S+ at training_iteration=\d+ was worse than its rung's cutoff",
+            t["reason"],
+        ), t
         cell = folder / t["subdir"]
         assert json.loads((cell / "summary.json").read_text())["error"] == t["reason"]
         with (cell / "metrics.csv").open() as f:

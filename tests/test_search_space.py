@@ -205,3 +205,39 @@ def test_process_level_axis_refused_before_ray(tmp_path: Path) -> None:
         "a search is one Tune run in one Ray; run one search per value of cpu_affinity instead"
     ]
     assert "Traceback" not in proc.stderr and not folder.exists()
+
+
+def test_report_search_section(tmp_path: Path) -> None:
+    """search.json -> the Search section: best-so-far over completed trials, the table, a figure."""
+    from rlperf.report import render
+    from rlperf.report.search import best_so_far, draw_search_figures, read_searches, search_section
+
+    trials = [
+        {"number": 0, "subdir": "trial_a", "status": "completed", "score": 20.0,
+         "params": {"algo.lr": 1e-3, "model": "mlp64"}},
+        {"number": 1, "subdir": "trial_b", "status": "stopped_early", "score": 90.0,
+         "params": {"algo.lr": 2e-4, "model": "mlp256"}},
+        {"number": 2, "subdir": "trial_c", "status": "completed", "score": 35.0,
+         "params": {"algo.lr": 5e-4, "model": "mlp64"}},
+        {"number": 3, "subdir": "trial_d", "status": "completed", "score": 30.0,
+         "params": {"algo.lr": 3e-4, "model": "mlp256"}},
+    ]  # fmt: skip
+    data = {
+        "algorithm": "optuna", "metric": "episode_return_mean", "mode": "max",
+        "scheduler": {"name": "asha"}, "scheduler_metric": "episode_return_mean",
+        "space": {"algo.lr": "log float [0.0001, 0.01]", "model": "choice mlp64, mlp256"},
+        "trials": trials, "best": {**trials[2], "preset": "x/experiment/search_best.yaml"},
+    }  # fmt: skip
+    (tmp_path / "search.json").write_text(json.dumps(data))
+    [search] = read_searches([tmp_path, tmp_path / "not-a-search"])
+    assert best_so_far(search.trials, "max").tolist() == [20.0, 20.0, 35.0, 35.0]
+    assert best_so_far(search.trials, "min").tolist() == [20.0, 20.0, 20.0, 20.0]
+    draw_search_figures([search], tmp_path / "figures")
+    assert search.figure == tmp_path / "figures" / "search.png" and search.figure.stat().st_size
+    blocks = search_section([search])
+    text = " ".join(b.text for b in blocks if isinstance(b, render.Para))
+    assert "4 trials (3 completed, 1 stopped_early)" in text
+    assert "Best: `trial_c` with `episode_return_mean` = 35" in text
+    [table] = [b for b in blocks if isinstance(b, render.Table)]
+    assert table.df["status"].tolist() == ["completed", "stopped_early", "completed", "completed"]
+    assert [b.path for b in blocks if isinstance(b, render.Image)] == [search.figure]

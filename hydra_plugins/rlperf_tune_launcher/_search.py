@@ -366,9 +366,8 @@ def _searcher(opts: DictConfig) -> Any:
         from ray.tune.search.optuna import OptunaSearch
 
         sampler = optuna.samplers.TPESampler(seed=seed)
-        searcher = OptunaSearch(metric=metric, mode=mode, sampler=sampler, seed=seed)
-        return ConcurrencyLimiter(searcher, max_concurrent=int(opts.max_concurrent))
-    return BasicVariantGenerator(max_concurrent=int(opts.max_concurrent), random_state=seed)
+        return OptunaSearch(metric=metric, mode=mode, sampler=sampler, seed=seed)
+    return BasicVariantGenerator(random_state=seed)
 
 
 def _scheduler(search: _Search) -> TrialScheduler | None:

@@ -38,6 +38,7 @@ from rlperf.report.gate import DEFAULT_TOLERANCE, GateResult
 from rlperf.report.legacy import is_legacy, load_legacy
 from rlperf.report.load import CellError, load_rlperf_cell
 from rlperf.report.repeats import Configuration, group_repeats
+from rlperf.report.search import SearchResult, draw_search_figures, read_searches
 from rlperf.report.serve import FAMILY as SERVE_FAMILY
 from rlperf.report.serve import ServeTables, draw_serve_figures, write_serve_tables
 from rlperf.report.targets import targets_table
@@ -70,6 +71,7 @@ class ReportResult:
     gate: GateResult | None = None
     files: list[Path] = field(default_factory=list)
     serve: ServeTables | None = None
+    searches: list[SearchResult] = field(default_factory=list)  # rlperf.report.search
     markdown: Path | None = None
     html: Path | None = None
 
@@ -415,6 +417,9 @@ def build_report(
     if figures:
         serve_drawn, serve_undrawn = draw_serve_figures(serving, out_dir / "figures")
         drawn, undrawn = {**drawn, **serve_drawn}, {**undrawn, **serve_undrawn}
+    searches = read_searches(found.sweeps)
+    if figures:
+        draw_search_figures(searches, out_dir / "figures")
     result = ReportResult(
         out=out_dir, cells=cells, skipped=skipped, runs=data.runs,
         configurations=data.configurations, iterations=data.iterations, latency=data.latency,
@@ -422,8 +427,9 @@ def build_report(
         figures=drawn, figures_skipped=undrawn,
         findings=[f for a in analyses.values() for f in a.findings], warnings=comparison.warnings,
         fingerprint_groups=comparison.groups, mixed=comparison.mixed, analyses=analyses,
-        gate=judged, files=[*data.files, *serving.files, *_with_svg(drawn.values())],
-        serve=serving,
+        gate=judged, files=[*data.files, *serving.files, *_with_svg(drawn.values()),
+               *_with_svg(s.figure for s in searches if s.figure is not None)],
+        serve=serving, searches=searches,
     )  # fmt: skip
     blocks = document(result, comparison.plans, found.sweeps, in_paths)
     result.markdown, result.html = render.write(blocks, out_dir, "rlperf report")

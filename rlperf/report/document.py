@@ -28,6 +28,7 @@ from rlperf.report.fingerprints import FingerprintGroup, differing_keys
 from rlperf.report.legacy_compare import side_by_side
 from rlperf.report.load import CellError, read_yaml
 from rlperf.report.objectives import OBJECTIVES
+from rlperf.report.search import search_section
 from rlperf.report.serve import CAPTION as SERVE_CAPTION
 from rlperf.report.serve import FAMILY as SERVE_FAMILY
 from rlperf.report.serve import FIGURE as SERVE_FIGURE
@@ -94,6 +95,7 @@ def document(
     blocks = _summary(res, paths)
     blocks += _methods(res, sweeps)
     blocks += _targets_section(res)
+    blocks += search_section(res.searches)  # rlperf.report.search
     others = [f for f in plans if f not in OBJECTIVES and f != SERVE_FAMILY]
     for fam in ("training", "inference", *others):
         if fam in plans:
