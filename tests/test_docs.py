@@ -26,6 +26,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 from support.docs import DocItem, collect, problems, rlperf_argv
+from support.search import search_corners
 
 from rlperf.config.schema import register_configs
 from rlperf.config.validate import ConfigError, validate_config
@@ -150,6 +151,8 @@ def cells(argv: list[str]) -> list[list[str]]:
     base = [o.input_line for o in parsed if not o.is_sweep_override()]
     cfg = compose(config_name="config", overrides=base, return_hydra_config=True)
     params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.params or {}).items()]
+    if cfg.hydra.sweeper.search.algorithm is not None:
+        return search_corners(cfg.hydra.sweeper, overrides)
     swept = OverridesParser.create().parse_overrides([*params, *overrides])
     return [cell for batch in BasicSweeper.split_arguments(swept, None) for cell in batch]
 

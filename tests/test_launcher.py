@@ -30,6 +30,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.test_utils.launcher_common_tests import LauncherTestSuite
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from support.search import search_corners
 
 from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
 from rlperf.config.schema import RlperfConfig, register_configs
@@ -73,6 +74,8 @@ def compose_full() -> Iterator[Callable[..., DictConfig]]:
 
 def expand(cfg: DictConfig, *command_line: str) -> list[list[str]]:
     """The cells Hydra's basic sweeper makes of ``hydra.sweeper.params`` plus ``command_line``."""
+    if cfg.hydra.sweeper.search.algorithm is not None:  # a search: its space's corners
+        return search_corners(cfg.hydra.sweeper, list(command_line))
     params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.params or {}).items()]
     parsed = OverridesParser.create().parse_overrides([*params, *command_line])
     batches = BasicSweeper.split_arguments(parsed, None)
@@ -139,7 +142,7 @@ def test_multirun_uses_the_launcher_and_the_jobs_ray_options(compose_full) -> No
 # serve_load: backend 3 x max_batch_size 2 x replicas 2 (docs/serve.md).
 PRESET_CELLS = {"quickstart": 1, "study_sizes": 1, "study_training": 30, "study_cpu": 27,
                 "scaling": 36, "scaling_small": 8, "cartpole_target": 1, "serve_load": 12,
-                "serve_load_small": 2}  # fmt: skip
+                "serve_load_small": 2, "search_ppo_cartpole": 2}  # fmt: skip
 
 # The study's training matrix (docs/study.md):
 # row -> (workers, visible GPUs, driver GPUs, GPUs per worker).
