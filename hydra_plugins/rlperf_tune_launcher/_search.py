@@ -66,11 +66,6 @@ log = logging.getLogger(__name__)
 #: Tune's experiment folder of a search (under the launcher's ``.tune``): fixed, so
 #: that the same command resumes it.
 EXPERIMENT = "search"
-#: The search's Ray is started once; the summary-only objective is absent from the
-#: per-iteration results, which Tune's strict metric check would refuse.
-_SEARCH_ENV = {"TUNE_DISABLE_STRICT_METRIC_CHECKING": "1"}
-
-
 class TrialRefused(RuntimeError):
     """The searcher proposed a trial the pre-flight refuses (status skipped or invalid)."""
 
@@ -316,7 +311,7 @@ def _fit(search: _Search, machine: Any) -> None:
         tune.with_parameters(_search_trial, payload=payload), resources=resources
     )
     path = search.sweep_dir / _core.TUNE_DIR / EXPERIMENT
-    with _core._tune_environment(), _search_environment():
+    with _core._tune_environment():
         if search.launcher.options.resume and tune.Tuner.can_restore(str(path)):
             search.progress.say(f"resuming the search in {path}")
             tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True)
@@ -448,26 +443,6 @@ class _RecordingMedian(_StopRecorder, MedianStoppingRule):
         return "was worse than the median of the other trials' running means"
 
 
-def _search_environment() -> Any:
-    import contextlib
-    import os
-
-    @contextlib.contextmanager
-    def env() -> Any:
-        saved = {k: os.environ.get(k) for k in _SEARCH_ENV}
-        os.environ.update(_SEARCH_ENV)
-        try:
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-    return env()
-
-
 def _trial_resources(payload: dict[str, Any], params: dict[str, Any]) -> tune.PlacementGroupFactory:
     """The trial's placement group; a refused one asks for almost nothing (it ends at once).
 
@@ -520,6 +495,7 @@ def _search_trial(config: dict[str, Any], payload: dict[str, Any]) -> None:
     refused = refusal(task_cfg, payload["start"], payload["overcommit"])
     if refused is not None:
         out_dir = Path(str(sweep_config.hydra.runtime.output_dir))
+        _core.write_hydra_snapshot(sweep_config, task_cfg, out_dir)
         write_refused_summary(out_dir, task_cfg, *refused)
         raise TrialRefused(f"{refused[0]}: {refused[1]}")
     metric = str(payload["metric"])
