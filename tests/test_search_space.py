@@ -114,6 +114,7 @@ def test_params_of_a_preset_and_the_command_line() -> None:
         ("num_samples", 0, "num_samples=0"),
         ("scheduler.name", "pbt", "scheduler.name=pbt"),
         ("scheduler.metric", "time_to_target_s", "a metrics.csv column"),
+        ("scheduler.metric", "iter_s", "max or min with scheduler.metric=iter_s"),
     ],
 )
 def test_search_options_checked(key: str, value: object, message: str) -> None:

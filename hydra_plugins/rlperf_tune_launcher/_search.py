@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 #: Tune's experiment folder of a search (under the launcher's ``.tune``): fixed, so
 #: that the same command resumes it.
 EXPERIMENT = "search"
+
+
 class TrialRefused(RuntimeError):
     """The searcher proposed a trial the pre-flight refuses (status skipped or invalid)."""
 

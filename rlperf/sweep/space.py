@@ -239,6 +239,12 @@ def check_search_options(opts: Any) -> None:
             opts.scheduler.metric,
             "a metrics.csv column (a scheduler acts on every iteration) or null",
         ),  # fmt: skip
+        (
+            opts.scheduler.mode is not None or opts.scheduler.metric in (None, opts.metric),
+            "scheduler.mode",
+            opts.scheduler.mode,
+            f"max or min with scheduler.metric={opts.scheduler.metric}",
+        ),  # fmt: skip
     ]
     for ok, name, value, valid in checks:
         if not ok:
