@@ -8,5 +8,9 @@ tested on their own:
 - :mod:`rlperf.sweep.index` -- ``sweep.json``, the resume index of a sweep folder;
 - :mod:`rlperf.sweep.resources` -- what a cell asks Ray for, which Ray instance it
   needs (grouping) and the pre-flight check against the capacity;
-- :mod:`rlperf.sweep.progress` -- the progress lines and the final table.
+- :mod:`rlperf.sweep.progress` -- the progress lines and the final table;
+- :mod:`rlperf.sweep.space` -- a search's space (Hydra's sweep overrides -> Tune's
+  search-space objects) and the refusals before Ray starts;
+- :mod:`rlperf.sweep.search_results` -- a trial's score from its own files,
+  ``search.json`` and the best trial's preset (docs/search.md).
 """
