@@ -242,3 +242,21 @@ def test_report_search_section(tmp_path: Path) -> None:
     [table] = [b for b in blocks if isinstance(b, render.Table)]
     assert table.df["status"].tolist() == ["completed", "stopped_early", "completed", "completed"]
     assert [b.path for b in blocks if isinstance(b, render.Image)] == [search.figure]
+
+
+def test_optuna_takes_results_without_a_summary_objective() -> None:
+    """time_to_target_s is in a trial's last result only; Optuna must take the others."""
+    from hydra_plugins.rlperf_sweeper.config import SearchConf
+    from hydra_plugins.rlperf_tune_launcher._search import _searcher
+    from ray import tune
+
+    opts = OmegaConf.structured(SearchConf(algorithm="optuna", metric="time_to_target_s"))
+    OmegaConf.update(opts, "mode", "min")
+    searcher = _searcher(opts)
+    assert searcher.set_search_properties(None, None, {"algo.lr": tune.uniform(1e-4, 1e-3)})
+    params = searcher.suggest("t1")
+    assert 1e-4 <= params["algo.lr"] <= 1e-3
+    searcher.on_trial_result("t1", {"episode_return_mean": 20.0, "training_iteration": 1})
+    searcher.on_trial_complete("t1", {"time_to_target_s": 12.0, "training_iteration": 2})
+    [trial] = searcher._ot_study.trials
+    assert trial.value == 12.0 and trial.state.name == "COMPLETE"

@@ -363,7 +363,16 @@ def _searcher(opts: DictConfig) -> Any:
         from ray.tune.search.optuna import OptunaSearch
 
         sampler = optuna.samplers.TPESampler(seed=seed)
-        return OptunaSearch(metric=metric, mode=mode, sampler=sampler, seed=seed)
+
+        class _Optuna(OptunaSearch):  # type: ignore[misc]
+            """OptunaSearch taking results without the objective (a summary-only one, such
+            as time_to_target_s, is in a trial's last result only)."""
+
+            def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+                if self.metric in result:
+                    super().on_trial_result(trial_id, result)
+
+        return _Optuna(metric=metric, mode=mode, sampler=sampler, seed=seed)
     return BasicVariantGenerator(random_state=seed)
 
 
