@@ -246,9 +246,10 @@ def test_report_search_section(tmp_path: Path) -> None:
 
 def test_optuna_takes_results_without_a_summary_objective() -> None:
     """time_to_target_s is in a trial's last result only; Optuna must take the others."""
+    from ray import tune
+
     from hydra_plugins.rlperf_sweeper.config import SearchConf
     from hydra_plugins.rlperf_tune_launcher._search import _searcher
-    from ray import tune
 
     opts = OmegaConf.structured(SearchConf(algorithm="optuna", metric="time_to_target_s"))
     OmegaConf.update(opts, "mode", "min")
