@@ -195,17 +195,19 @@ def _earlier_trials(sweep_dir: Path) -> dict[str, dict[str, Any]]:
 
 def _run(search: _Search) -> None:
     """Pre-flight of the space, Ray, one Tune run; search.json and the table in any case."""
-    existing = search.ray_cfg.address is not None or ray.is_initialized()
+    if search.ray_cfg.address is not None or ray.is_initialized():
+        # The pre-flight of proposals checks this machine's capacity; a cluster's is not
+        # checked yet (Tune would keep a trial it can never place pending forever).
+        raise SearchSpaceError(
+            "a search starts its own local Ray; on an existing Ray cluster (ray.address) "
+            "run a grid sweep for now (docs/search.md)"
+        )
     machine = detect_machine()
     capacity = _preflight(search, machine)
     joined = False
     try:
-        if not ray.is_initialized():
-            if existing:
-                init_ray(search.ray_cfg)
-            else:
-                init_ray(search.ray_cfg, int(capacity["CPU"]), int(capacity.get("GPU", 0)))
-            joined = True
+        init_ray(search.ray_cfg, int(capacity["CPU"]), int(capacity.get("GPU", 0)))
+        joined = True
         _fit(search, machine)
     except KeyboardInterrupt:
         _core._mark_interrupted(search)
