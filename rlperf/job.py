@@ -64,6 +64,15 @@ class SkipCell(UserError):
     """
 
 
+class TrialStopped(SystemExit):
+    """Ray Tune stopped this run's trial (a search's scheduler): status ``stopped_early``.
+
+    Raised where Tune's ``report`` ends a stopped trial's thread (with SystemExit, as
+    Tune does), so the job wrapper records the outcome before the thread ends; the
+    launcher then writes the scheduler's own reason into ``summary.json``.
+    """
+
+
 @dataclass
 class JobContext:
     """What a stage gets besides its config: resources, telemetry, partial results."""
@@ -198,6 +207,9 @@ def execute_stage(
         summary.update(status=RunStatus.invalid, error=error_line(exc))
         summary["traceback"] = traceback.format_exc()
         log.error("invalid: %s", exc, extra={TERMINAL: False})
+        raise
+    except TrialStopped:
+        summary.update(status=RunStatus.stopped_early, error="stopped by the search's scheduler")
         raise
     except KeyboardInterrupt:
         summary.update(status=RunStatus.interrupted, error="interrupted (Ctrl-C)")

@@ -59,7 +59,7 @@ from rlperf.config.names import log_deprecated_choices
 from rlperf.console import TERMINAL, Console, terminal_session
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SweepIncomplete
-from rlperf.job import IN_TRIAL_ENV, STEP_SINKS, write_refused_summary
+from rlperf.job import IN_TRIAL_ENV, STEP_SINKS, TrialStopped, write_refused_summary
 from rlperf.resources.plan import detect_machine, plan_resources
 from rlperf.resources.ray_session import init_ray
 from rlperf.results.summary import write_json
@@ -942,7 +942,10 @@ class _StepReporter:
         if "env_steps" in numbers:
             self.env_steps += int(numbers["env_steps"])
             numbers[ENV_STEPS_TOTAL] = self.env_steps
-        tune.report({**numbers, RESULT_STEP: [done, total, info]})
+        try:
+            tune.report({**numbers, RESULT_STEP: [done, total, info]})
+        except SystemExit as exc:  # Tune stopped the trial (a search's scheduler)
+            raise TrialStopped(exc.code) from None
 
 
 def _record_failure(out_dir: Path, cfg: Any, exc: BaseException) -> None:
