@@ -38,8 +38,10 @@ SEARCH = (
     "hydra.sweeper.search.algorithm=optuna",
     "hydra.sweeper.search.num_samples=5",
     "hydra.sweeper.search.seed=0",
-    # iter_s (min): 16 epochs per iteration are clearly slower than 1, so ASHA stops one.
-    "hydra.sweeper.search.metric=iter_s",
+    # trained_steps (min): 16 epochs train 16x the samples of 1 in every iteration, a
+    # difference machine load cannot blur (as it can iter_s's), so ASHA stops the
+    # seeded second trial (16 epochs) at its first rung.
+    "hydra.sweeper.search.metric=trained_steps",
     "hydra.sweeper.search.mode=min",
     "hydra.sweeper.search.scheduler.name=asha",
     "hydra.sweeper.search.scheduler.grace_period=1",
@@ -129,7 +131,7 @@ def test_search_interrupt_resume_best_and_preset(tmp_path: Path) -> None:
     assert stopped, trials
     for t in stopped:
         assert re.match(
-            r"ASHA: iter_s=\S+ at training_iteration=\d+ was worse than its rung's cutoff",
+            r"ASHA: trained_steps=\S+ at training_iteration=\d+ was worse than its rung's cutoff",
             t["reason"],
         ), t
         cell = folder / t["subdir"]
@@ -142,7 +144,7 @@ def test_search_interrupt_resume_best_and_preset(tmp_path: Path) -> None:
 
     # The best trial is the best by the completed cells' own metrics.csv.
     completed = [t for t in trials if t["status"] == "completed"]
-    scores = {t["subdir"]: _last(folder / t["subdir"], "iter_s") for t in completed}
+    scores = {t["subdir"]: _last(folder / t["subdir"], "trained_steps") for t in completed}
     best = min(scores, key=lambda s: scores[s])
     assert data["best"]["subdir"] == best
     assert data["best"]["score"] == pytest.approx(scores[best])
