@@ -1,15 +1,17 @@
 """Serve-stage figures: what Ray Serve adds to a policy's latency, and the max rate under a
 20 ms p99 bound with and without dynamic batching (docs/serve.md#benchmark).
 
-Usage (without ``--run`` the model1 policy is trained here with the tests' kit,
-tests/support/edge_kit.py, so ``PYTHONPATH=tests``; ``nox -s bench`` sets it)::
+Usage (policies without ``--run`` are trained here: model1 with the tests' kit,
+tests/support/edge_kit.py, so ``PYTHONPATH=tests``, ``nox -s bench`` sets it; the
+CartPole MLP mlp64 with rlperf's own ``experiment=cartpole_target``)::
 
     PYTHONPATH=tests python benchmarks/bench_serve.py
     PYTHONPATH=tests python benchmarks/bench_serve.py --run model1=outputs/... --json b.json
 
 Every configuration is one serve job (the stage itself, ``rlperf.job.execute_stage``)
-in one Ray and one Serve started here, side by side: per policy, batching off and
-``--batch`` (open loop at ``--rates``), each job measuring one request at a time
+in one Ray and one Serve started here, side by side: per policy and ``--transport`` of
+the load levels (http, handle), batching off and ``--batch`` (open loop at ``--rates``),
+each job measuring one request at a time
 in-process, over Serve's handle, over HTTP and the echo deployment over HTTP. Checks:
 the policy over HTTP at p50 within 10 % of (echo over HTTP p50 + in-process p50), and
 the max rate under the bound with the replica's model-time share at that rate. The job
@@ -19,6 +21,7 @@ folders are kept under ``--out`` (``rlperf-report`` reads them).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import tempfile
@@ -36,7 +39,11 @@ def _model_cfg(name: str) -> dict[str, Any]:
 
 
 def trained_run(model: str, out: Path, train_steps: int) -> Path:
-    """A run folder of ``model`` trained by the tests' kit (imitation on real frames)."""
+    """A run folder of ``model``: an MLP learns CartPole with rlperf's own command
+    (``experiment=cartpole_target``, PPO to a greedy return of 450); a vision model is
+    trained by the tests' kit (imitation on real Pong frames)."""
+    if "hiddens" in _model_cfg(model):  # an MLP (conf/model/mlp*.yaml)
+        return trained_mlp_run(model, out)
     try:
         from support.edge_kit import make_run_folder
     except ModuleNotFoundError as exc:
@@ -47,6 +54,21 @@ def trained_run(model: str, out: Path, train_steps: int) -> Path:
     run = make_run_folder(out / f"run-{model}", _model_cfg(model), train_steps=train_steps)
     print(f"trained {model} in {time.perf_counter() - t0:.0f} s (accuracy {run['accuracy']:.2f})")
     return Path(run["path"])
+
+
+def trained_mlp_run(model: str, out: Path) -> Path:
+    import subprocess
+    import sys
+
+    run = out / f"run-{model}"
+    t0 = time.perf_counter()
+    cmd = [sys.executable, "-m", "rlperf", "experiment=cartpole_target", f"model={model}",
+           f"hydra.run.dir={run}", "verbosity=quiet"]  # fmt: skip
+    subprocess.run(cmd, check=True, cwd=out)
+    summary = json.loads((run / "summary.json").read_text())
+    print(f"trained {model} on CartPole in {time.perf_counter() - t0:.0f} s "
+          f"(reached {summary['reached']}, return {summary['return_at_target']})")  # fmt: skip
+    return run
 
 
 def compose(overrides: list[str]) -> Any:
@@ -62,7 +84,9 @@ def compose(overrides: list[str]) -> Any:
         return hydra_compose("config", overrides=overrides)
 
 
-def serve_job(run: Path, out: Path, args: argparse.Namespace, batch: int) -> dict[str, Any]:
+def serve_job(
+    run: Path, out: Path, args: argparse.Namespace, batch: int, transport: str
+) -> dict[str, Any]:
     """One serve job in the running Ray (as a sweep trial would run it)."""
     from omegaconf import OmegaConf
 
@@ -77,7 +101,7 @@ def serve_job(run: Path, out: Path, args: argparse.Namespace, batch: int) -> dic
         f"serve.rates=[{','.join(str(r) for r in args.rates)}]", "serve.clients=[1]",
         f"serve.requests_per_level={args.requests}", f"serve.baseline_requests={args.baseline}",
         f"serve.slo_ms={args.slo_ms}", f"serve.cpus_per_replica={args.cpus_per_replica}",
-        "telemetry.interval_s=0.5",
+        f"serve.transport={transport}", "telemetry.interval_s=0.5",
     ])  # fmt: skip
     validate_config(cfg)
     (out / ".hydra").mkdir(parents=True, exist_ok=True)
@@ -141,7 +165,14 @@ def _levels(out: Path) -> list[dict[str, Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", action="append", default=[], help="name=folder (repeatable)")
-    ap.add_argument("--models", default="model1", help="policies to train here (comma list)")
+    ap.add_argument("--models", default="model1,mlp64", help="policies to train here (comma list)")
+    ap.add_argument(
+        "--transport",
+        nargs="+",
+        default=["http"],
+        choices=["http", "handle"],
+        help="transport(s) of the load levels, each a job of its own",
+    )
     ap.add_argument("--train-steps", type=int, default=200)
     ap.add_argument("--rates", type=float, nargs="+", default=[20, 40, 80, 120, 160])
     ap.add_argument("--requests", type=int, default=400)
@@ -169,11 +200,11 @@ def main() -> None:
     results: dict[str, Any] = {"load_average_before": os.getloadavg(), "out": str(out)}
     try:
         for name, run in runs.items():
-            for batch in (1, args.batch):
-                job = out / f"{name}-batch{batch}"
+            for transport, batch in itertools.product(args.transport, (1, args.batch)):
+                job = out / f"{name}-{transport}-batch{batch}"
                 t0 = time.perf_counter()
-                summary = serve_job(run, job, args, batch)
-                results[f"{name}/batch{batch}"] = {
+                summary = serve_job(run, job, args, batch, transport)
+                results[f"{name}/{transport}/batch{batch}"] = {
                     **figures(summary, _levels(job)),
                     "wall_s": time.perf_counter() - t0,
                 }

@@ -130,13 +130,31 @@ def error_line(exc: BaseException) -> str:
 def message_of(exc: BaseException) -> str:
     """``exc``'s message with its cause's first line (Hydra wraps what the user got wrong)."""
     text = str(exc).split("\nConfig search path:")[0].strip() or type(exc).__name__
+    # OmegaConf appends indented details (full_key, reference_type, ...): one line.
+    text = " ".join(line for line in text.splitlines() if line and not line[0].isspace())
     cause = exc.__cause__
     if cause is not None and not isinstance(exc, ReportedError):
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
         if first and first not in text:
             text += f": {first}"
         text += _valid_keys_hint(cause)
-    return text
+    # Hydra raises its composition error while handling OmegaConf's (a context).
+    return text + _kind_schema_hint(cause or exc.__context__)
+
+
+def _kind_schema_hint(cause: BaseException | None) -> str:
+    """A key unknown to a group's base schema (``ModelConfig``, ``EnvConfig``, ...): the
+    option does not name the schema of its kind first (docs/configuration.md)."""
+    from rlperf.config.schema import KIND_SCHEMAS
+
+    object_type = getattr(cause, "object_type", None)
+    for group, schemas in KIND_SCHEMAS.items():
+        bases = {base for schema in schemas.values() for base in schema.__bases__}
+        if object_type in bases:
+            kinds = ", ".join(f"/schema/{group}/{kind}@_here_" for kind in schemas)
+            return (f"; a {group} option starts with 'defaults: [<its kind's schema>, _self_]'"
+                    f" naming one of {kinds} (docs/configuration.md)")  # fmt: skip
+    return ""
 
 
 def _valid_keys_hint(cause: BaseException) -> str:

@@ -6,6 +6,7 @@ import json
 import logging
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hydra.errors import ConfigCompositionException
@@ -260,3 +261,20 @@ def test_deprecated_name_is_logged_not_raised(caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="rlperf"):
         notes = log_deprecated_choices({"experiment": "thesis_edge"})
     assert notes and notes[0] in caplog.text and "experiment=study_edge" in caplog.text
+
+
+def test_model_option_without_its_kind_schema_gets_a_hint(tmp_path: Path) -> None:
+    """An option written before models had kinds fails at composition with one line
+    that says what to add, not only OmegaConf's ``Key 'dim' not in 'ModelConfig'``."""
+    from conftest import run_rlperf
+
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    (tmp_path / "conf" / "model" / "old_net.yaml").write_text(
+        "name: old_net\ndim: 64\nconv_filters: [[16, [8, 8], 4]]\n"
+    )
+    proc = run_rlperf(["model=old_net", "--cfg", "job"], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Key 'dim' not in 'ModelConfig'" in lines[0]
+    assert "/schema/model/vision@_here_, /schema/model/mlp@_here_" in lines[0]
