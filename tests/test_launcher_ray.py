@@ -322,8 +322,8 @@ def test_interrupt_then_resume_and_affinity_groups(tmp_path: Path, ray_tmp: str)
 
 
 def test_sweep_on_an_existing_cluster(tmp_path: Path, ray_tmp: str) -> None:
-    """``ray.address``: the cells run on a cluster the test started (and the
-    launcher neither starts nor stops Ray)."""
+    """``ray.address``: the cells of a sweep, then the trials of a search, run on a
+    cluster the test started (and the launcher neither starts nor stops Ray)."""
     from rlperf.resources.plan import count_nvidia_gpus
 
     if count_nvidia_gpus()[0] > 0:
@@ -386,4 +386,21 @@ def test_sweep_on_an_existing_cluster(tmp_path: Path, ray_tmp: str) -> None:
     assert index["groups"][0]["ray_start_s"] == 0.0  # joined, not started
     assert f"on the Ray cluster at {address}" in proc.stderr
     # The launcher left the cluster running.
+    assert all(p.is_running() for p in cluster)
+
+    # A search on the same cluster: proposals are checked against the cluster's 2 CPUs.
+    search = tmp_path / "search"
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlperf", "-m", *TINY, "hydra.sweeper.search.algorithm=random",
+         "hydra.sweeper.search.num_samples=1", "hydra.sweeper.search.metric=iter_s",
+         "hydra.sweeper.search.mode=min", "workers=0,8", f"ray.address={address}",
+         f"hydra.sweep.dir={search}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=480,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = json.loads((search / "search.json").read_text())["trials"]
+    by_workers = {t["params"]["workers"]: t for t in trials}
+    assert by_workers[0]["status"] == "completed"
+    assert by_workers[8]["status"] == "skipped" and "(Ray cluster)" in by_workers[8]["reason"]
+    assert "asks for 9 CPU in all (9 bundles) but Ray has 2" in by_workers[8]["reason"]
     assert all(p.is_running() for p in cluster)

@@ -261,19 +261,3 @@ def test_optuna_takes_results_without_a_summary_objective() -> None:
     searcher.on_trial_complete("t1", {"time_to_target_s": 12.0, "training_iteration": 2})
     [trial] = searcher._ot_study.trials
     assert trial.value == 12.0 and trial.state.name == "COMPLETE"
-
-
-def test_search_on_an_existing_cluster_refused(tmp_path: Path) -> None:
-    proc = run_rlperf(
-        [
-            "-m",
-            "hydra.sweeper.search.algorithm=random",
-            "algo.lr=interval(1e-4,1e-3)",
-            "ray.address=127.0.0.1:1",
-            f"hydra.sweep.dir={tmp_path / 'search'}",
-        ],
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "rlperf: a search starts its own local Ray; on an existing Ray cluster" in proc.stderr
-    assert "Traceback" not in proc.stderr

@@ -44,7 +44,17 @@ from rlperf.runs import FINAL_STATUSES, REFUSED_STATUSES, RunStatus
 from rlperf.sweep.cells import cell_hash
 from rlperf.sweep.index import CellRecord, SweepIndex, mark_summary, read_summary
 from rlperf.sweep.progress import SweepProgress
-from rlperf.sweep.resources import RayStart, cell_request, local_capacity, local_infeasibility
+from rlperf.sweep.resources import (
+    Bundle,
+    CellRequest,
+    RayStart,
+    cell_request,
+    cluster_axis_error,
+    cluster_capacity,
+    local_capacity,
+    local_infeasibility,
+    shortfall,
+)
 from rlperf.sweep.search_results import (
     PROXY_METRIC,
     PROXY_MODE,
@@ -79,6 +89,7 @@ class _Search(_core._Sweep):
     space: SearchSpace = field(default_factory=SearchSpace)
     opts: DictConfig = field(default_factory=lambda: OmegaConf.create({}))
     start: RayStart = field(default_factory=RayStart)
+    cluster: tuple[Bundle, list[Bundle]] | None = None  # an existing cluster's resources
     trials: dict[str, dict[str, Any]] = field(default_factory=dict)  # by trial id
     stop_reasons: dict[str, str] = field(default_factory=dict)  # by trial id
 
@@ -194,20 +205,26 @@ def _earlier_trials(sweep_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def _run(search: _Search) -> None:
-    """Pre-flight of the space, Ray, one Tune run; search.json and the table in any case."""
-    if search.ray_cfg.address is not None or ray.is_initialized():
-        # The pre-flight of proposals checks this machine's capacity; a cluster's is not
-        # checked yet (Tune would keep a trial it can never place pending forever).
-        raise SearchSpaceError(
-            "a search starts its own local Ray; on an existing Ray cluster (ray.address) "
-            "run a grid sweep for now (docs/search.md)"
-        )
+    """Pre-flight of the space, Ray, one Tune run; search.json and the table in any case.
+
+    With ``ray.address`` (or a Ray this process already runs) the search joins that
+    cluster, never starts or stops it, and proposals are checked against its resources.
+    """
+    existing = search.ray_cfg.address is not None or ray.is_initialized()
     machine = detect_machine()
-    capacity = _preflight(search, machine)
+    request = _first_point(search)
     joined = False
     try:
-        init_ray(search.ray_cfg, int(capacity["CPU"]), int(capacity.get("GPU", 0)))
-        joined = True
+        if existing:
+            if not ray.is_initialized():
+                log.info("joining the Ray cluster at %s", search.ray_cfg.address)
+                init_ray(search.ray_cfg)
+                joined = True
+            search.cluster = _cluster_preflight(request)
+        else:
+            capacity = _local_preflight(search, request, machine)
+            init_ray(search.ray_cfg, int(capacity["CPU"]), int(capacity.get("GPU", 0)))
+            joined = True
         _fit(search, machine)
     except KeyboardInterrupt:
         _core._mark_interrupted(search)
@@ -222,9 +239,9 @@ def _run(search: _Search) -> None:
         _finish(search)
 
 
-def _preflight(search: _Search, machine: Any) -> dict[str, float]:
-    """The space's first point must be a valid, feasible config (else exit 2, nothing run);
-    its Ray start is the search's (every trial must share it)."""
+def _first_point(search: _Search) -> CellRequest:
+    """The space's first point must be a valid config (else exit 2, nothing run); its Ray
+    start is the search's (every trial must share it)."""
     first = {a.key: a.values[0] if a.kind == "choice" else a.low for a in search.space.axes}
     sweep_config = trial_config(search.launcher, search.space.overrides(first), "preflight", -1)
     task_cfg = task_config(sweep_config)
@@ -233,12 +250,25 @@ def _preflight(search: _Search, machine: Any) -> dict[str, float]:
     validate_config(task_cfg)
     request = cell_request(task_cfg)
     search.start = request.ray_start
-    reason = local_infeasibility(request, machine, bool(search.ray_cfg.overcommit_cpus))
+    return request
+
+
+def _local_preflight(search: _Search, request: CellRequest, machine: Any) -> dict[str, float]:
+    """The first point must fit a local Ray on this machine; that Ray's resources."""
+    overcommit = bool(search.ray_cfg.overcommit_cpus)
+    reason = local_infeasibility(request, machine, overcommit)
     if reason is not None:
         raise SearchSpaceError(f"the search's first point cannot run here: {reason}")
-    return local_capacity(
-        request.ray_start, [request], machine, bool(search.ray_cfg.overcommit_cpus)
-    )
+    return local_capacity(request.ray_start, [request], machine, overcommit)
+
+
+def _cluster_preflight(request: CellRequest) -> tuple[Bundle, list[Bundle]]:
+    """The first point must fit the cluster this process is connected to; its resources."""
+    total, nodes = cluster_capacity()
+    reason = cluster_axis_error(request.ray_start) or shortfall(request.bundles, total, nodes)
+    if reason is not None:
+        raise SearchSpaceError(f"the search's first point cannot run on the Ray cluster: {reason}")
+    return total, nodes
 
 
 def trial_config(launcher: Any, overrides: list[str], subdir: str, job_num: int) -> DictConfig:
@@ -268,8 +298,17 @@ def task_config(sweep_config: DictConfig) -> DictConfig:
     return task_cfg
 
 
-def refusal(task_cfg: DictConfig, start: RayStart, overcommit: bool) -> tuple[str, str] | None:
-    """``(status, reason)`` when the sweep pre-flight refuses a proposed trial, else None."""
+def refusal(
+    task_cfg: DictConfig,
+    start: RayStart,
+    overcommit: bool,
+    cluster: tuple[Bundle, list[Bundle]] | None = None,
+) -> tuple[str, str] | None:
+    """``(status, reason)`` when the sweep pre-flight refuses a proposed trial, else None.
+
+    ``cluster``: the totals and nodes of the existing Ray cluster the search runs on
+    (None: a local Ray started with ``start``).
+    """
     from rlperf.config.validate import validate_config
 
     try:
@@ -277,6 +316,9 @@ def refusal(task_cfg: DictConfig, start: RayStart, overcommit: bool) -> tuple[st
         request = cell_request(task_cfg)
     except Exception as exc:
         return RunStatus.invalid, f"{type(exc).__name__}: {exc}"
+    if cluster is not None:
+        reason = cluster_axis_error(request.ray_start) or shortfall(request.bundles, *cluster)
+        return None if reason is None else (RunStatus.skipped, f"{reason} (Ray cluster)")
     if request.ray_start != start:
         return RunStatus.skipped, (
             f"needs Ray started with {request.ray_start.describe()}; the search's Ray has "
@@ -297,6 +339,7 @@ def _fit(search: _Search, machine: Any) -> None:
         "keys": [a.key for a in search.space.axes],
         "start": search.start,
         "overcommit": bool(search.ray_cfg.overcommit_cpus),
+        "cluster": search.cluster,
         "metric": str(search.opts.metric),
         "task_function": search.launcher.task_function,
         "hydra_context": search.launcher.hydra_context,
@@ -462,7 +505,7 @@ def _trial_resources(payload: dict[str, Any], params: dict[str, Any]) -> tune.Pl
     Called by Tune in the driver; it holds only what the trials get (Tune pickles it).
     """
     task_cfg = task_config(_payload_config(payload, params, "preflight", -1))
-    if refusal(task_cfg, payload["start"], payload["overcommit"]) is not None:
+    if refusal(task_cfg, payload["start"], payload["overcommit"], payload["cluster"]) is not None:
         return tune.PlacementGroupFactory([{"CPU": 0.01}])
     request = cell_request(task_cfg)
     return tune.PlacementGroupFactory(request.bundles, strategy=request.strategy)
@@ -505,7 +548,7 @@ def _search_trial(config: dict[str, Any], payload: dict[str, Any]) -> None:
     params = {k: config[k] for k in payload["keys"]}
     sweep_config = _payload_config(payload, params, f"trial_{trial_id}", _job_num(trial_id))
     task_cfg = task_config(sweep_config)
-    refused = refusal(task_cfg, payload["start"], payload["overcommit"])
+    refused = refusal(task_cfg, payload["start"], payload["overcommit"], payload["cluster"])
     if refused is not None:
         out_dir = Path(str(sweep_config.hydra.runtime.output_dir))
         _core.write_hydra_snapshot(sweep_config, task_cfg, out_dir)
