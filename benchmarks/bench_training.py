@@ -160,7 +160,8 @@ def bench_overhead(overrides: list[str], rounds: int) -> None:
             (b_its, b_steps), (p_its, p_steps) = runs["bare"], runs["rlperf"]
             b, p = statistics.median(b_its), statistics.median(p_its)
             ratios.append(p / b)
-            same.append(b_steps == p_steps)
+            if b_steps is not None or p_steps is not None:  # capped runs: nothing to compare
+                same.append(b_steps == p_steps)
             order = "bare, rlperf" if first_bare else "rlperf, bare"
             print(f"| {r + 1} | {order} | {b:.3f} | {p:.3f} | {p / b:.3f} | {b_steps} | "
                   f"{p_steps} |", flush=True)  # fmt: skip
@@ -169,7 +170,10 @@ def bench_overhead(overrides: list[str], rounds: int) -> None:
     print(f"  load average at end: {os.getloadavg()}")
     med = statistics.median(ratios)
     print(f"  median ratio rlperf/bare over {rounds} pairs = {med:.3f} ({(med - 1) * 100:+.1f}%)")
-    print(f"  same env steps to target in {sum(same)}/{rounds} pairs")
+    if same:
+        print(f"  same env steps to target in {sum(same)}/{len(same)} pairs that reached it")
+    else:
+        print("  no run reached the target: env steps to target not compared")
 
 
 def main() -> None:
