@@ -142,7 +142,7 @@ def test_multirun_uses_the_launcher_and_the_jobs_ray_options(compose_full) -> No
 # serve_load: backend 3 x max_batch_size 2 x replicas 2 (docs/serve.md).
 PRESET_CELLS = {"quickstart": 1, "study_sizes": 1, "study_training": 30, "study_cpu": 27,
                 "scaling": 36, "scaling_small": 8, "cartpole_target": 1, "serve_load": 12,
-                "serve_load_small": 2, "search_ppo_cartpole": 2}  # fmt: skip
+                "serve_load_small": 2, "search_ppo_cartpole": 2, "algo_targets": 1}  # fmt: skip
 
 # The study's training matrix (docs/study.md):
 # row -> (workers, visible GPUs, driver GPUs, GPUs per worker).

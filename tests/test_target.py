@@ -89,6 +89,35 @@ def test_cartpole_target_preset_composes_valid(compose_cfg) -> None:
     assert cfg.train.iterations * cfg.algo.train_batch_size == cfg.train.stop.env_steps
 
 
+# benchmarks/bench_algos_targets.py's runs: algo -> (overrides, RLlib config values that
+# RLlib's tuned examples set and rlperf's defaults do not).
+ALGO_TARGETS = {
+    "appo": ((), {"vf_loss_coeff": 0.05, "entropy_coeff": 0.0,
+                  "circular_buffer_iterations_per_batch": 2}),
+    "impala": ((), {"vf_loss_coeff": 0.05, "entropy_coeff": 0.0}),
+    "dqn": (("model=mlp256",), {"n_step": 3, "epsilon": [(0, 1.0), (10000, 0.02)]}),
+    "sac": (("env=pendulum", "model=mlp256", "model.activation=relu",
+             "train.stop.episode_return=-250", "train.stop.env_steps=20000"),
+            {"actor_lr": 2e-4, "critic_lr": 8e-4, "alpha_lr": 9e-4, "n_step": 3,
+             "num_steps_sampled_before_learning_starts": 256,
+             "target_network_update_freq": 1}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("algo", sorted(ALGO_TARGETS))
+def test_algo_targets_preset_gives_rllib_the_tuned_settings(compose_cfg, algo: str) -> None:
+    from rlperf.algos import build_algo_config
+    from rlperf.resources.plan import plan_resources
+
+    overrides, expected = ALGO_TARGETS[algo]
+    cfg = compose_cfg("experiment=algo_targets", f"algo={algo}", *overrides)
+    validate_config(cfg)
+    assert str(cfg.train.stop.judge) == "train" and cfg.train.torch_threads == 1
+    rllib = build_algo_config(cfg, plan_resources(cfg))  # an AlgorithmConfig: no Ray
+    assert {k: getattr(rllib, k) for k in expected} == expected
+    assert rllib.num_env_runners == 0
+
+
 def test_warmup_default_does_not_wait_for_learning(compose_cfg) -> None:
     for overrides in [(), ("env_runner.num_envs=8",), ("experiment=scaling_small",)]:
         t = compose_cfg(*overrides).train
