@@ -1,0 +1,131 @@
+"""Non-vacuous fidelity, return impact and compressed variants of a policy that behaves.
+
+Unit checks of the measures (rlperf/edge/fidelity.py, rlperf/tflite/tflite_model.py), and
+the edge stage on CartPole MLP policies (``cartpole_policy_run``: plays to the cap of 500;
+a near-constant twin of it). docs/compression.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rlperf.edge.fidelity import (
+    NEAR_CONSTANT_SHARE,
+    action_fidelity,
+    logit_fidelity,
+    reference_informativeness,
+    return_parity,
+)
+
+
+def test_near_constant_reference_is_vacuous() -> None:
+    logits = np.zeros((100, 4))
+    logits[:, 2] = 1.0
+    logits[:3, 0] = 2.0  # 97 % of frames pick action 2
+    info = reference_informativeness(logits, [500.0] * 3, [20.0, 25.0, 18.0])
+    assert info["top_action_share"] == pytest.approx(0.97) and NEAR_CONSTANT_SHARE <= 0.97
+    assert info["vacuous"] and "near-constant" in info["vacuous_reason"]
+    assert info["action_entropy_bits"] == pytest.approx(
+        -(0.97 * np.log2(0.97) + 0.03 * np.log2(0.03))
+    )
+
+
+def test_reference_no_better_than_random_is_vacuous() -> None:
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(200, 6))  # every action used
+    info = reference_informativeness(logits, [-21.0, -21.0, -20.0], [-21.0, -20.0, -21.0])
+    assert info["top_action_share"] < 0.3 and info["vacuous"]
+    assert "not above a random policy" in info["vacuous_reason"]
+    better = reference_informativeness(logits, [500.0, 480.0, 500.0], [20.0, 31.0, 12.0])
+    assert not better["vacuous"] and better["vs_random_low"] > 400
+
+
+def test_decisive_agreement_counts_frames_with_a_margin_beyond_the_error() -> None:
+    ref = np.array([[0.0, 1.0], [0.0, 0.05], [2.0, 0.0], [0.0, 0.01]])
+    var = ref + np.array([[0.1, -0.1], [0.1, 0.0], [0.0, 0.1], [0.02, 0.0]])
+    fid = logit_fidelity(var, ref, 0.9)
+    # max error 0.1: frames 0 and 2 (margins 1 and 2) are decisive; 1 and 3 flip.
+    assert fid["decisive_frames"] == 2 and fid["decisive_agreement"] == 1.0
+    assert fid["agreement"] == 0.5 and fid["flagged"]
+
+
+def test_return_parity_interval_tie_and_saturation() -> None:
+    tie = return_parity([10.0, 12.0, 9.0], [11.0, 11.0, 10.0])
+    assert tie["return_tie"] and tie["return_diff_low"] < 0 < tie["return_diff_high"]
+    worse = return_parity([100.0, 120.0, 110.0], [500.0, 490.0, 500.0])
+    assert not worse["return_tie"] and worse["return_diff_high"] < 0
+    capped = return_parity([500.0] * 3, [500.0] * 3, [True] * 3)
+    assert capped["saturates"] and capped["return_tie"] and capped["return_diff_low"] == 0
+    assert not return_parity([500.0] * 3, [500.0] * 3, [True, False, True])["saturates"]
+
+
+def test_action_error_of_continuous_actions() -> None:
+    ref = np.array([[0.0], [1.0], [-2.0]])
+    fid = action_fidelity(ref + np.array([[0.04], [0.0], [-0.08]]), ref, [-2.0], [2.0])
+    assert fid["max_abs_action_err"] == pytest.approx(0.08)
+    assert fid["max_rel_action_err"] == pytest.approx(0.02)
+
+
+def _edge(cfg: Any, out_dir: Path) -> dict[str, Any]:
+    from rlperf.edge.job import run_edge
+    from rlperf.job import JobContext
+
+    return run_edge(cfg, out_dir, JobContext.for_job(cfg, out_dir))
+
+
+def _overrides(run: Path, cache: Path, backend: str, *extra: str) -> list[str]:
+    return [
+        "stage=edge",
+        f"run={run}",
+        f"backend={backend}",
+        f"edge.cache_dir={cache}",
+        "edge.episodes=3",
+        "edge.warmup_steps=10",
+        "edge.calibration_size=200",
+        "edge.fidelity_observations=200",
+        *extra,
+    ]
+
+
+@pytest.mark.slow
+def test_trained_cartpole_int8_passes_for_real(
+    cartpole_policy_run, compose_cfg, tmp_path_factory
+) -> None:
+    cache = tmp_path_factory.mktemp("cache")
+    cfg = compose_cfg(*_overrides(cartpole_policy_run["path"], cache, "tflite_int8"))
+    s = _edge(cfg, tmp_path_factory.mktemp("int8"))
+    fid = s["fidelity"]
+    ref = fid["reference"]
+    assert not ref["vacuous"] and ref["top_action_share"] < 0.8
+    assert ref["random_returns"] is not None and max(ref["random_returns"]) < 100
+    assert fid["verdict"] == "passed" and fid["agreement"] >= 0.95
+    # A flip on a decisive frame needs errors of opposite sign on its two best logits.
+    assert fid["decisive_frames"] >= 150 and fid["decisive_agreement"] >= 0.99
+    assert fid["reference_returns"] == [500.0] * 3
+    assert fid["return_tie"] and fid["saturates"]
+    assert 0 < s["model_gzip_bytes"] < s["model_size_bytes"]
+    assert s["weights"]["weights"] == 4 * 64 + 64 * 64 + 64 * 2
+    assert s["weights"]["sparsity"] < 0.05  # a dense policy
+
+
+@pytest.mark.slow
+def test_near_constant_reference_makes_the_stage_report_vacuous(
+    compose_cfg, tmp_path_factory
+) -> None:
+    from support.edge_kit import make_cartpole_run
+
+    run = make_cartpole_run(tmp_path_factory.mktemp("runs") / "constant", constant_action=0)
+    cache = tmp_path_factory.mktemp("cache")
+    s = _edge(
+        compose_cfg(*_overrides(run["path"], cache, "tflite_int8")), tmp_path_factory.mktemp("out")
+    )
+    fid = s["fidelity"]
+    # Agreement is perfect, yet it shows nothing: the verdict says so.
+    assert fid["agreement"] == 1.0 and not fid["flagged"]
+    assert fid["verdict"] == "vacuous" and fid["reference"]["top_action_share"] == 1.0
+    assert "near-constant" in fid["reference"]["vacuous_reason"]
+    assert "not above a random policy" in fid["reference"]["vacuous_reason"]
