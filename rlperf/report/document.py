@@ -530,6 +530,8 @@ def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
     if _col(rows, "fidelity_agreement").notna().any():
         out["agreement %"] = (_col(rows, "fidelity_agreement").astype(float) * 100).map(
             lambda v: _f(v, 4)).to_numpy()  # fmt: skip
+    if _col(rows, "fidelity_verdict").notna().any():
+        out["fidelity"] = _col(rows, "fidelity_verdict").fillna("").astype(str).to_numpy()
     if "speedup" in rows:
         out[f"speedup [{level()} CI]"] = _ci_col(rows, "speedup")
     out["fp"] = rows["fingerprint"].to_numpy()
