@@ -110,7 +110,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", type=Path, help="a training run folder (default: CartPole MLP, kit)")
+    ap.add_argument("--run", type=Path, help="a training run (default: the kit's CartPole MLP)")
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--episodes", type=int, default=10)
     ap.add_argument("--fidelity", type=int, default=300)
@@ -126,7 +126,9 @@ def main() -> None:
         except ModuleNotFoundError as exc:
             if exc.name != "support":
                 raise
-            raise SystemExit("without --run, run it with PYTHONPATH=tests (the tests' kit)")
+            raise SystemExit(
+                "without --run, run it with PYTHONPATH=tests (the tests' kit)"
+            ) from exc
         run = make_cartpole_run(tmp / "cartpole")["path"]
     rows, summaries = [], {}
     for backend in args.backends.split(","):
