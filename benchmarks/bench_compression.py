@@ -102,10 +102,11 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     print("|---" * 12 + "|")
     for r in rows:
         ci = f"{_f(r['return_diff'], 1)} [{_f(r['diff_low'], 1)}, {_f(r['diff_high'], 1)}]"
-        print(f"| {r['backend']} | {_f(r['return_mean'], 1)} | {ci} | {_f(r['tie'])} | "
-              f"{r['size_bytes']} | {r['gzip_bytes']} | {_f(r['sparsity'], 2)} | "
-              f"{_f(r['action_ms_p50'], 4)} | {_f(r['peak_rss_mb'], 0)} | "
-              f"{_f(r['agreement'], 3)} | {_f(r['decisive_agreement'], 3)} | {r['verdict']} |")  # fmt: skip
+        cells = [r["backend"], _f(r["return_mean"], 1), ci, _f(r["tie"]), r["size_bytes"],
+                 r["gzip_bytes"], _f(r["sparsity"], 2), _f(r["action_ms_p50"], 4),
+                 _f(r["peak_rss_mb"], 0), _f(r["agreement"], 3), _f(r["decisive_agreement"], 3),
+                 r["verdict"]]  # fmt: skip
+        print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
 def main() -> None:
@@ -138,9 +139,7 @@ def main() -> None:
         print(f"{backend}: done ({s['timings_s'].get('compress_s', 0):.1f} s to build)", flush=True)
     ref = (summaries.get("tflite_fp32") or {}).get("fidelity") or {}
     if ref.get("saturates") and all((r["saturates"] or r["backend"] == "rllib") for r in rows):
-        print(
-            "\nEvery variant reaches the env's cap on every episode: the return comparison saturates."
-        )
+        print("\nEvery variant reaches the env's cap on every episode: the comparison saturates.")
     print(f"\nrun: {run}; {args.episodes} episodes (seeds 0..{args.episodes - 1})\n")
     print_table(rows)
     if args.json:
