@@ -116,7 +116,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=10)
     ap.add_argument("--fidelity", type=int, default=300)
     ap.add_argument("--calibration", type=int, default=300)
-    ap.add_argument("--finetune-steps", type=int, default=300)
+    ap.add_argument("--finetune-steps", type=int, default=600)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rlperf-bench-compression-"))

@@ -91,11 +91,16 @@ def _overrides(run: Path, cache: Path, backend: str, *extra: str) -> list[str]:
     ]
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One artifact cache for the CartPole policy's cells (fidelity and calibration sets)."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.mark.slow
 def test_trained_cartpole_int8_passes_for_real(
-    cartpole_policy_run, compose_cfg, tmp_path_factory
+    cartpole_policy_run, compose_cfg, cache, tmp_path_factory
 ) -> None:
-    cache = tmp_path_factory.mktemp("cache")
     cfg = compose_cfg(*_overrides(cartpole_policy_run["path"], cache, "tflite_int8"))
     s = _edge(cfg, tmp_path_factory.mktemp("int8"))
     fid = s["fidelity"]
@@ -129,3 +134,45 @@ def test_near_constant_reference_makes_the_stage_report_vacuous(
     assert fid["verdict"] == "vacuous" and fid["reference"]["top_action_share"] == 1.0
     assert "near-constant" in fid["reference"]["vacuous_reason"]
     assert "not above a random policy" in fid["reference"]["vacuous_reason"]
+
+
+def test_structured_pruning_shrinks_the_layers_and_keeps_the_actions(cartpole_policy_run) -> None:
+    from rlperf.models.policy_file import count_trainable_params, load_policy
+    from rlperf.tflite.calibration import collect_observations
+    from rlperf.tflite.compress import structured_pruned
+    from rlperf.tflite.export import torch_outputs
+
+    net = load_policy(cartpole_policy_run["policy"])
+    env = {"kind": "gym", "id": "CartPole-v1", "config": None, "max_episode_steps": None}
+    obs = collect_observations(env, 400, seed=3)[0]
+    student, loss = structured_pruned(net, 0.5, obs[:300], {"steps": 600, "lr": 3e-3, "batch": 32})
+    assert student.hiddens == [32, 32]
+    assert count_trainable_params(student) == 2 * (4 * 32 + 32 + 32 * 32 + 32) + 66 + 33
+    held_out = obs[300:]
+    same = torch_outputs(student, held_out)[0].argmax(1) == torch_outputs(net, held_out)[0].argmax(
+        1
+    )
+    assert same.mean() >= 0.95 and loss < 1.0
+
+
+@pytest.mark.slow
+def test_qat_and_pruned_variants_keep_the_return(
+    cartpole_policy_run, compose_cfg, cache, tmp_path_factory
+) -> None:
+    """QAT and 75 % pruning then int8, fine-tuned by distillation, on the CartPole policy."""
+    run = cartpole_policy_run["path"]
+    for backend in ("tflite_qat", "tflite_prune75_int8"):
+        cfg = compose_cfg(*_overrides(run, cache, backend, "edge.finetune_steps=400"))
+        s = _edge(cfg, tmp_path_factory.mktemp(backend))
+        fid = s["fidelity"]
+        assert s["model_info"]["variant"] == "int8", backend  # quantized weights and activations
+        assert fid["verdict"] == "passed" and fid["agreement"] >= 0.95, (backend, fid)
+        assert fid["return_tie"] and min(fid["returns"]) >= 475, (backend, fid["returns"])
+        built = s["calibration"]["compression"]
+        assert built["distillation_observations"] == 200  # the calibration set
+        if backend == "tflite_prune75_int8":
+            # Sparsity measured in the final file: 75 % of every kernel is zero.
+            assert s["weights"]["sparsity"] == pytest.approx(0.75, abs=0.01)
+            assert s["model_gzip_bytes"] < 0.6 * s["model_size_bytes"]
+        else:
+            assert s["weights"]["sparsity"] < 0.1

@@ -575,8 +575,8 @@ class EdgeConfig:
     edgetpu_device: str | None = None  # e.g. ":0", "usb", "pci:0"; null = first found
     # Fine-tuning of the compressed backends (tflite_qat, tflite_prune*, tflite_struct50):
     # distillation from the torch policy on the calibration set (docs/compression.md).
-    finetune_steps: int = 300
-    finetune_lr: float = 1.0e-3
+    finetune_steps: int = 600
+    finetune_lr: float = 3.0e-3
     finetune_batch: int = 32
 
 

@@ -115,13 +115,19 @@ def _fit(model: Any, x: np.ndarray, y: Any, settings: dict[str, Any], callbacks:
 
 
 def quantization_aware(net: Any, heads: str, x: np.ndarray, y: Any, settings: dict) -> Any:
-    """QAT by distillation; returns (the batch-1 QAT model, final loss)."""
+    """QAT by distillation; returns (the batch-1 QAT model, final loss).
+
+    The fake-quantization ranges start from the float model's activation ranges on ``x``
+    (tensorflow-model-optimization starts them at [-6, 6] and moves them by an exponential
+    average with decay 0.999 per step: a policy's logits of +-20 would stay clipped for
+    thousands of steps).
+    """
     import tensorflow_model_optimization as tfmot
     import tf_keras
 
     from rlperf.tflite.export import build_keras_policy
 
-    def qat_model(batch_size: int | None) -> Any:
+    def qat_model(batch_size: int | None) -> tuple[Any, Any, list[Any]]:
         base = build_keras_policy(net, heads, batch_size, api="tf_keras")
         trainable = _trainable_layers(base)
 
@@ -131,13 +137,47 @@ def quantization_aware(net: Any, heads: str, x: np.ndarray, y: Any, settings: di
             return layer
 
         annotated = tf_keras.models.clone_model(base, clone_function=annotate)
-        return tfmot.quantization.keras.quantize_apply(annotated)
+        return tfmot.quantization.keras.quantize_apply(annotated), base, trainable
 
-    train = qat_model(None)
+    train, base, trainable = qat_model(None)
+    _start_ranges(train, base, trainable, x)
     loss = _fit(train, x, y, settings, [])
-    single = qat_model(1)
+    single = qat_model(1)[0]
     single.set_weights(train.get_weights())
     return single, loss
+
+
+def _start_ranges(qmodel: Any, base: Any, trainable: list[Any], x: np.ndarray) -> None:
+    """Set the QAT model's activation ranges (``*_min`` / ``*_max``) to those the float
+    model ``base`` shows on ``x``: before the activation (``pre_activation``), after it
+    (``post_activation``), and the input's (the quantize layer)."""
+    import tf_keras
+
+    probe = tf_keras.Model(base.inputs, [layer.output for layer in trainable])
+    post = probe.predict(x, batch_size=256, verbose=0)
+    saved = [layer.activation for layer in trainable]
+    for layer in trainable:
+        layer.activation = tf_keras.activations.linear
+    try:
+        pre = probe.predict(x, batch_size=256, verbose=0)
+    finally:
+        for layer, act in zip(trainable, saved, strict=True):
+            layer.activation = act
+    if len(trainable) == 1:
+        pre, post = [pre], [post]
+    ranges: dict[str, np.ndarray] = {}
+    for layer, a, b in zip(trainable, pre, post, strict=True):
+        ranges[f"quant_{layer.name}/pre_activation"] = a
+        ranges[f"quant_{layer.name}/post_activation"] = b
+    for layer in qmodel.layers:
+        for w in layer.weights:
+            name = w.name.split(":")[0]
+            if not name.endswith(("_min", "_max")):
+                continue
+            values = x if layer.name.startswith("quantize_layer") else ranges.get(name[:-4])
+            if values is not None:
+                low, high = min(0.0, float(values.min())), max(0.0, float(values.max()))
+                w.assign(np.full(w.shape, low if name.endswith("_min") else high, np.float32))
 
 
 def magnitude_pruned(
@@ -195,14 +235,19 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
     opt = torch.optim.Adam(student.parameters(), lr=settings["lr"])
     rng = np.random.default_rng(0)
     loss = torch.zeros(())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small batches of a small MLP: threads only wait for each other
     student.train()
-    for _ in range(settings["steps"]):
-        idx = torch.from_numpy(rng.integers(0, len(x), settings["batch"]))
-        loss = torch.nn.functional.mse_loss(student.logits(obs[idx]), t_logits[idx])
-        loss = loss + torch.nn.functional.mse_loss(student.value(obs[idx]), t_values[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    try:
+        for _ in range(settings["steps"]):
+            idx = torch.from_numpy(rng.integers(0, len(x), settings["batch"]))
+            loss = torch.nn.functional.mse_loss(student.logits(obs[idx]), t_logits[idx])
+            loss = loss + torch.nn.functional.mse_loss(student.value(obs[idx]), t_values[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        torch.set_num_threads(threads)
     student.eval()
     return student, float(loss.item())
 

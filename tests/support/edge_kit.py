@@ -272,7 +272,12 @@ def make_cartpole_run(
     labels = cartpole_teacher(obs_all)
     torch.manual_seed(seed)
     net = MlpNet.for_spaces(env.observation_space, env.action_space, MLP64["hiddens"], "tanh")
-    accuracy = train_supervised(net, obs_all, labels, steps, seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 64-unit MLP: more threads only wait for each other under load
+    try:
+        accuracy = train_supervised(net, obs_all, labels, steps, seed)
+    finally:
+        torch.set_num_threads(threads)
     if constant_action is not None:
         with torch.no_grad():
             net.pi_net[-1].bias[constant_action] += 50.0
