@@ -7,6 +7,7 @@ a near-constant twin of it). docs/compression.md.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +177,37 @@ def test_qat_and_pruned_variants_keep_the_return(
             assert s["model_gzip_bytes"] < 0.6 * s["model_size_bytes"]
         else:
             assert s["weights"]["sparsity"] < 0.1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        (["stage=edge", "backend=tflite_qat", "model_path=/x.tflite"],
+         "backend=tflite_qat compresses the trained policy"),
+        (["stage=edge", "backend=tflite_prune90", "run=/r", "edge.finetune_steps=0"],
+         "edge.finetune_steps=0 must be > 0"),
+        (["stage=serve", "backend=tflite_struct50", "run=/r"],
+         "backend=tflite_struct50 with stage=serve"),
+    ],
+)  # fmt: skip
+def test_compression_backends_are_checked_before_any_work(
+    compose_cfg, overrides: list[str], fragment: str
+) -> None:
+    from rlperf.config.validate import ConfigError, validate_config
+
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        validate_config(compose_cfg(*overrides))
+
+
+def test_compression_preset_sweeps_every_variant_with_the_reference(compose_cfg) -> None:
+    import yaml
+
+    from rlperf.config.schema import Backend
+    from rlperf.tflite.compress import RECIPES
+    from tests.conftest import CONF
+
+    cfg = compose_cfg("experiment=compression", "run=/r")
+    assert cfg.stage == "edge" and cfg.edge.episodes == 10
+    preset = yaml.safe_load((CONF / "experiment" / "compression.yaml").read_text())
+    swept = preset["hydra"]["sweeper"]["params"]["backend"].split(",")
+    assert swept[0] == "rllib" and set(RECIPES) <= set(swept) <= {b.value for b in Backend}
