@@ -78,16 +78,18 @@ def _edge(cfg: Any, out_dir: Path) -> dict[str, Any]:
     return run_edge(cfg, out_dir, JobContext.for_job(cfg, out_dir))
 
 
-def _overrides(run: Path, cache: Path, backend: str, *extra: str) -> list[str]:
+def _overrides(
+    run: Path, cache: Path, backend: str, *extra: str, episodes: int = 3, size: int = 200
+) -> list[str]:
     return [
         "stage=edge",
         f"run={run}",
         f"backend={backend}",
         f"edge.cache_dir={cache}",
-        "edge.episodes=3",
+        f"edge.episodes={episodes}",
         "edge.warmup_steps=10",
-        "edge.calibration_size=200",
-        "edge.fidelity_observations=200",
+        f"edge.calibration_size={size}",
+        f"edge.fidelity_observations={size}",
         *extra,
     ]
 
@@ -124,11 +126,12 @@ def test_near_constant_reference_makes_the_stage_report_vacuous(
 ) -> None:
     from support.edge_kit import make_cartpole_run
 
-    run = make_cartpole_run(tmp_path_factory.mktemp("runs") / "constant", constant_action=0)
-    cache = tmp_path_factory.mktemp("cache")
-    s = _edge(
-        compose_cfg(*_overrides(run["path"], cache, "tflite_int8")), tmp_path_factory.mktemp("out")
+    path = tmp_path_factory.mktemp("runs") / "constant"
+    run = make_cartpole_run(path, steps=50, constant_action=0)
+    cfg = compose_cfg(
+        *_overrides(run["path"], tmp_path_factory.mktemp("cache"), "tflite_fp32", size=100)
     )
+    s = _edge(cfg, tmp_path_factory.mktemp("out"))
     fid = s["fidelity"]
     # Agreement is perfect, yet it shows nothing: the verdict says so.
     assert fid["agreement"] == 1.0 and not fid["flagged"]
