@@ -16,7 +16,6 @@ import pytest
 
 from rlperf.edge.fidelity import (
     NEAR_CONSTANT_SHARE,
-    action_fidelity,
     logit_fidelity,
     reference_informativeness,
     return_parity,
@@ -62,13 +61,6 @@ def test_return_parity_interval_tie_and_saturation() -> None:
     capped = return_parity([500.0] * 3, [500.0] * 3, [True] * 3)
     assert capped["saturates"] and capped["return_tie"] and capped["return_diff_low"] == 0
     assert not return_parity([500.0] * 3, [500.0] * 3, [True, False, True])["saturates"]
-
-
-def test_action_error_of_continuous_actions() -> None:
-    ref = np.array([[0.0], [1.0], [-2.0]])
-    fid = action_fidelity(ref + np.array([[0.04], [0.0], [-0.08]]), ref, [-2.0], [2.0])
-    assert fid["max_abs_action_err"] == pytest.approx(0.08)
-    assert fid["max_rel_action_err"] == pytest.approx(0.02)
 
 
 def _edge(cfg: Any, out_dir: Path) -> dict[str, Any]:

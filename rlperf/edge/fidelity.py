@@ -39,8 +39,6 @@ import numpy as np
 NEAR_CONSTANT_SHARE = 0.95
 #: Level of the paired return intervals (the report's level, rlperf.report.stats).
 CONFIDENCE = 0.95
-#: The verdicts of a fidelity result.
-VERDICTS = ("passed", "flagged", "vacuous")
 
 
 def logit_fidelity(
@@ -172,21 +170,3 @@ def verdict(fidelity: dict[str, Any]) -> str:
     if (fidelity.get("reference") or {}).get("vacuous"):
         return "vacuous"
     return "flagged" if fidelity.get("flagged") else "passed"
-
-
-def action_fidelity(
-    variant_actions: np.ndarray, reference_actions: np.ndarray, low: Any, high: Any
-) -> dict[str, Any]:
-    """Continuous actions (a Box policy's deterministic action): the error relative to the
-    action range, per dimension then the max and mean; argmax agreement means nothing here."""
-    v = np.asarray(variant_actions, dtype=np.float64).reshape(np.shape(reference_actions))
-    r = np.asarray(reference_actions, dtype=np.float64)
-    span = np.asarray(high, np.float64) - np.asarray(low, np.float64)
-    span = np.where(np.isfinite(span) & (span > 0), span, 1.0)
-    rel = np.abs(v - r) / span
-    return {
-        "observations": int(len(r)),
-        "max_abs_action_err": float(np.abs(v - r).max(initial=0.0)),
-        "max_rel_action_err": float(rel.max(initial=0.0)),
-        "mean_rel_action_err": float(rel.mean()) if rel.size else float("nan"),
-    }
