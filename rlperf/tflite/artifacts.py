@@ -141,11 +141,11 @@ def build_variant(
     that is missing, so the other cells of a sweep find theirs ready.
     """
     from rlperf.tflite.calibration import observation_range
+    from rlperf.tflite.compress import RECIPES
     from rlperf.tflite.convert import BACKEND_VARIANTS, convert_keras
     from rlperf.tflite.export import export_policy
 
-    heads = str(cfg.edge.heads)
-    int8_io = str(cfg.edge.int8_io)
+    heads, int8_io = str(cfg.edge.heads), str(cfg.edge.int8_io)
     timings: dict[str, float] = {}
     built: list[str] = []
     reused: list[str] = []
@@ -158,13 +158,9 @@ def build_variant(
     if input_range is not None:
         calib_meta["input_range"] = [np.asarray(v).tolist() for v in input_range]
     calib_key = calib_name.removeprefix("calibration-").removesuffix(".npz")
-    from rlperf.tflite.compress import RECIPES
-
-    if backend in RECIPES:
-        return compressed_variant(
-            cache, cfg, backend, net, calib, calib_meta, input_range, calib_key, timings,
-            built, reused,
-        )  # fmt: skip
+    if backend in RECIPES:  # compressed: fine-tuned from the policy, one file per backend
+        args = (calib, calib_meta, input_range, calib_key, timings, built, reused)
+        return compressed_variant(cache, cfg, backend, net, *args)
     names = {v: variant_file_name(heads, v, int8_io, calib_key) for v in CACHED_VARIANTS}
     export_name = f"export-{heads}.json"
     missing = [v for v, n in names.items() if not cache.has(n)]
