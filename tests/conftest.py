@@ -170,3 +170,15 @@ def small_policy_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, obje
     )
     assert run["accuracy"] > 0.4  # it learned something beyond the majority class (<= 0.3)
     return run
+
+
+@pytest.fixture(scope="session")
+def cartpole_policy_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """A run folder with an ``mlp64`` CartPole policy that plays every episode to the cap
+    (500), trained by imitation in seconds (``support.edge_kit.make_cartpole_run``); shared
+    by the edge tests that need a policy that behaves."""
+    from support.edge_kit import make_cartpole_run
+
+    run = make_cartpole_run(tmp_path_factory.mktemp("runs") / "cartpole")
+    assert run["accuracy"] > 0.95
+    return run

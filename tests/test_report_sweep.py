@@ -137,6 +137,7 @@ def test_every_figure_is_produced(report):
         "gpu_power",
         "latency",
         "fidelity_latency",
+        "compression_tradeoff",
     }
     for png in report.figures.values():
         width, height = _png_size(png)
@@ -171,8 +172,8 @@ def test_report_files(report):
                    "max_concurrent_trials=1", "### model1",
                    "ran them with max_concurrent_trials=1 (one cell at a time)"):  # fmt: skip
         assert needle in md
-    assert len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", md)) == 8
-    assert html.count("src='data:image/png;base64,") == 8
+    assert len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", md)) == 9
+    assert html.count("src='data:image/png;base64,") == 9
     assert "figures/" not in re.sub(r"<p>Tables:.*?</p>", "", html)
     assert "Warning" not in md  # one machine, one software stack
     assert "read 16/16 cells (1 skipped)" in report.messages  # progress while reading

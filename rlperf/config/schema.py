@@ -56,6 +56,13 @@ class Backend(StrEnum):
     tflite_dynamic = "tflite_dynamic"
     tflite_fp16 = "tflite_fp16"
     edgetpu = "edgetpu"
+    # Compressed variants, fine-tuned by distillation (rlperf/tflite/compress.py).
+    tflite_qat = "tflite_qat"
+    tflite_prune50 = "tflite_prune50"
+    tflite_prune75 = "tflite_prune75"
+    tflite_prune90 = "tflite_prune90"
+    tflite_prune75_int8 = "tflite_prune75_int8"
+    tflite_struct50 = "tflite_struct50"
 
 
 class AlgoName(StrEnum):
@@ -566,6 +573,11 @@ class EdgeConfig:
     isolate: bool = True  # benchmark each variant in a fresh process (own peak memory)
     edgetpu_library: str = "libedgetpu.so.1"
     edgetpu_device: str | None = None  # e.g. ":0", "usb", "pci:0"; null = first found
+    # Fine-tuning of the compressed backends (tflite_qat, tflite_prune*, tflite_struct50):
+    # distillation from the torch policy on the calibration set (docs/compression.md).
+    finetune_steps: int = 600
+    finetune_lr: float = 3.0e-3
+    finetune_batch: int = 32
 
 
 @dataclass

@@ -414,6 +414,27 @@ def validate_edge(cfg: DictConfig) -> None:
         raise ConfigError(
             f"edge.fidelity_threshold={cfg.edge.fidelity_threshold} must be in [0, 1]"
         )
+    _validate_compression(cfg)
+
+
+#: Backends that compress the trained policy (rlperf/tflite/compress.py RECIPES).
+COMPRESSION_BACKENDS = ("tflite_qat", "tflite_prune50", "tflite_prune75", "tflite_prune90",
+                        "tflite_prune75_int8", "tflite_struct50")  # fmt: skip
+
+
+def _validate_compression(cfg: DictConfig) -> None:
+    """A compression backend needs the torch policy and positive fine-tuning settings."""
+    name = str(cfg.backend.name)
+    if name not in COMPRESSION_BACKENDS:
+        return
+    if cfg.run is None and cfg.checkpoint is None:
+        raise ConfigError(
+            f"backend={name} compresses the trained policy (fine-tuned by distillation from "
+            f"it): give run=<training job folder> or checkpoint=<path>, not only model_path"
+        )
+    for key in ("finetune_steps", "finetune_lr", "finetune_batch"):
+        if not cfg.edge[key] > 0:
+            raise ConfigError(f"edge.{key}={cfg.edge[key]} must be > 0 for backend={name}")
 
 
 def validate_serve(cfg: DictConfig) -> None:
@@ -428,6 +449,12 @@ def validate_serve(cfg: DictConfig) -> None:
         raise ConfigError(
             "backend=edgetpu with stage=serve: the serve stage runs CPU backends; use "
             "backend=rllib or a tflite_* backend (stage=edge benchmarks the Edge TPU)"
+        )
+    if cfg.backend.name in COMPRESSION_BACKENDS:
+        raise ConfigError(
+            f"backend={cfg.backend.name} with stage=serve: compressed variants are built and "
+            "benchmarked by stage=edge; serve the .tflite it wrote with model_path=<file> and "
+            "backend=tflite_fp32 (or tflite_int8 for an int8 file)"
         )
     if cfg.model_path is not None and cfg.backend.name == "rllib":
         raise ConfigError(

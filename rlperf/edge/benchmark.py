@@ -137,7 +137,8 @@ def play_episodes(
                 if spec.steps is not None and total >= spec.steps:
                     break
             if done:
-                row = {"episode": episode, "return": ep_return, "length": length}
+                row: dict[str, Any] = {"episode": episode, "return": ep_return, "length": length}
+                row["truncated"] = bool(truncated and not terminated)  # ended at the time limit
                 row["wall_s"] = time.perf_counter() - started
                 finished.append(row)
                 if recorder is not None:
@@ -261,6 +262,33 @@ def reference_returns(
         "torch", str(policy_path), dict(env_config), 0, None, episodes, steps, 0, seed, threads
     )
     rows = play_episodes(TorchActor(policy_path, threads), spec, None)
+    return [float(r["return"]) for r in rows]
+
+
+class RandomActor:
+    """Uniformly random actions (numpy generator seeded with ``seed``): the baseline a
+    reference policy must beat for its fidelity check to mean anything."""
+
+    def __init__(self, num_actions: int, seed: int) -> None:
+        import numpy as np
+
+        self.rng = np.random.default_rng(seed)
+        self.num_actions = int(num_actions)
+        self.forward_ns = 0
+        self.delegate = None
+
+    def act(self, obs: Any) -> int:
+        return int(self.rng.integers(self.num_actions))
+
+
+def random_returns(
+    env_config: dict[str, Any], num_actions: int, episodes: int, steps: int | None, seed: int
+) -> list[float]:
+    """Returns of a random policy on the benchmark's seeded episodes."""
+    spec = BenchmarkSpec(
+        "random", "", dict(env_config), num_actions, None, episodes, steps, 0, seed
+    )
+    rows = play_episodes(RandomActor(num_actions, seed), spec, None)
     return [float(r["return"]) for r in rows]
 
 

@@ -6,6 +6,18 @@ action is the same, the max and mean absolute error of the (dequantized)
 logits, and the difference of episode returns over the same seeded episodes.
 A variant below ``edge.fidelity_threshold`` agreement is ``flagged``.
 
+A check is evidence only if it could have failed: a reference policy that
+picks the same action on (nearly) every frame, or plays no better than a
+random policy, is matched by a constant-output variant too. So the result also
+measures how informative the reference is (:func:`reference_informativeness`)
+and its ``verdict`` is ``vacuous`` — not ``passed`` — when the reference's most
+frequent greedy action covers at least :data:`NEAR_CONSTANT_SHARE` of the
+fidelity set, or when its episode returns are not above a random policy's on
+the same seeded episodes (the lower end of the paired interval of
+reference - random is not above 0). ``decisive_agreement`` is the agreement on
+the frames whose reference top-two logit margin exceeds the variant's max
+logit error: the decisions quantization could flip are the others.
+
 Thresholds the tests hold the variants to (trained tiny policy, real Pong
 frames; see ``tests/test_edge_export.py``): fp32 agreement 1.0 and logit error
 below ``edge.export_tolerance``; fp16 agreement >= 0.99; dynamic-range and int8
@@ -16,10 +28,17 @@ can flip only near-ties, so agreement well below 0.9 means a broken variant
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+#: A reference whose most frequent greedy action covers this share of the fidelity set
+#: (or more) is near-constant: the fidelity check on it is vacuous.
+NEAR_CONSTANT_SHARE = 0.95
+#: Level of the paired return intervals (the report's level, rlperf.report.stats).
+CONFIDENCE = 0.95
 
 
 def logit_fidelity(
@@ -29,12 +48,19 @@ def logit_fidelity(
     v = np.asarray(variant_logits, dtype=np.float64).reshape(reference_logits.shape)
     r = np.asarray(reference_logits, dtype=np.float64)
     err = np.abs(v - r)
-    agreement = float((v.argmax(axis=1) == r.argmax(axis=1)).mean()) if len(r) else float("nan")
+    same = v.argmax(axis=1) == r.argmax(axis=1)
+    agreement = float(same.mean()) if len(r) else float("nan")
     flagged = not agreement >= threshold
+    max_err = float(err.max(initial=0.0))
+    top2 = np.sort(r, axis=1)[:, -2:] if r.shape[1] > 1 else np.zeros((len(r), 2))
+    decisive = (top2[:, 1] - top2[:, 0]) > max_err
     return {
         "observations": int(len(r)),
         "agreement": agreement,
-        "max_abs_logit_err": float(err.max(initial=0.0)),
+        # Frames whose reference top-two margin exceeds the variant's max logit error.
+        "decisive_frames": int(decisive.sum()),
+        "decisive_agreement": float(same[decisive].mean()) if decisive.any() else float("nan"),
+        "max_abs_logit_err": max_err,
         "mean_abs_logit_err": float(err.mean()) if err.size else float("nan"),
         "reference_logit_range": float(np.abs(r).max(initial=0.0)),
         "action_histogram": np.bincount(v.argmax(axis=1), minlength=r.shape[1]).tolist(),
@@ -49,19 +75,98 @@ def logit_fidelity(
     }
 
 
+def paired_interval(diffs: Sequence[float]) -> tuple[float, float]:
+    """Student-t :data:`CONFIDENCE` interval of the mean of paired differences (NaN below 2;
+    a point where they are all equal)."""
+    d = np.asarray(diffs, dtype=float)
+    if d.size < 2:
+        return float("nan"), float("nan")
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if sd == 0:
+        return mean, mean
+    from scipy import stats
+
+    half = float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, d.size - 1)) * sd / math.sqrt(d.size)
+    return mean - half, mean + half
+
+
 def return_parity(
-    variant_returns: Sequence[float], reference_returns: Sequence[float]
+    variant_returns: Sequence[float],
+    reference_returns: Sequence[float],
+    truncated: Sequence[bool] | None = None,
 ) -> dict[str, Any]:
-    """Return difference over the episodes both played (same seeds, in order)."""
+    """Return difference over the episodes both played (same seeds, in order), with its
+    paired interval: a ``tie`` when the interval contains 0. ``saturates`` when every
+    episode of the variant ended at the env's time limit (``truncated``) and every return of
+    both is the same: the cap, where no difference can show."""
     n = min(len(variant_returns), len(reference_returns))
     if n == 0:
         return {"return_diff": float("nan"), "episodes_compared": 0, "same_return_episodes": 0}
     v = np.asarray(variant_returns[:n], dtype=float)
     r = np.asarray(reference_returns[:n], dtype=float)
+    low, high = paired_interval(v - r)
+    capped = truncated is not None and len(truncated) >= n and all(truncated[:n])
     return {
         "return_diff": float(v.mean() - r.mean()),
+        "return_diff_low": low,
+        "return_diff_high": high,
+        "return_tie": bool(low <= 0 <= high) if math.isfinite(low) else bool(v.mean() == r.mean()),
+        "saturates": bool(capped and np.ptp(np.concatenate([v, r])) == 0),
         "episodes_compared": int(n),
         "same_return_episodes": int((v == r).sum()),
         "returns": v.tolist(),
         "reference_returns": r.tolist(),
     }
+
+
+def reference_informativeness(
+    reference_logits: np.ndarray,
+    reference_returns: Sequence[float],
+    random_returns: Sequence[float] | None,
+) -> dict[str, Any]:
+    """How much a fidelity check against this reference can show (module docstring).
+
+    Action-histogram entropy (bits, and over its maximum ``log2(A)``), the most frequent
+    action's share of the fidelity set, and the reference's return against a random
+    policy's on the same seeded episodes (paired interval). ``vacuous`` with its reason.
+    """
+    r = np.asarray(reference_logits, dtype=np.float64)
+    counts = np.bincount(r.argmax(axis=1), minlength=r.shape[1]) if len(r) else np.zeros(1)
+    p = counts / max(1, counts.sum())
+    nz = p[p > 0]
+    entropy = float(-(nz * np.log2(nz)).sum())
+    share = float(p.max(initial=0.0))
+    out: dict[str, Any] = {
+        "action_entropy_bits": entropy,
+        "action_entropy_ratio": entropy / math.log2(r.shape[1]) if r.shape[1] > 1 else 0.0,
+        "top_action_share": share,
+        "near_constant_share": NEAR_CONSTANT_SHARE,
+        "random_returns": list(random_returns) if random_returns is not None else None,
+    }
+    reasons = []
+    if share >= NEAR_CONSTANT_SHARE:
+        reasons.append(
+            f"the reference picks one action on {share:.0%} of the fidelity set "
+            f"(>= {NEAR_CONSTANT_SHARE:.0%}: near-constant)"
+        )
+    n = min(len(reference_returns), len(random_returns or []))
+    if random_returns is not None and n > 0:
+        d = np.asarray(reference_returns[:n], float) - np.asarray(random_returns[:n], float)
+        low, high = paired_interval(d)
+        out.update(vs_random_diff=float(d.mean()), vs_random_low=low, vs_random_high=high)
+        better = low > 0 if math.isfinite(low) else d.mean() > 0
+        if not better:
+            reasons.append(
+                f"its return is not above a random policy's on the same {n} episodes "
+                f"(reference - random {d.mean():+.3g}, interval [{low:.3g}, {high:.3g}])"
+            )
+    out["vacuous"] = bool(reasons)
+    out["vacuous_reason"] = "; ".join(reasons) or None
+    return out
+
+
+def verdict(fidelity: dict[str, Any]) -> str:
+    """``vacuous`` (reference uninformative), else ``flagged`` or ``passed`` (agreement)."""
+    if (fidelity.get("reference") or {}).get("vacuous"):
+        return "vacuous"
+    return "flagged" if fidelity.get("flagged") else "passed"

@@ -347,48 +347,85 @@ def benchmark(cell: EdgeCell) -> tuple[Any, dict[str, Any], float]:
     return spec, result, bench_s
 
 
+def _cached_returns(cell: EdgeCell, kind: str, settings: dict[str, Any], play: Any) -> list[float]:
+    """Returns of ``kind`` (reference, random) on the cell's seeded episodes, played once per
+    settings and kept in the policy's cache."""
+    from rlperf.tflite.cache import settings_hash
+
+    name = f"{kind}-returns-{settings_hash(settings)}.json"
+    if cell.cache.has(name):
+        return [float(r) for r in cell.cache.read_json(name)["returns"]]
+    returns = [float(r) for r in play()]
+    cell.cache.write_json(name, {"returns": returns, **settings})
+    return returns
+
+
 def reference_returns_of(cell: EdgeCell, spec: Any, returns: list[float]) -> list[float] | None:
     """Returns of the torch policy on the same seeded episodes (cached per settings)."""
     from rlperf.edge.benchmark import reference_returns
-    from rlperf.tflite.cache import settings_hash
 
     if cell.trained is None or cell.cache is None:
         return None
-    cache = cell.cache
-    ref_settings = {
-        "env": cell.env,
-        "episodes": spec.episodes,
-        "steps": spec.steps,
-        "seed": spec.seed,
-    }
-    ref_name = f"reference-returns-{settings_hash(ref_settings)}.json"
+    trained = cell.trained
+    settings = {"env": cell.env, "episodes": spec.episodes, "steps": spec.steps, "seed": spec.seed}
     if cell.backend == "rllib":
-        if not cache.has(ref_name):
-            cache.write_json(ref_name, {"returns": returns, **ref_settings})
-        return returns
-    if cache.has(ref_name):
-        return [float(r) for r in cache.read_json(ref_name)["returns"]]
-    log.info("playing the torch policy on the same episodes for return parity")
-    ref_returns = reference_returns(
-        cell.trained.policy_path, cell.env, spec.episodes, spec.steps, spec.seed, spec.threads
+        return _cached_returns(cell, "reference", settings, lambda: returns)
+
+    def play() -> list[float]:
+        log.info("playing the torch policy on the same episodes for return parity")
+        return reference_returns(
+            trained.policy_path, cell.env, spec.episodes, spec.steps, spec.seed, spec.threads
+        )
+
+    return _cached_returns(cell, "reference", settings, play)
+
+
+def random_returns_of(cell: EdgeCell, spec: Any) -> list[float]:
+    """Returns of a random policy on the same seeded episodes (cached per settings)."""
+    from rlperf.edge.benchmark import random_returns
+
+    settings = {"env": cell.env, "episodes": spec.episodes, "steps": spec.steps, "seed": spec.seed}
+    return _cached_returns(
+        cell,
+        "random",
+        settings,
+        lambda: random_returns(cell.env, cell.num_actions, spec.episodes, spec.steps, spec.seed),
     )
-    cache.write_json(ref_name, {"returns": ref_returns, **ref_settings})
-    return ref_returns
 
 
 def check_fidelity(
-    cell: EdgeCell, result: dict[str, Any], returns: list[float], ref_returns: list[float] | None
+    cell: EdgeCell, spec: Any, result: dict[str, Any], ref_returns: list[float] | None
 ) -> dict[str, Any] | None:
-    """Logit fidelity on the fidelity set and return parity against the torch policy."""
-    from rlperf.edge.fidelity import logit_fidelity, return_parity
+    """Logit fidelity on the fidelity set, return parity against the torch policy, and how
+    informative that reference is (``verdict``: passed, flagged or vacuous)."""
+    from rlperf.edge.fidelity import (
+        logit_fidelity,
+        reference_informativeness,
+        return_parity,
+        verdict,
+    )
 
     if cell.backend == "rllib" or cell.fidelity is None or "fidelity_logits" not in result:
         return None
     threshold = float(cell.cfg.edge.fidelity_threshold)
-    fid = logit_fidelity(result["fidelity_logits"], cell.fidelity.extra["logits"], threshold)
-    fid.update(return_parity(returns, ref_returns or []))
+    ref_logits = cell.fidelity.extra["logits"]
+    fid = logit_fidelity(result["fidelity_logits"], ref_logits, threshold)
+    rows = result["episode_rows"]
+    returns = [float(r["return"]) for r in rows]
+    truncated = [bool(r.get("truncated")) for r in rows]
+    fid.update(return_parity(returns, ref_returns or [], truncated))
+    fid["reference"] = reference_informativeness(
+        ref_logits, ref_returns or [], random_returns_of(cell, spec)
+    )
+    fid["verdict"] = verdict(fid)
     fid["fidelity_set"] = cell.fidelity.metadata()
-    if fid["flagged"]:
+    if fid["verdict"] == "vacuous":
+        log.warning(
+            "%s: the fidelity check is VACUOUS: %s",
+            cell.backend,
+            fid["reference"]["vacuous_reason"],
+        )
+    elif fid["flagged"]:
         log.warning("%s is FLAGGED: %s", cell.backend, fid["flag_reason"])
     return fid
 
@@ -415,7 +452,7 @@ def summarise(
     cell: EdgeCell, result: dict[str, Any], bench_s: float, checks: dict[str, Any]
 ) -> dict[str, Any]:
     """The edge cell's ``summary.json`` entries (``checks``: fidelity, reference returns)."""
-    from rlperf.tflite.tflite_model import read_tflite
+    from rlperf.tflite.tflite_model import gzip_size, read_tflite, weight_sparsity
 
     threads, variant = int(cell.cfg.edge.threads), cell.variant
     copied = copy_artifacts(cell)
@@ -440,6 +477,8 @@ def summarise(
         **checks,
         "model_file": copied.name,
         "model_size_bytes": cell.benchmarked_file.stat().st_size,
+        "model_gzip_bytes": gzip_size(cell.benchmarked_file),
+        "weights": weight_sparsity(cell.benchmarked_file) if info is not None else None,
         "model_info": info.to_dict() if info is not None else None,
         "input": (
             {**info.inputs[0].to_dict(), **_distortion(cell, info.inputs[0])}
@@ -513,7 +552,7 @@ def run_edge(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     returns = [float(r["return"]) for r in result["episode_rows"]]
     ref_returns = reference_returns_of(cell, spec, returns)
     checks = {
-        "fidelity": check_fidelity(cell, result, returns, ref_returns),
+        "fidelity": check_fidelity(cell, spec, result, ref_returns),
         "reference_returns": ref_returns,
     }
     return summarise(cell, result, bench_s, checks)

@@ -532,10 +532,36 @@ def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
     if _col(rows, "fidelity_agreement").notna().any():
         out["agreement %"] = (_col(rows, "fidelity_agreement").astype(float) * 100).map(
             lambda v: _f(v, 4)).to_numpy()  # fmt: skip
+    if _col(rows, "fidelity_verdict").notna().any():
+        out["fidelity"] = _col(rows, "fidelity_verdict").fillna("").astype(str).to_numpy()
+    if _col(rows, "model_gzip_bytes").notna().any():
+        for name, values in _compression_columns(rows).items():
+            out[name] = values
     if "speedup" in rows:
         out[f"speedup [{level()} CI]"] = _ci_col(rows, "speedup")
     out["fp"] = rows["fingerprint"].to_numpy()
     return out
+
+
+def _compression_columns(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Return difference against the torch policy with its paired interval, sizes, sparsity."""
+    num = {c: pd.to_numeric(_col(rows, f"fidelity_{c}"), errors="coerce").to_numpy(float)
+           for c in ("return_diff", "return_diff_low", "return_diff_high")}  # fmt: skip
+    tie = _col(rows, "fidelity_return_tie").astype("boolean").fillna(False).to_numpy(bool)
+    capped = _col(rows, "fidelity_saturates").astype("boolean").fillna(False).to_numpy(bool)
+    diff = []
+    for i in range(len(rows)):
+        d, lo, hi = (num[c][i] for c in ("return_diff", "return_diff_low", "return_diff_high"))
+        text = "" if not np.isfinite(d) else f"{d:+.3g} [{_f(lo)}, {_f(hi)}]"
+        text += " saturates" if capped[i] else (" tie" if tie[i] and text else "")
+        diff.append(text)
+    return {
+        f"return diff [{level()} CI]": np.asarray(diff, dtype=object),
+        "size B": _fmt_col(rows, "model_size_bytes", 0),
+        "gzip B": _fmt_col(rows, "model_gzip_bytes", 0),
+        "sparsity": _fmt_col(rows, "weight_sparsity", 2),
+        "peak RSS MB": _fmt_col(rows, "peak_rss_mb", 0),
+    }
 
 
 # --------------------------------------------------------------------------- appendix

@@ -11,6 +11,7 @@
 - ``latency``: latency per action per configuration / backend (box: quartiles, whiskers
   1st-99th percentile), with p50 and p99 marked;
 - ``fidelity_latency``: greedy-action agreement against latency for exported variants.
+- ``compression_tradeoff``: mean return against latency per variant, marker area = model size.
 
 Facets: one row (or column) per model when several are present. Colours: one
 fixed colour per phase, per backend and per resource; configurations get one
@@ -648,6 +649,37 @@ def fidelity_latency(ctx: FigureContext, out: Path) -> Path:
         return _save(fig, out, "fidelity_latency", ctx.mixed_note.get("inference", ""))
 
 
+def compression_tradeoff(ctx: FigureContext, out: Path) -> Path:
+    """Mean episode return against median latency per variant; marker area = model size."""
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
+    runs = ctx.runs
+    metric = "action_ms_p50" if "action_ms_p50" in runs else "forward_ms_p50"
+    need = ("return_mean", "model_size_bytes", metric)
+    if any(c not in runs for c in need):
+        raise NotApplicable("no edge cell with return, latency and model size")
+    df = runs[runs[list(need)].notna().all(axis=1) & (runs["status"] == "completed")].copy()
+    if df.empty:
+        raise NotApplicable("no completed edge cell with return, latency and model size")
+    df["size_kb"] = df["model_size_bytes"].astype(float) / 1024
+    pal = _backend_palette(df["backend"].astype(str).unique())
+    with _style():
+        fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+        ax = fig.subplots()
+        sns.scatterplot(data=df, x=metric, y="return_mean", hue="backend", style="model",
+                        size="size_kb", sizes=(30, 400), palette=pal, alpha=0.8, ax=ax)  # fmt: skip
+        for _, r in df.iterrows():
+            ax.annotate(str(r["backend"]), (r[metric], r["return_mean"]), fontsize=6.5,
+                        xytext=(4, 3), textcoords="offset points")  # fmt: skip
+        ax.set_xlabel("median latency per action (ms)")
+        ax.set_ylabel("mean episode return (same seeded episodes)")
+        ax.legend(loc="best", fontsize=6.5, frameon=True)
+        fig.suptitle("Compression trade-off: return vs latency (marker area: model size)",
+                     fontsize=10)  # fmt: skip
+        return _save(fig, out, "compression_tradeoff", ctx.mixed_note.get("inference", ""))
+
+
 FIGURES: dict[str, tuple[Callable[[FigureContext, Path], Path], str]] = {
     "phase_times": (phase_times, "Phase times per configuration (stacked, share of each phase)"),
     "phase_breakdown": (phase_breakdown, "Sample / load / learn / sync time per configuration"),
@@ -657,6 +689,10 @@ FIGURES: dict[str, tuple[Callable[[FigureContext, Path], Path], str]] = {
     "gpu_power": (gpu_power, "GPU power over each run"),
     "latency": (latency, "Inference latency per backend / configuration (p50, p99 marked)"),
     "fidelity_latency": (fidelity_latency, "Fidelity vs latency of exported variants"),
+    "compression_tradeoff": (
+        compression_tradeoff,
+        "Compression trade-off: return vs latency per variant (marker area: model size)",
+    ),
 }
 
 

@@ -249,6 +249,14 @@ def _fidelity_findings(
     out = []
     checked = [(k.id, c) for k in group for c in k.completed
                if isinstance(c.summary.get("fidelity"), dict)]  # fmt: skip
+    vacuous = [(k, c) for k, c in checked if c.summary["fidelity"].get("verdict") == "vacuous"]
+    for k, c in vacuous:
+        reason = (c.summary["fidelity"].get("reference") or {}).get("vacuous_reason")
+        out.append(Finding("fidelity", family, model, [c.id],
+            f"{family.capitalize()}, {model}: the fidelity check of `{label[k]}` (cell `{c.id}`) "
+            f"is vacuous: {reason}. Its agreement shows nothing; a constant policy would "
+            "pass it too."))  # fmt: skip
+    checked = [(k, c) for k, c in checked if (k, c) not in vacuous]
     flagged = [(k, c) for k, c in checked if c.summary["fidelity"].get("flagged")]
     for k, c in flagged:
         fid = c.summary["fidelity"]

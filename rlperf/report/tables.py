@@ -187,11 +187,19 @@ def _inference_summary(c: Cell) -> dict[str, Any]:
         row["episodes"] = int(c.episodes["return"].notna().sum())
         row["return_mean"] = float(pd.to_numeric(c.episodes["return"], errors="coerce").mean())
     fid = c.summary.get("fidelity") or {}
-    for key in ("agreement", "max_abs_logit_err", "mean_abs_logit_err", "return_diff",
-                "threshold", "flagged", "flag_reason"):  # fmt: skip
+    for key in ("agreement", "decisive_agreement", "max_abs_logit_err", "mean_abs_logit_err",
+                "return_diff", "return_diff_low", "return_diff_high", "return_tie", "saturates",
+                "threshold", "flagged", "flag_reason", "verdict"):  # fmt: skip
         if key in fid:
             row[f"fidelity_{key}"] = fid[key]
-    for key in ("variant", "model_size_bytes", "delegate"):
+    if (fid.get("reference") or {}).get("vacuous_reason"):
+        row["fidelity_vacuous_reason"] = fid["reference"]["vacuous_reason"]
+    if isinstance(c.summary.get("weights"), dict):
+        row["weight_sparsity"] = c.summary["weights"].get("sparsity")
+    peak = (c.summary.get("memory") or {}).get("peak_rss_mb")
+    if peak is not None:
+        row["peak_rss_mb"] = peak
+    for key in ("variant", "model_size_bytes", "model_gzip_bytes", "delegate"):
         value = c.summary.get(key)
         if value is not None:
             row[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
@@ -255,10 +263,12 @@ def _typed(out: pd.DataFrame) -> pd.DataFrame:
     for col in ("rank_in_model", "repeats", "runs"):
         if col in out:
             out[col] = out[col].astype("Int64")
-    if "fidelity_flagged" in out:
-        out["fidelity_flagged"] = out["fidelity_flagged"].astype("boolean")
+    for col in ("fidelity_flagged", "fidelity_return_tie", "fidelity_saturates"):
+        if col in out:
+            out[col] = out[col].astype("boolean")
     for col in ("delegate", "variant", "baseline", "granularity", "objective",
-                "fidelity_flag_reason", "configuration", "interval", "energy_source",
+                "fidelity_flag_reason", "fidelity_verdict", "fidelity_vacuous_reason",
+                "configuration", "interval", "energy_source",
                 "energy_unavailable", "cells"):  # fmt: skip
         if col in out:
             out[col] = out[col].astype("string")

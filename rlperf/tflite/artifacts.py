@@ -141,11 +141,11 @@ def build_variant(
     that is missing, so the other cells of a sweep find theirs ready.
     """
     from rlperf.tflite.calibration import observation_range
+    from rlperf.tflite.compress import RECIPES
     from rlperf.tflite.convert import BACKEND_VARIANTS, convert_keras
     from rlperf.tflite.export import export_policy
 
-    heads = str(cfg.edge.heads)
-    int8_io = str(cfg.edge.int8_io)
+    heads, int8_io = str(cfg.edge.heads), str(cfg.edge.int8_io)
     timings: dict[str, float] = {}
     built: list[str] = []
     reused: list[str] = []
@@ -158,6 +158,9 @@ def build_variant(
     if input_range is not None:
         calib_meta["input_range"] = [np.asarray(v).tolist() for v in input_range]
     calib_key = calib_name.removeprefix("calibration-").removesuffix(".npz")
+    if backend in RECIPES:  # compressed: fine-tuned from the policy, one file per backend
+        args = (calib, calib_meta, input_range, calib_key, timings, built, reused)
+        return compressed_variant(cache, cfg, backend, net, *args)
     names = {v: variant_file_name(heads, v, int8_io, calib_key) for v in CACHED_VARIANTS}
     export_name = f"export-{heads}.json"
     missing = [v for v, n in names.items() if not cache.has(n)]
@@ -198,6 +201,56 @@ def build_variant(
         variant,
         cache.read_json(export_name),
         calib_meta if variant == "int8" else None,
+        built=built,
+        reused=reused,
+        timings_s=timings,
+    )
+
+
+def compressed_variant(
+    cache: Any,
+    cfg: DictConfig,
+    backend: str,
+    net: Any,
+    calib: Any,
+    calib_meta: dict[str, Any],
+    input_range: Any,
+    calib_key: str,
+    timings: dict[str, float],
+    built: list[str],
+    reused: list[str],
+) -> Variant:
+    """A compression backend's ``.tflite`` (:mod:`rlperf.tflite.compress`), from the cache or
+    fine-tuned by distillation on the calibration set now. Holds the cache lock."""
+    from rlperf.tflite.cache import settings_hash
+    from rlperf.tflite.compress import build_compressed, finetune_settings
+    from rlperf.tflite.convert import convert_keras
+
+    heads, int8_io = str(cfg.edge.heads), str(cfg.edge.int8_io)
+    settings = finetune_settings(cfg)
+    key = settings_hash({"finetune": settings, "calibration": calib_key, "int8_io": int8_io})
+    name = f"{heads}-{backend.removeprefix('tflite_')}-{key}.tflite"
+    info_name = name.removesuffix(".tflite") + ".json"
+    if cache.has(name) and cache.has(info_name):
+        reused.append(name)
+    else:
+        t0 = time.perf_counter()
+
+        def convert(model: Any, variant: str) -> bytes:
+            return convert_keras(model, variant, calib.observations, int8_io, input_range)
+
+        data, info = build_compressed(backend, net, heads, calib, settings, convert)
+        timings["compress_s"] = time.perf_counter() - t0
+        cache.write_bytes(name, data)
+        cache.write_json(info_name, info)
+        cache.record_artifact(name, {"kind": f"tflite {backend}", "heads": heads, **_tf_version()})
+        built.append(name)
+    info = cache.read_json(info_name)
+    return Variant(
+        cache.path(name),
+        backend.removeprefix("tflite_"),
+        info.get("export"),
+        {**calib_meta, "compression": info},
         built=built,
         reused=reused,
         timings_s=timings,

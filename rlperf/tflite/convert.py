@@ -9,6 +9,9 @@ dynamic     ``tflite_dynamic``       int8 weights, activations quantized on the 
 int8        ``tflite_int8``,         full-integer post-training quantization, calibrated on real
             ``edgetpu`` (compiled)   observations; uint8 input and output (the study's format)
 int16x8     (no backend yet)         int16 activations, int8 weights, float32 in/out
+qat         ``tflite_qat``           a quantization-aware-trained model (ranges learned in
+                                     training, :mod:`~rlperf.tflite.compress`): int8 weights
+                                     and activations, float32 in/out
 =========== ======================== ============================================
 
 int8 input quantization is made exact: the exported model takes raw 0..255
@@ -42,7 +45,7 @@ import numpy as np
 
 from rlperf.tflite import TfliteError
 
-VARIANTS = ("fp32", "fp16", "dynamic", "int8", "int16x8")
+VARIANTS = ("fp32", "fp16", "dynamic", "int8", "int16x8", "qat")
 INT8_IO = ("uint8", "int8")
 #: Which TFLite variant each backend (edge and serve stages) runs.
 BACKEND_VARIANTS = {

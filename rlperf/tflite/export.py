@@ -21,6 +21,12 @@ exactly 1 at ``i = s`` and 0 elsewhere for an integer ``s`` — so the exported
 graph holds only FULLY_CONNECTED and activation ops, which every TFLite variant
 (int8 and the Edge TPU included) runs; no ONE_HOT or GATHER op.
 
+The same builder makes the model with Keras 3 (``keras``, the export every
+variant starts from) or with Keras 2 (``tf_keras``: what
+tensorflow-model-optimization wraps for quantization-aware training and
+pruning, :mod:`rlperf.tflite.compress`): ``api=`` picks the module; the layers,
+names and weights are the same.
+
 ``heads="policy"`` exports the policy branch only (acting needs no value
 function: half the compute); ``heads="both"`` adds the value branch as a
 second output.
@@ -42,6 +48,17 @@ if TYPE_CHECKING:
     PolicyNet = VisionNet | MlpNet
 
 HEADS = ("policy", "both")
+#: The Keras modules the builder can use (``build_keras_policy(api=...)``).
+KERAS_APIS = ("keras", "tf_keras")
+
+
+def keras_module(api: str) -> Any:
+    """``keras`` (Keras 3) or ``tf_keras`` (Keras 2, for tensorflow-model-optimization)."""
+    import importlib
+
+    if api not in KERAS_APIS:
+        raise ValueError(f"api={api!r} must be one of {KERAS_APIS}")
+    return importlib.import_module(api)
 
 
 def torch_outputs(
@@ -60,9 +77,7 @@ def torch_outputs(
     return np.concatenate(logits), (np.concatenate(values) if heads == "both" else None)
 
 
-def _copy_trunk(x: Any, trunk: Any, prefix: str) -> Any:
-    import keras
-
+def _copy_trunk(keras: Any, x: Any, trunk: Any, prefix: str) -> Any:
     convs = list(trunk.convs)
     for i, conv in enumerate(convs):
         last = i == len(convs) - 1
@@ -82,9 +97,7 @@ def _copy_trunk(x: Any, trunk: Any, prefix: str) -> Any:
     return x
 
 
-def _copy_head(x: Any, conv: Any, name: str) -> Any:
-    import keras
-
+def _copy_head(keras: Any, x: Any, conv: Any, name: str) -> Any:
     layer = keras.layers.Conv2D(conv.out_channels, 1, name=f"{name}_conv")
     x = layer(x)
     kernel = conv.weight.detach().cpu().numpy().transpose(2, 3, 1, 0)
@@ -106,10 +119,8 @@ def policy_input_shape(net: PolicyNet) -> tuple[int, ...]:
     return tuple(int(d) for d in net.obs_shape)
 
 
-def _one_hot(x: Any, n: int) -> Any:
+def _one_hot(keras: Any, x: Any, n: int) -> Any:
     """Exact one-hot of an integer state ``x`` ``(B, 1)`` from fixed Dense + ReLU layers."""
-    import keras
-
     states = np.arange(n, dtype=np.float32)
     diff = keras.layers.Dense(2 * n, activation="relu", name="one_hot_diff")
     x = diff(x)  # [relu(s - i), relu(i - s)] for every state i
@@ -122,11 +133,9 @@ def _one_hot(x: Any, n: int) -> Any:
     return x
 
 
-def _copy_mlp(x: Any, layers: Any, activation: str, prefix: str) -> Any:
+def _copy_mlp(keras: Any, x: Any, layers: Any, activation: str, prefix: str) -> Any:
     """Dense copies of a torch ``Sequential`` of Linear layers (activation after all but the
     last)."""
-    import keras
-
     linears = [m for m in layers if hasattr(m, "weight")]
     for i, lin in enumerate(linears):
         last = i == len(linears) - 1
@@ -142,21 +151,21 @@ def _copy_mlp(x: Any, layers: Any, activation: str, prefix: str) -> Any:
     return x
 
 
-def _build_keras_mlp(net: MlpNet, heads: str, batch_size: int | None) -> Any:
-    import keras
-
+def _build_keras_mlp(keras: Any, net: MlpNet, heads: str, batch_size: int | None) -> Any:
     inp = keras.Input(policy_input_shape(net), batch_size=batch_size, name="observations")
     if net.obs_spec["type"] == "discrete":
-        features = _one_hot(inp, net.in_features)
+        features = _one_hot(keras, inp, net.in_features)
     else:
         features = keras.layers.Flatten(name="flatten")(inp) if len(net.obs_shape) > 1 else inp
-    outputs = [_copy_mlp(features, net.pi_net, net.activation, "logits")]
+    outputs = [_copy_mlp(keras, features, net.pi_net, net.activation, "logits")]
     if heads == "both":
-        outputs.append(_copy_mlp(features, net.vf_net, net.activation, "value"))
+        outputs.append(_copy_mlp(keras, features, net.vf_net, net.activation, "value"))
     return keras.Model(inp, outputs if heads == "both" else outputs[0], name=f"rlperf_{heads}")
 
 
-def build_keras_policy(net: PolicyNet, heads: str = "policy", batch_size: int | None = 1) -> Any:
+def build_keras_policy(
+    net: PolicyNet, heads: str = "policy", batch_size: int | None = 1, api: str = "keras"
+) -> Any:
     """A ``keras.Model`` computing the torch policy: the raw observation (pixels as floats)
     in, logits (and value) out.
 
@@ -165,18 +174,21 @@ def build_keras_policy(net: PolicyNet, heads: str = "policy", batch_size: int | 
         heads: ``"policy"`` (logits only) or ``"both"`` (outputs ``[logits, value]``).
         batch_size: fixed batch of the input (1 for export: static shapes for the
             Edge TPU compiler and XNNPACK); None for a batched verification model.
+        api: ``"keras"`` (Keras 3) or ``"tf_keras"`` (Keras 2, for
+            tensorflow-model-optimization).
     """
-    import keras
-
+    keras = keras_module(api)
     if heads not in HEADS:
         raise ValueError(f"edge.heads={heads!r} must be one of {HEADS}")
     if getattr(net, "kind", "vision") == "mlp":
-        return _build_keras_mlp(cast("MlpNet", net), heads, batch_size)
+        return _build_keras_mlp(keras, cast("MlpNet", net), heads, batch_size)
     dim, _, channels = net.obs_shape
     inp = keras.Input((dim, dim, channels), batch_size=batch_size, name="observations")
-    outputs = [_copy_head(_copy_trunk(inp, net.pi_trunk, "pi"), net.pi_logits, "logits")]
+    pi = _copy_trunk(keras, inp, net.pi_trunk, "pi")
+    outputs = [_copy_head(keras, pi, net.pi_logits, "logits")]
     if heads == "both":
-        outputs.append(_copy_head(_copy_trunk(inp, net.vf_trunk, "vf"), net.vf_out, "value"))
+        vf = _copy_trunk(keras, inp, net.vf_trunk, "vf")
+        outputs.append(_copy_head(keras, vf, net.vf_out, "value"))
     return keras.Model(inp, outputs if heads == "both" else outputs[0], name=f"rlperf_{heads}")
 
 

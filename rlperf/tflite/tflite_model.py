@@ -329,3 +329,44 @@ def logits_output(info: TfliteModelInfo, num_actions: int | None) -> TensorInfo:
             f"{[list(o.shape) for o in info.outputs]}); is this a policy for this env?"
         )
     return max(info.outputs, key=lambda t: int(np.prod(t.shape)))
+
+
+def gzip_size(path: Path | str) -> int:
+    """Bytes of the file gzip-compressed (level 9): what zeros of a pruned model save in a
+    download or on flash, where the ``.tflite`` itself stores them dense."""
+    import gzip
+
+    return len(gzip.compress(Path(path).read_bytes(), compresslevel=9))
+
+
+def weight_sparsity(source: Path | str | bytes) -> dict[str, Any]:
+    """Zero weights in a ``.tflite`` file as stored: every constant tensor of 2 or more
+    dimensions (kernels; biases and shapes are left out). A quantized weight is zero when it
+    equals its zero point; a tensor in TFLite's sparse format counts the values it does not
+    store as zeros."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    buf = bytes(source) if isinstance(source, bytes | bytearray) else Path(source).read_bytes()
+    model = schema.Model.GetRootAs(buf, 0)
+    sg = model.Subgraphs(0)
+    total = zeros = 0
+    for i in range(sg.TensorsLength()):
+        t = sg.Tensors(i)
+        data = model.Buffers(t.Buffer()).DataAsNumpy() if t.Buffer() > 0 else 0
+        dtype = _TENSOR_TYPES.get(t.Type())
+        if isinstance(data, int) or t.ShapeLength() < 2 or dtype not in _WEIGHT_DTYPES:
+            continue
+        values = np.frombuffer(data.tobytes(), dtype=dtype)
+        size = int(np.prod(t.ShapeAsNumpy()))
+        info = _tensor_info(t, i)
+        zp = info.zero_points[0] if len(set(info.zero_points)) == 1 else 0
+        total += size
+        zeros += int((values == zp).sum()) + (size - values.size if t.Sparsity() else 0)
+    return {
+        "weights": total,
+        "zero_weights": zeros,
+        "sparsity": zeros / total if total else float("nan"),
+    }
+
+
+_WEIGHT_DTYPES = ("float32", "float16", "int8", "uint8", "int16")

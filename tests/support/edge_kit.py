@@ -212,3 +212,80 @@ def load_study_dataset(path: Path) -> np.ndarray:
     if not frames:
         raise ValueError(f"{path}: no frames found")
     return np.stack(frames)
+
+
+#: The ``model`` subtree of ``model=mlp64`` (conf/model/mlp64.yaml).
+MLP64: dict[str, Any] = {"name": "mlp64", "kind": "mlp", "hiddens": [64, 64], "activation": "tanh"}
+#: The ``env`` subtree of ``env=cartpole`` (conf/env/cartpole.yaml).
+CARTPOLE_ENV: dict[str, Any] = {
+    "kind": "gym", "id": "CartPole-v1", "config": None, "max_episode_steps": None
+}  # fmt: skip
+
+
+def cartpole_teacher(observations: np.ndarray) -> np.ndarray:
+    """A PD controller that keeps CartPole up for its 500 steps from every start: push
+    towards the side the pole falls to, with the cart's drift as a weak correction."""
+    x, x_dot, theta, theta_dot = np.asarray(observations, dtype=np.float64).T
+    return (theta + 0.5 * theta_dot + 0.01 * x + 0.1 * x_dot > 0).astype(np.int64)
+
+
+def make_cartpole_run(
+    path: Path, seed: int = 0, steps: int = 600, constant_action: int | None = None
+) -> dict[str, Any]:
+    """A training-run-like folder with an ``mlp64`` CartPole policy that plays to the cap.
+
+    Trained in seconds by imitation (behaviour cloning of :func:`cartpole_teacher` on the
+    states the teacher visits, each perturbed by a random push so that recoveries are in
+    the data) rather than by PPO, which takes minutes on a loaded 2-core machine
+    (``rlperf experiment=cartpole_target``, docs/results.md#time-to-target). Its logits
+    have clear margins away from the decision boundary, as a trained policy's do.
+
+    ``constant_action``: instead, a policy whose logits favour that action by 50 on every
+    state (a near-constant reference, like the Pong policy of the quickstart).
+
+    Returns:
+        ``{"path", "policy", "accuracy"}``.
+    """
+    import gymnasium as gym
+    import torch
+    from omegaconf import OmegaConf
+
+    from rlperf.models.mlp_net import MlpNet
+    from rlperf.models.policy_file import save_policy
+    from rlperf.runs import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
+
+    rng = np.random.default_rng(seed)
+    env = gym.make("CartPole-v1")
+    states = []
+    for episode in range(30):
+        obs, _ = env.reset(seed=seed + 10_000 + episode)
+        for _ in range(200):
+            states.append(obs)
+            action = int(cartpole_teacher(obs[None])[0])
+            if rng.random() < 0.2:
+                action = int(rng.integers(2))  # explore off the teacher's path
+            obs, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                break
+    env.close()
+    obs_all = np.asarray(states, dtype=np.float32)
+    labels = cartpole_teacher(obs_all)
+    torch.manual_seed(seed)
+    net = MlpNet.for_spaces(env.observation_space, env.action_space, MLP64["hiddens"], "tanh")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 64-unit MLP: more threads only wait for each other under load
+    try:
+        accuracy = train_supervised(net, obs_all, labels, steps, seed)
+    finally:
+        torch.set_num_threads(threads)
+    if constant_action is not None:
+        with torch.no_grad():
+            net.pi_net[-1].bias[constant_action] += 50.0
+    path = Path(path)
+    policy = save_policy(net, path / CHECKPOINT_DIR / POLICY_FILE, extra={"trained": "imitation"})
+    (path / CONFIG_FILE).parent.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(
+        OmegaConf.create({"stage": "train", "seed": seed, "model": MLP64, "env": CARTPOLE_ENV}),
+        path / CONFIG_FILE,
+    )
+    return {"path": path, "policy": policy, "accuracy": accuracy}

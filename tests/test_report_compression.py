@@ -1,0 +1,74 @@
+"""The report on a compression sweep (``experiment=compression``): the trade-off figure,
+the per-policy table with the reference row, return differences with their intervals,
+sizes and the fidelity verdict (vacuous included). Cells written by support.synthetic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import synthetic
+
+from rlperf.report import build_report
+
+#: backend -> (action ms, returns, size, gzip, sparsity, fidelity)
+CELLS: dict[str, tuple[float, list[float], int | None, int | None, float | None, Any]] = {
+    "rllib": (0.09, [500.0, 480.0, 500.0], 70_000, 60_000, None, None),
+    "tflite_int8": (0.03, [500.0, 470.0, 500.0], 10_800, 6_000, 0.0,
+                    {"verdict": "passed", "return_diff": -3.3, "return_diff_low": -17.7,
+                     "return_diff_high": 11.0, "return_tie": True}),
+    "tflite_prune90": (0.05, [200.0, 150.0, 180.0], 20_400, 4_000, 0.9,
+                       {"verdict": "passed", "return_diff": -310.0, "return_diff_low": -370.0,
+                        "return_diff_high": -250.0, "return_tie": False}),
+    "tflite_qat": (0.03, [500.0, 480.0, 500.0], 8_300, 5_800, 0.01,
+                   {"verdict": "vacuous", "return_diff": 0.0, "return_diff_low": 0.0,
+                    "return_diff_high": 0.0, "return_tie": True, "saturates": True,
+                    "reference": {"vacuous": True, "vacuous_reason": "near-constant"}}),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.mktemp("multirun") / "2026-12-01" / "12-00-00"
+    specs = []
+    for i, (backend, (ms, returns, size, gz, sparsity, fid)) in enumerate(CELLS.items()):
+        cfg = synthetic.resolved_config(stage="edge", model="model1", gpu_layout="none",
+                                        workers=0, backend=backend)  # fmt: skip
+        steps, episodes = synthetic.inference_steps([ms] * 3, 100, seed=i, returns=returns)
+        if fid is not None:
+            fid = {"agreement": 0.99, "threshold": 0.9, "flagged": False, **fid}
+        summary = synthetic.inference_summary(steps, episodes, "edge", backend, fid, size)
+        summary.update(model_gzip_bytes=gz, memory={"peak_rss_mb": 80.0 + i})
+        if sparsity is not None:
+            summary["weights"] = {"sparsity": sparsity}
+        body = synthetic.fingerprint(cpu_model="Intel Xeon", cpu_count=2, gpus=())
+        body["start_time"] = f"2026-12-01T12:0{i}:00+00:00"
+        body["config"] = cfg
+        specs.append(synthetic.CellSpec(cfg, synthetic.overrides_for(cfg), body, summary,
+                                        steps=steps, episodes=episodes))  # fmt: skip
+    synthetic.write_sweep(root, specs)
+    return build_report([root], None, None, True)
+
+
+def test_tradeoff_figure_and_table_per_policy(report) -> None:
+    assert "compression_tradeoff" in report.figures
+    assert report.figures["compression_tradeoff"].stat().st_size > 20_000
+    runs = report.runs.set_index("backend")
+    assert runs.loc["tflite_prune90", "weight_sparsity"] == 0.9
+    assert runs.loc["tflite_int8", "model_gzip_bytes"] == 6_000
+    assert runs.loc["tflite_qat", "fidelity_verdict"] == "vacuous"
+    text = Path(report.out / "report.md").read_text()
+    head = text.index("| return diff [95% CI] |")
+    table = text[text.rindex("### model1", 0, head) : text.index("\n\n", head)]
+    # One table for the policy, the torch reference row (rllib) among the variants.
+    assert [line.split(" | ")[1] for line in table.splitlines()[4:]] == [
+        "tflite_int8", "tflite_qat", "tflite_prune90", "rllib"
+    ]  # fmt: skip
+    assert "-310 [-370, -250]" in table and "-3.3 [-17.7, 11] tie" in table
+    assert "+0 [0, 0] saturates" in table and "vacuous" in table
+
+
+def test_vacuous_fidelity_is_a_finding(report) -> None:
+    texts = [f.text for f in report.findings if f.kind == "fidelity"]
+    assert any("is vacuous: near-constant" in t for t in texts), texts
