@@ -18,10 +18,13 @@ stage, the launcher and the report import it.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -86,13 +89,44 @@ def run_command(
     ``is_user_error``: exceptions of other libraries that are user errors too
     (e.g. Hydra's composition errors before any job started).
     """
+    previous = _install_interrupt_handler()
     try:
         command()
     except BaseException as exc:
         code = ExitCode.user_error if is_user_error(exc) else exit_code_of(exc)
         report_exit(exc, code, prog)
         return code
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     return ExitCode.completed
+
+
+_interrupt_requested = False
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    global _interrupt_requested
+    _interrupt_requested = True
+    raise KeyboardInterrupt
+
+
+def _install_interrupt_handler() -> Any:
+    """Ctrl-C raises KeyboardInterrupt as Python's default handler does, and is also
+    remembered: an interrupt raised while the main thread ran a finalizer (``__del__``,
+    a weakref callback) is swallowed by Python, and :func:`raise_if_interrupted` at
+    the next step raises it again. None where no handler can be installed."""
+    global _interrupt_requested
+    _interrupt_requested = False
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, _on_sigint)
+
+
+def raise_if_interrupted() -> None:
+    """Raise KeyboardInterrupt when Ctrl-C was pressed during this command (a step's end)."""
+    if _interrupt_requested:
+        raise KeyboardInterrupt
 
 
 def report_exit(exc: BaseException, code: int, prog: str = "rlperf") -> None:

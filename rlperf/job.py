@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.console import TERMINAL, current
 from rlperf.console.deprecations import watching
-from rlperf.errors import UserError, error_line
+from rlperf.errors import UserError, error_line, raise_if_interrupted
 from rlperf.resources.plan import (
     InfeasibleError,
     Machine,
@@ -129,6 +129,7 @@ class JobContext:
         the launcher reports to Tune so that a search's scheduler can act on it.
         """
         log.info("%s %d/%d: %s", unit, done, total, info, extra={TERMINAL: False})
+        raise_if_interrupted()  # a Ctrl-C Python swallowed in a finalizer (rlperf.errors)
         if self.display is None:
             self.open_display(total, unit)
         assert self.display is not None

@@ -16,9 +16,11 @@ import pytest
 
 from rlperf.edge.fidelity import (
     NEAR_CONSTANT_SHARE,
+    flag_return_loss,
     logit_fidelity,
     reference_informativeness,
     return_parity,
+    verdict,
 )
 
 
@@ -58,6 +60,14 @@ def test_return_parity_interval_tie_and_saturation() -> None:
     assert tie["return_tie"] and tie["return_diff_low"] < 0 < tie["return_diff_high"]
     worse = return_parity([100.0, 120.0, 110.0], [500.0, 490.0, 500.0])
     assert not worse["return_tie"] and worse["return_diff_high"] < 0
+    # Agreement alone passed it; playing worse on the same seeds flags it, with the figures.
+    fid = {"flagged": False, **worse}
+    flag_return_loss(fid)
+    assert fid["flagged"] and verdict(fid) == "flagged"
+    assert fid["flag_reason"].startswith("plays worse than the reference: return -387 [")
+    fid = {"flagged": False, **tie}
+    flag_return_loss(fid)
+    assert not fid["flagged"] and verdict(fid) == "passed"
     capped = return_parity([500.0] * 3, [500.0] * 3, [True] * 3)
     assert capped["saturates"] and capped["return_tie"] and capped["return_diff_low"] == 0
     assert not return_parity([500.0] * 3, [500.0] * 3, [True, False, True])["saturates"]

@@ -4,7 +4,8 @@ Measured on the fidelity set (real observations, never used for calibration)
 against the source torch policy: the share of observations where the greedy
 action is the same, the max and mean absolute error of the (dequantized)
 logits, and the difference of episode returns over the same seeded episodes.
-A variant below ``edge.fidelity_threshold`` agreement is ``flagged``.
+A variant below ``edge.fidelity_threshold`` agreement, or whose paired return
+interval lies below 0 (it plays worse on the same seeds), is ``flagged``.
 
 A check is evidence only if it could have failed: a reference policy that
 picks the same action on (nearly) every frame, or plays no better than a
@@ -166,7 +167,23 @@ def reference_informativeness(
 
 
 def verdict(fidelity: dict[str, Any]) -> str:
-    """``vacuous`` (reference uninformative), else ``flagged`` or ``passed`` (agreement)."""
+    """``vacuous`` (reference uninformative), else ``flagged`` (agreement below the
+    threshold, or the variant plays worse: see :func:`flag_return_loss`) or ``passed``."""
     if (fidelity.get("reference") or {}).get("vacuous"):
         return "vacuous"
     return "flagged" if fidelity.get("flagged") else "passed"
+
+
+def flag_return_loss(fidelity: dict[str, Any]) -> None:
+    """Flag a variant whose paired return interval lies below 0 (it plays worse than the
+    reference on the same seeds), however well its greedy actions agree: a few flipped
+    decisions can cost whole episodes."""
+    high = fidelity.get("return_diff_high")
+    if fidelity.get("flagged") or high is None or not math.isfinite(high) or high >= 0:
+        return
+    fidelity["flagged"] = True
+    fidelity["flag_reason"] = (
+        f"plays worse than the reference: return {fidelity['return_diff']:+.3g} "
+        f"[{fidelity['return_diff_low']:.3g}, {high:.3g}] over "
+        f"{fidelity['episodes_compared']} paired episodes"
+    )

@@ -399,6 +399,7 @@ def check_fidelity(
     """Logit fidelity on the fidelity set, return parity against the torch policy, and how
     informative that reference is (``verdict``: passed, flagged or vacuous)."""
     from rlperf.edge.fidelity import (
+        flag_return_loss,
         logit_fidelity,
         reference_informativeness,
         return_parity,
@@ -414,6 +415,7 @@ def check_fidelity(
     returns = [float(r["return"]) for r in rows]
     truncated = [bool(r.get("truncated")) for r in rows]
     fid.update(return_parity(returns, ref_returns or [], truncated))
+    flag_return_loss(fid)
     fid["reference"] = reference_informativeness(
         ref_logits, ref_returns or [], random_returns_of(cell, spec)
     )
