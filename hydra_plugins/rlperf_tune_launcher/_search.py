@@ -49,11 +49,10 @@ from rlperf.sweep.resources import (
     CellRequest,
     RayStart,
     cell_request,
-    cluster_axis_error,
     cluster_capacity,
+    cluster_infeasibility,
     local_capacity,
     local_infeasibility,
-    shortfall,
 )
 from rlperf.sweep.search_results import (
     PROXY_METRIC,
@@ -265,7 +264,7 @@ def _local_preflight(search: _Search, request: CellRequest, machine: Any) -> dic
 def _cluster_preflight(request: CellRequest) -> tuple[Bundle, list[Bundle]]:
     """The first point must fit the cluster this process is connected to; its resources."""
     total, nodes = cluster_capacity()
-    reason = cluster_axis_error(request.ray_start) or shortfall(request.bundles, total, nodes)
+    reason = cluster_infeasibility(request, total, nodes)
     if reason is not None:
         raise SearchSpaceError(f"the search's first point cannot run on the Ray cluster: {reason}")
     return total, nodes
@@ -317,7 +316,7 @@ def refusal(
     except Exception as exc:
         return RunStatus.invalid, f"{type(exc).__name__}: {exc}"
     if cluster is not None:
-        reason = cluster_axis_error(request.ray_start) or shortfall(request.bundles, *cluster)
+        reason = cluster_infeasibility(request, *cluster)
         return None if reason is None else (RunStatus.skipped, f"{reason} (Ray cluster)")
     if request.ray_start != start:
         return RunStatus.skipped, (

@@ -226,6 +226,14 @@ def cluster_axis_error(start: RayStart) -> str | None:
     return None
 
 
+def cluster_infeasibility(
+    request: CellRequest, total: Mapping[str, float], nodes: Sequence[Mapping[str, float]]
+) -> str | None:
+    """Why a cell can never run on the existing Ray cluster with ``total`` / ``nodes``
+    (how it wants Ray started, or its bundles); None when it can."""
+    return cluster_axis_error(request.ray_start) or shortfall(request.bundles, total, nodes)
+
+
 def cluster_capacity() -> tuple[Bundle, list[Bundle]]:
     """Totals and per-node resources of the Ray cluster this process is connected to."""
     import ray
