@@ -120,8 +120,13 @@ class JobContext:
         brief: str = "",
         unit: str = "iteration",
         row: Mapping[str, Any] | None = None,
+        fraction: float | None = None,
     ) -> None:
         """Step ``done`` of ``total`` finished; ``info`` says what it measured, ``brief`` in short.
+
+        ``fraction``: how much of the run is done when ``total`` is only a cap (a
+        training run that a budget of env steps or seconds ends first); the ETA
+        follows it. Default ``done / total``.
 
         Goes to the run's progress display (a bar shows ``brief``), the job log
         and, in a sweep's trial, to the launcher (:data:`STEP_SINKS`) with the
@@ -133,7 +138,7 @@ class JobContext:
         if self.display is None:
             self.open_display(total, unit)
         assert self.display is not None
-        self.display.update(done, info, brief or info)
+        self.display.update(done, info, brief or info, fraction)
         for sink in STEP_SINKS:
             sink(done, total, brief or info, row)
 

@@ -48,6 +48,9 @@ def test_train_judge_and_budgets(compose_cfg) -> None:
     assert check.observe(_row(3, train_ret=70.0)) == "env_steps"  # 300 >= 250 first
     s = check.summary()
     assert s["reached"] is False and s["time_to_target_s"] is None
+    # The progress line's ETA follows the nearest foreseeable end: here the env steps
+    # (300 of 250, capped at 1), not the cap of 20 iterations.
+    assert check.budget_fraction(3, train_time_s=1.0) == 1.0
     assert s["stop"] == {"episode_return": 100.0, "env_steps": 250, "time_s": None,
                          "judge": "train", "iterations": 3, "stopped_by": "env_steps"}  # fmt: skip
 
@@ -61,6 +64,12 @@ def test_no_target_records_null_reached(compose_cfg) -> None:
     )
     none = StopCheck(compose_cfg())
     assert none.observe(_row(1)) is None and none.summary()["stop"]["stopped_by"] == "iterations"
+    # Without budgets the fraction is the cap's; a time budget takes over when nearer.
+    cap = int(compose_cfg().train.iterations)
+    assert none.budget_fraction(1, train_time_s=50.0) == pytest.approx(1 / cap)
+    timed = StopCheck(compose_cfg("train.stop.time_s=100", "train.iterations=1000"))
+    assert timed.budget_fraction(10, train_time_s=25.0) == pytest.approx(0.25)
+    assert timed.budget_fraction(10, train_time_s=0.5) == pytest.approx(0.01)
 
 
 @pytest.mark.parametrize(

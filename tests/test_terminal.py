@@ -90,6 +90,13 @@ def test_run_progress_plain_lines_and_eta() -> None:
         progress.update(2, "2.0 s (sample 1.0)")
     line = out.getvalue().strip()
     assert re.fullmatch(r"\[train\s+40s\] iteration 2/4: 2\.0 s \(sample 1\.0\) \| ETA 30s", line)
+    # A cap of 1000 iterations that a budget ends at a quarter after 10 of them:
+    # the ETA follows the budget (3 x the 30 s so far), not the cap.
+    out = io.StringIO()
+    with RunProgress(Console(stream=out, interactive=False), "train", 1000) as progress:
+        progress.opened -= 30.0
+        progress.update(10, "x", fraction=0.25)
+    assert out.getvalue().strip().endswith("iteration 10/1000: x | ETA 1m30s")
     quiet = io.StringIO()
     with RunProgress(Console("quiet", stream=quiet, interactive=False), "train", 2) as progress:
         progress.update(1, "x")

@@ -27,9 +27,10 @@ class RunProgress:
     """``done``/``total`` steps of a run with what the last step measured, elapsed and ETA.
 
     ``started``: the run's start (``time.monotonic()``; default now): elapsed
-    time counts from there. The ETA is the mean time between steps (the first
-    counted from when the display opened) times the steps left. Use as a
-    context manager; :meth:`update` after every step with a short text.
+    time counts from there. The ETA is the time since the display opened times
+    what is left over what is done: steps, or the ``fraction`` of the run that
+    :meth:`update` was given (when ``total`` is only a cap). Use as a context
+    manager; :meth:`update` after every step with a short text.
     """
 
     def __init__(
@@ -44,6 +45,7 @@ class RunProgress:
         self.opened = time.monotonic()
         self.started = self.opened if started is None else started
         self.done = 0
+        self.fraction: float | None = None
         self._bar: Any = None
         self._task: Any = None
 
@@ -60,17 +62,27 @@ class RunProgress:
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
 
-    def eta_s(self) -> float | None:
-        if not self.done:
-            return None
-        per_step = (time.monotonic() - self.opened) / self.done
-        return per_step * max(self.total - self.done, 0)
+    def progress_fraction(self) -> float:
+        if self.fraction is not None:
+            return self.fraction
+        return self.done / self.total if self.total else 0.0
 
-    def update(self, done: int, info: str, brief: str = "") -> None:
-        """Step ``done`` (1-based) finished; ``info`` says what it measured (a bar: ``brief``)."""
-        self.done = done
+    def eta_s(self) -> float | None:
+        f = self.progress_fraction()
+        if not self.done or f <= 0:
+            return None
+        return (time.monotonic() - self.opened) * max(1.0 - f, 0.0) / f
+
+    def update(self, done: int, info: str, brief: str = "", fraction: float | None = None) -> None:
+        """Step ``done`` (1-based) finished; ``info`` says what it measured (a bar: ``brief``);
+        ``fraction``: how much of the run is done, where ``total`` is only a cap."""
+        self.done, self.fraction = done, fraction
         if self._bar is not None:
-            self._bar.update(self._task, completed=done, info=brief or info)
+            if fraction is None:
+                self._bar.update(self._task, completed=done, info=brief or info)
+            else:  # the bar shows the budget used (of 1000 parts)
+                self._bar.update(self._task, total=1000, completed=int(fraction * 1000),
+                                 info=f"{done} {self.unit}s | {brief or info}")
             return
         self.console.say(
             f"[{self.label} {format_duration(self.elapsed_s()):>6}] {self.unit} "

@@ -227,7 +227,8 @@ def train(
             metrics.write(row)
             ctx.rows.append(row)
             brief = f"{row['iter_s']:.1f} s/it, {row['env_steps_per_s']:.0f} env steps/s"
-            ctx.step(it, iterations, iteration_text(row), brief, row=row)
+            fraction = stop.budget_fraction(it, row["train_time_s"])
+            ctx.step(it, iterations, iteration_text(row), brief, row=row, fraction=fraction)
             faults.handle(row, str(cfg.train.on_fault))
             if hit is not None:
                 ctx.progress(f"train.stop.{hit} reached after iteration {it}: stopping")

@@ -120,6 +120,17 @@ class StopCheck:
             self.stopped_by = hit
         return hit
 
+    def budget_fraction(self, iteration: int, train_time_s: float) -> float:
+        """How far the run is towards its nearest end that can be foreseen: the
+        ``train.iterations`` cap or the ``env_steps`` / ``time_s`` budgets (a return
+        target cannot be foreseen), as a fraction in [0, 1] (the progress line's ETA)."""
+        parts = [iteration / self.cap if self.cap > 0 else 0.0]
+        if self.stop.env_steps:
+            parts.append(self.env_steps / int(self.stop.env_steps))
+        if self.stop.time_s:
+            parts.append(train_time_s / float(self.stop.time_s))
+        return min(max(parts), 1.0)
+
     def _judged_return(self, row: dict[str, Any]) -> float:
         key = "eval_return_mean" if self.judge == "eval" else "episode_return_mean"
         value = row.get(key)
