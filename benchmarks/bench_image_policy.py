@@ -9,9 +9,10 @@ Steps (each one is a command a user can type):
 
 1. ``rlperf experiment=image_policy seed=<seed>``: the study's model1 trained with PPO
    on Atari Seaquest, ended by the preset's budgets (55 minutes or 3 M env steps).
-2. ``rlperf stage=edge backend=rllib run=<1> edge.episodes=<N>``: the torch policy plays
-   N greedy games (all lives: ``env.episodic_life=false``; seeds 0..N-1) beside a uniformly random policy on the same seeds,
-   and its action histogram is taken on the edge stage's fidelity set.
+2. ``rlperf stage=edge backend=rllib run=<1> edge.episodes=<N> env.episodic_life=false``:
+   the torch policy plays N greedy games (all lives; seeds 0..N-1) beside a uniformly
+   random policy on the same seeds, and its action histogram is taken on the edge
+   stage's fidelity set.
 3. The criteria (issue 11): mean return at least 5 above the random policy's, and no
    action chosen on more than 60 % of frames, both on the fidelity set and in play
    (the greedy episodes' steps.csv).

@@ -193,6 +193,14 @@ def test_qat_and_pruned_variants_keep_the_return(
          "edge.finetune_steps=0 must be > 0"),
         (["stage=serve", "backend=tflite_struct50", "run=/r"],
          "backend=tflite_struct50 with stage=serve"),
+        (["stage=edge", "backend=edgetpu", "run=/r", "edge.edgetpu_source=tflite_fp16"],
+         "edge.edgetpu_source=tflite_fp16 is not an int8 variant the Edge TPU compiler takes; "
+         "valid: tflite_int8, tflite_qat, tflite_prune75_int8"),
+        (["stage=edge", "backend=edgetpu", "model_path=/x.tflite",
+          "edge.edgetpu_source=tflite_qat"],
+         "edge.edgetpu_source=tflite_qat builds that variant from the trained policy"),
+        (["stage=edge", "backend=edgetpu", "run=/r", "edge.edgetpu_source=tflite_qat",
+          "edge.finetune_steps=0"], "edge.finetune_steps=0 must be > 0 for backend=tflite_qat"),
     ],
 )  # fmt: skip
 def test_compression_backends_are_checked_before_any_work(

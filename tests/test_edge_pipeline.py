@@ -382,6 +382,32 @@ def test_edgetpu_cell_with_stub_runtime_and_fake_compiler(
     assert any(n.endswith("_edgetpu.tflite") for n in s["cache"]["built"])
 
 
+def test_edgetpu_compiles_the_chosen_int8_variant(
+    trained_run, shared_cache, compose_edge, tmp_path, monkeypatch
+) -> None:
+    """``edge.edgetpu_source=tflite_prune75_int8``: the pruned int8 model is what the
+    compiler gets (a fake compiler and a stub runtime: no hardware here)."""
+    from support.edge_kit import build_stub_runtime, install_fake_compiler
+
+    stub = build_stub_runtime(STUB_SOURCE, tmp_path / "stub")
+    if stub is None:
+        pytest.skip("no C compiler to build the Edge TPU stub")
+    install_fake_compiler(tmp_path / "bin", "Edge TPU Compiler version 16.0.384591198\n")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("EDGETPU_STUB_MODE", "noop")
+    cfg = compose_edge(
+        *_job_overrides(trained_run, shared_cache, "backend=edgetpu"),
+        "edge.edgetpu_source=tflite_prune75_int8", "edge.finetune_steps=20",
+        f"edge.edgetpu_library={stub}",
+    )  # fmt: skip
+    s = run_edge(cfg, tmp_path / "pruned")
+    assert s["edgetpu"]["source"] == "tflite_prune75_int8"
+    compiled = [n for n in s["cache"]["built"] if n.endswith("_edgetpu.tflite")]
+    assert len(compiled) == 1 and "prune75" in compiled[0], s["cache"]["built"]
+    # The fake compiler copies its input: the file benchmarked is the pruned int8 model.
+    assert s["weights"]["sparsity"] == pytest.approx(0.75, abs=0.02)
+
+
 def test_sweep_through_entry_point_reuses_cache(trained_run, tmp_path) -> None:
     """``rlperf -m stage=edge run=... backend=a,b``: the second cell reuses the first's export."""
     sweep = tmp_path / "sweep"

@@ -573,6 +573,9 @@ class EdgeConfig:
     isolate: bool = True  # benchmark each variant in a fresh process (own peak memory)
     edgetpu_library: str = "libedgetpu.so.1"
     edgetpu_device: str | None = None  # e.g. ":0", "usb", "pci:0"; null = first found
+    # The full-integer variant backend=edgetpu compiles (EDGETPU_SOURCES in
+    # rlperf/config/validate.py): post-training int8, QAT, or 75 % pruning then int8.
+    edgetpu_source: str = "tflite_int8"
     # Fine-tuning of the compressed backends (tflite_qat, tflite_prune*, tflite_struct50):
     # distillation from the torch policy on the calibration set (docs/compression.md).
     finetune_steps: int = 600

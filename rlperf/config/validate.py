@@ -415,7 +415,21 @@ def validate_edge(cfg: DictConfig) -> None:
             f"edge.fidelity_threshold={cfg.edge.fidelity_threshold} must be in [0, 1]"
         )
     _validate_compression(cfg)
+    source = str(cfg.edge.edgetpu_source)
+    if source not in EDGETPU_SOURCES:
+        raise ConfigError(
+            f"edge.edgetpu_source={source} is not an int8 variant the Edge TPU compiler takes; "
+            f"valid: {', '.join(EDGETPU_SOURCES)}"
+        )
+    if cfg.backend.name == "edgetpu" and source != "tflite_int8" and cfg.model_path is not None:
+        raise ConfigError(
+            f"edge.edgetpu_source={source} builds that variant from the trained policy: give "
+            "run=<training job folder> or checkpoint=<path> instead of model_path"
+        )
 
+
+#: The full-integer variants ``backend=edgetpu`` can compile (``edge.edgetpu_source``).
+EDGETPU_SOURCES = ("tflite_int8", "tflite_qat", "tflite_prune75_int8")
 
 #: Backends that compress the trained policy (rlperf/tflite/compress.py RECIPES).
 COMPRESSION_BACKENDS = ("tflite_qat", "tflite_prune50", "tflite_prune75", "tflite_prune90",
@@ -425,6 +439,8 @@ COMPRESSION_BACKENDS = ("tflite_qat", "tflite_prune50", "tflite_prune75", "tflit
 def _validate_compression(cfg: DictConfig) -> None:
     """A compression backend needs the torch policy and positive fine-tuning settings."""
     name = str(cfg.backend.name)
+    if name == "edgetpu" and cfg.model_path is None:
+        name = str(cfg.edge.edgetpu_source)  # the variant compiled is built here
     if name not in COMPRESSION_BACKENDS:
         return
     if cfg.run is None and cfg.checkpoint is None:

@@ -80,9 +80,13 @@ class RunProgress:
         if self._bar is not None:
             if fraction is None:
                 self._bar.update(self._task, completed=done, info=brief or info)
-            else:  # the bar shows the budget used (of 1000 parts)
-                self._bar.update(self._task, total=1000, completed=int(fraction * 1000),
-                                 info=f"{done} {self.unit}s | {brief or info}")
+            else:  # the bar (and rich's ETA) follows the budget used, in percent
+                self._bar.update(
+                    self._task,
+                    total=100,
+                    completed=round(fraction * 100, 1),
+                    info=f"% of the budget | {self.unit} {done} | {brief or info}",
+                )
             return
         self.console.say(
             f"[{self.label} {format_duration(self.elapsed_s()):>6}] {self.unit} "

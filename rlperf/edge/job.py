@@ -9,7 +9,9 @@ line override the run's env), and ``edge.*``: ``episodes``, ``steps``,
 ``fidelity_seed``, ``fidelity_threshold``, ``export_tolerance``, ``cache_dir``;
 read with defaults until the schema has them: ``fidelity_policy`` (random),
 ``int8_io`` (uint8), ``xnnpack`` (true), ``isolate`` (true),
-``edgetpu_library`` (libedgetpu.so.1), ``edgetpu_device`` (null).
+``edgetpu_library`` (libedgetpu.so.1), ``edgetpu_device`` (null), ``edgetpu_source``
+(tflite_int8: the int8 variant ``backend=edgetpu`` compiles), and the fine-tuning
+keys of the compressed backends (``finetune_steps``, ``finetune_lr``, ``finetune_batch``).
 
 Steps (:func:`run_edge`): resolve the policy, its run config and the env →
 (``edgetpu``: check runtime and device first, skip the cell if absent) →
@@ -270,7 +272,7 @@ def prepare_variant(cell: EdgeCell) -> None:
         with cache.lock():
             cell.fidelity, cell.fidelity_name, new = fidelity_set(cache, cfg, cell.env, cell.net)
             if cell.model_file is None:
-                int8_backend = "tflite_int8" if backend == "edgetpu" else backend
+                int8_backend = str(cfg.edge.edgetpu_source) if backend == "edgetpu" else backend
                 variant = build_variant(
                     cache, cfg, int8_backend, cell.net, cell.env, cell.fidelity, cell.obs_space
                 )
@@ -493,7 +495,11 @@ def summarise(
         "export": variant.export if variant is not None else None,
         "calibration": variant.calibration if variant is not None else None,
         "edgetpu": (
-            {**cell.edgetpu, "compiler": variant.compiler if variant is not None else None}
+            {
+                **cell.edgetpu,
+                "source": None if cell.model_file else str(cell.cfg.edge.edgetpu_source),
+                "compiler": variant.compiler if variant is not None else None,
+            }
             if cell.edgetpu is not None
             else None
         ),
