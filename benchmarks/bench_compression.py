@@ -7,6 +7,8 @@ tests/support/edge_kit.py, so ``PYTHONPATH=tests``)::
     PYTHONPATH=tests nice -n 10 python benchmarks/bench_compression.py
     PYTHONPATH=tests python benchmarks/bench_compression.py --run outputs/...  --episodes 20
     PYTHONPATH=tests python benchmarks/bench_compression.py --json compression.json
+    python benchmarks/bench_compression.py --run benchmarks/policies/seaquest_model1 \
+        --episodes 10 --overrides "env.episodic_life=false" --backends rllib,tflite_int8,...
 
 Each backend runs through the edge stage's own entry (``run_edge``, as
 ``rlperf -m experiment=compression run=<folder>`` does per cell), one after
@@ -51,7 +53,7 @@ def run_cell(run: Path, backend: str, out: Path, cache: Path, args: argparse.Nam
         "stage=edge", f"run={run}", f"backend={backend}", f"edge.cache_dir={cache}",
         f"edge.episodes={args.episodes}", f"edge.fidelity_observations={args.fidelity}",
         f"edge.calibration_size={args.calibration}", f"edge.finetune_steps={args.finetune_steps}",
-        "edge.threads=1",
+        "edge.threads=1", *args.overrides.split(),
     ]  # fmt: skip
     with initialize_config_module("rlperf.conf", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
@@ -118,6 +120,7 @@ def main() -> None:
     ap.add_argument("--calibration", type=int, default=300)
     ap.add_argument("--finetune-steps", type=int, default=600)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--overrides", default="", help="more edge-stage overrides (env.*, edge.*)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rlperf-bench-compression-"))
     run = args.run

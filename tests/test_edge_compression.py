@@ -161,6 +161,38 @@ def test_structured_pruning_shrinks_the_layers_and_keeps_the_actions(cartpole_po
     assert same.mean() >= 0.95 and loss < 1.0
 
 
+def test_channel_pruning_of_an_image_policy_slices_every_conv_and_head() -> None:
+    import torch
+
+    from rlperf.models.vision_net import VisionNet
+    from rlperf.tflite.compress import structured_pruned
+
+    torch.manual_seed(0)
+    net = VisionNet((42, 42, 4), 6, [[8, [8, 8], 4], [16, [4, 4], 2], [32, [6, 6], 1]])
+    obs = np.random.default_rng(0).integers(0, 256, (96, 42, 42, 4), dtype=np.uint8)
+    x = torch.from_numpy(obs)
+    # Keeping every channel is an exact copy: the slicing keeps each filter with its
+    # inputs and the heads with theirs.
+    whole, _ = structured_pruned(net, 1.0, obs, {"steps": 0, "lr": 1e-3, "batch": 16})
+    with torch.no_grad():
+        assert torch.allclose(whole.logits(x), net.logits(x), atol=1e-5)
+        assert torch.allclose(whole.value(x), net.value(x), atol=1e-5)
+    # Half the channels: the strongest filters kept (their weights are the originals'),
+    # then distillation brings the outputs back towards the teacher's.
+    sliced, _ = structured_pruned(net, 0.5, obs, {"steps": 0, "lr": 1e-3, "batch": 16})
+    assert [f[0] for f in sliced.conv_filters] == [4, 8, 16]
+    norms = net.pi_trunk.convs[0].weight.flatten(1).norm(dim=1)
+    kept = torch.sort(torch.argsort(norms, descending=True)[:4]).values
+    assert torch.equal(sliced.pi_trunk.convs[0].weight, net.pi_trunk.convs[0].weight[kept])
+
+    def error(student: Any) -> float:
+        with torch.no_grad():
+            return float(torch.nn.functional.mse_loss(student.logits(x), net.logits(x)))
+
+    trained, _ = structured_pruned(net, 0.5, obs, {"steps": 150, "lr": 3e-3, "batch": 16})
+    assert error(trained) < 0.5 * error(sliced)
+
+
 @pytest.mark.slow
 def test_qat_and_pruned_variants_keep_the_return(
     cartpole_policy_run, compose_cfg, cache, tmp_path_factory

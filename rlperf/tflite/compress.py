@@ -11,8 +11,9 @@ backend                      what is built
                              fine-tuning), wrappers stripped, float32 model (zeros stored dense)
 ``tflite_prune75_int8``      the 75 % pruned model, then full-integer int8 post-training
                              quantization as ``tflite_int8`` (same calibration set)
-``tflite_struct50``          structured pruning: half the units of every hidden layer removed
-                             (those with the smallest L2 norm of incoming weights), so the layers
+``tflite_struct50``          structured pruning: half the units of every hidden layer (MLP) or
+                             half the channels of every conv layer (image policies) removed,
+                             those with the smallest L2 norm of their weights, so the layers
                              shrink and the arithmetic with them; float32 model
 ============================ ===================================================================
 
@@ -42,8 +43,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-
-from rlperf.tflite import TfliteInputError
 
 log = logging.getLogger("rlperf.tflite")
 
@@ -213,21 +212,31 @@ def magnitude_pruned(
 
 
 def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> tuple[Any, float]:
-    """A smaller torch policy of the same class: every hidden layer keeps ``keep`` of its units
-    (largest L2 norm of incoming weights), then distilled from ``net``; (student, loss)."""
+    """A smaller torch policy of the same class, then distilled from ``net``; (student, loss).
+
+    MLP policies: every hidden layer keeps ``keep`` of its units (largest L2 norm of
+    incoming weights). Image policies: every conv layer of both trunks keeps ``keep`` of
+    its channels (largest L2 norm of the filter), and the next layer and the heads lose
+    the matching input channels — channel pruning, so the convolutions themselves shrink.
+    """
     import torch
 
-    from rlperf.models.mlp_net import MlpNet
+    if getattr(net, "kind", "vision") == "mlp":
+        from rlperf.models.mlp_net import MlpNet
 
-    if getattr(net, "kind", "vision") != "mlp":
-        raise TfliteInputError(
-            "structured pruning (backend=tflite_struct50) supports MLP policies (model.kind=mlp) "
-            "so far; use a tflite_prune* backend for image policies"
-        )
-    hiddens = [max(1, round(h * keep)) for h in net.hiddens]
-    student = MlpNet(net.obs_spec, net.action_spec, hiddens, net.activation)
-    for src, dst in ((net.pi_net, student.pi_net), (net.vf_net, student.vf_net)):
-        _slice_linears(src, dst)
+        hiddens = [max(1, round(h * keep)) for h in net.hiddens]
+        student = MlpNet(net.obs_spec, net.action_spec, hiddens, net.activation)
+        for src, dst in ((net.pi_net, student.pi_net), (net.vf_net, student.vf_net)):
+            _slice_linears(src, dst)
+        threads = 1  # small batches of a small MLP: more threads only wait for each other
+    else:
+        from rlperf.models.vision_net import VisionNet
+
+        filters = [[max(1, round(o * keep)), k, st] for o, k, st in net.conv_filters]
+        student = VisionNet(net.obs_shape, net.num_actions, filters)
+        _slice_convs(net.pi_trunk, net.pi_logits, student.pi_trunk, student.pi_logits)
+        _slice_convs(net.vf_trunk, net.vf_out, student.vf_trunk, student.vf_out)
+        threads = torch.get_num_threads()
     torch.manual_seed(0)
     obs = torch.from_numpy(np.ascontiguousarray(x))
     with torch.no_grad():
@@ -235,8 +244,8 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
     opt = torch.optim.Adam(student.parameters(), lr=settings["lr"])
     rng = np.random.default_rng(0)
     loss = torch.zeros(())
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small batches of a small MLP: threads only wait for each other
+    saved_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
     student.train()
     try:
         for _ in range(settings["steps"]):
@@ -247,9 +256,16 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
             loss.backward()
             opt.step()
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(saved_threads)
     student.eval()
     return student, float(loss.item())
+
+
+def _kept(norms: Any, n: int) -> Any:
+    """Indices of the ``n`` largest ``norms``, in their original order."""
+    import torch
+
+    return torch.sort(torch.argsort(norms, descending=True)[:n]).values
 
 
 def _slice_linears(src: Any, dst: Any) -> None:
@@ -263,15 +279,28 @@ def _slice_linears(src: Any, dst: Any) -> None:
         for i, (s, d) in enumerate(zip(src_lin, dst_lin, strict=True)):
             last = i == len(src_lin) - 1
             w = s.weight[:, kept_in]
-            if last:
-                kept_out = torch.arange(s.out_features)
-            else:
-                kept_out = torch.sort(
-                    torch.argsort(w.norm(dim=1), descending=True)[: d.out_features]
-                ).values
+            kept_out = (
+                torch.arange(s.out_features) if last else _kept(w.norm(dim=1), d.out_features)
+            )
             d.weight.copy_(w[kept_out])
             d.bias.copy_(s.bias[kept_out])
             kept_in = kept_out
+
+
+def _slice_convs(src_trunk: Any, src_head: Any, dst_trunk: Any, dst_head: Any) -> None:
+    """Copy the kept channels of a conv trunk and its 1x1 head into the smaller ones."""
+    import torch
+
+    kept_in = torch.arange(src_trunk.convs[0].in_channels)
+    with torch.no_grad():
+        for s, d in zip(src_trunk.convs, dst_trunk.convs, strict=True):
+            w = s.weight[:, kept_in]
+            kept_out = _kept(w.flatten(1).norm(dim=1), d.out_channels)
+            d.weight.copy_(w[kept_out])
+            d.bias.copy_(s.bias[kept_out])
+            kept_in = kept_out
+        dst_head.weight.copy_(src_head.weight[:, kept_in])
+        dst_head.bias.copy_(src_head.bias)
 
 
 def build_compressed(
@@ -301,7 +330,7 @@ def build_compressed(
     student, info["distill_loss"] = structured_pruned(
         net, recipe.keep, calibration.observations, settings
     )
-    info["hiddens"] = student.hiddens
+    info["layers"] = getattr(student, "hiddens", None) or [f[0] for f in student.conv_filters]
     model, check = export_policy(student, calibration.observations, heads)
     info["export"] = check.to_dict()
     return convert(model, "fp32"), info
