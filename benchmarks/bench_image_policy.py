@@ -9,10 +9,10 @@ Steps (each one is a command a user can type):
 
 1. ``rlperf experiment=image_policy seed=<seed>``: the study's model1 trained with PPO
    on Atari Seaquest, ended by the preset's budgets (55 minutes or 3 M env steps).
-2. ``rlperf stage=edge backend=rllib run=<1> edge.episodes=<N> env.episodic_life=false``:
-   the torch policy plays N greedy games (all lives; seeds 0..N-1) beside a uniformly
-   random policy on the same seeds, and its action histogram is taken on the edge
-   stage's fidelity set.
+2. ``rlperf stage=edge backend=rllib|tflite_fp32 run=<1> edge.episodes=<N>
+   env.episodic_life=false``: the torch policy plays N greedy games (all lives; seeds
+   0..N-1); the fp32 cell's fidelity check plays a uniformly random policy on the same
+   seeds and takes the torch policy's action histogram on the edge stage's fidelity set.
 3. The criteria (issue 11): mean return at least 5 above the random policy's, and no
    action chosen on more than 60 % of frames, both on the fidelity set and in play
    (the greedy episodes' steps.csv).
@@ -62,26 +62,36 @@ def sha256(path: Path) -> str:
 
 
 def check(train_dir: Path, episodes: int, out: Path) -> dict[str, Any]:
-    """Step 2 and 3: the greedy policy against random, and its action shares."""
+    """Steps 2 and 3: the greedy policy against random, and its action shares.
+
+    Two edge cells on the same seeded games: ``backend=rllib`` (the torch policy: its
+    actions in play, from steps.csv) and ``backend=tflite_fp32``, whose fidelity check
+    measures the reference (the torch policy) on the fidelity set and plays the random
+    policy on the same seeds (``fidelity.reference``).
+    """
     import pandas as pd
 
-    edge = out / "check"
-    args = [
-        "stage=edge", "backend=rllib", f"run={train_dir}", f"edge.episodes={episodes}",
-        "env.episodic_life=false", f"hydra.run.dir={edge}",
-    ]  # fmt: skip
-    rlperf(args)
-    summary = json.loads((edge / "summary.json").read_text())
-    ref = summary["fidelity"]["reference"]
-    steps = pd.read_csv(edge / "steps.csv")
+    common = [f"run={train_dir}", f"edge.episodes={episodes}", "env.episodic_life=false"]
+    cells = {}
+    for backend in ("rllib", "tflite_fp32"):
+        cells[backend] = out / f"check-{backend}"
+        rlperf(["stage=edge", f"backend={backend}", *common, f"hydra.run.dir={cells[backend]}"])
+    torch_summary = json.loads((cells["rllib"] / "summary.json").read_text())
+    fp32_summary = json.loads((cells["tflite_fp32"] / "summary.json").read_text())
+    ref = fp32_summary["fidelity"]["reference"]
+    steps = pd.read_csv(cells["rllib"] / "steps.csv")
     play = Counter(steps["action"].astype(int))
     play_share = max(play.values()) / sum(play.values())
-    returns = summary["reference_returns"]
+    returns = torch_summary["reference_returns"]
     random = ref["random_returns"]
     result = {
-        "edge_command": "rlperf " + " ".join(a for a in args if not a.startswith("hydra.")),
+        "edge_commands": [
+            f"rlperf stage=edge backend={b} {' '.join(common)}" for b in ("rllib", "tflite_fp32")
+        ],
         "episodes": episodes,
+        "returns": returns,
         "return_mean": sum(returns) / len(returns),
+        "random_returns": random,
         "random_return_mean": sum(random) / len(random),
         "above_random": ref["vs_random_diff"],
         "above_random_interval": [ref["vs_random_low"], ref["vs_random_high"]],

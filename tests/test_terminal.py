@@ -158,6 +158,12 @@ def test_header_and_summary_name_what_ran_and_what_it_measured(compose_cfg) -> N
     )
     assert lines[1] == "  iteration 5.25 s (mean)"  # no NaN figures
     assert "1 fault(s) recorded" in lines[2]
+    # A downstream job counts steps and episodes, not the iterations it never ran.
+    edge = {"status": "completed", "stage": "edge", "wall_s": 27.0, "iterations": 0,
+            "steps": 6612, "episodes": {"count": 10}, "excluded": {"warmup": 50}}  # fmt: skip
+    assert summary_lines(edge, Path("/out/edge"))[0] == (
+        "completed in 27s: 6612 step(s), 10 episode(s) (excluded from the figures: 50 warmup)"
+    )
 
 
 @pytest.mark.slow

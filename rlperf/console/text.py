@@ -44,8 +44,18 @@ def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
     status = summary.get("status")
     wall = format_duration(summary.get("wall_s"))
     head = f"{status} in {wall}"
-    if summary.get("iterations") is not None:
-        head += f": {summary['iterations']} iteration(s)"
+    counts = []
+    if summary.get("stage", "train") == "train":
+        if summary.get("iterations") is not None:
+            counts.append(f"{summary['iterations']} iteration(s)")
+    else:  # rollout, edge: steps and episodes (a downstream job has no iterations)
+        episodes = summary.get("episodes")
+        if isinstance(summary.get("steps"), int):
+            counts.append(f"{summary['steps']} step(s)")
+        if isinstance(episodes, Mapping) and isinstance(episodes.get("count"), int):
+            counts.append(f"{episodes['count']} episode(s)")
+    if counts:
+        head += ": " + ", ".join(counts)
     excluded = summary.get("excluded") or {}
     if excluded:
         head += (
