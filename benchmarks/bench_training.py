@@ -21,7 +21,7 @@
         [--overrides "experiment=cartpole_target train.stop.judge=train"]
 
     On a loaded 2-core machine a pair to the target takes many minutes: the ratio alone
-    needs only a few iterations per run (``--overrides "... train.iterations=4"``: the cap,
+    needs only a few iterations per run (``--overrides "... train.iterations=10"``: the cap,
     which both honour), the steps to target one pair (``--rounds 1``).
 """
 
