@@ -425,3 +425,32 @@ def test_stage_measures_levels_and_survives_a_killed_replica(
     findings = text.split("## Findings")[1].split("## Methods")[0]
     assert "## Serving" in text and "Serve over HTTP adds" in findings
     assert "on serve:" not in text  # not ranked by a mean time like the other families
+
+
+@pytest.mark.slow
+def test_stage_serves_the_cartpole_mlp_policy_with_float_observations(
+    served, cartpole_policy_run, compose_cfg, tmp_path: Path
+) -> None:
+    """A gymnasium env and an MLP policy: float32 observations of shape (4,) from CartPole
+    itself, the same greedy actions over HTTP as in-process, both actions used."""
+    from omegaconf import OmegaConf
+
+    from rlperf.job import execute_stage
+    from rlperf.serve.job import run_serve
+
+    cfg = compose_cfg(
+        "stage=serve", f"run={cartpole_policy_run['path']}", "serve.cpus_per_replica=0.25",
+        "serve.clients=[1]", "serve.rates=[30]", "serve.requests_per_level=40",
+        "serve.warmup_requests=5", "serve.baseline_requests=20", "serve.observations=24",
+        "serve.slo_ms=1000",
+    )  # fmt: skip
+    (tmp_path / ".hydra").mkdir()
+    OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")
+    summary = execute_stage(cfg, tmp_path, run_serve, in_trial=True)
+    assert summary["status"] == "completed", summary.get("error")
+    assert summary["env"]["id"] == "CartPole-v1"
+    spec = summary["model_spec"]
+    assert (spec["obs_shape"], spec["obs_dtype"], spec["num_actions"]) == ([4], "float32", 2)
+    assert summary["actions"]["mismatches"] == 0 and summary["actions"]["checked"] > 50
+    assert sorted(summary["actions"]["distinct_actions"]) == [0, 1]
+    assert summary["baseline"]["http_p50_ms"] > summary["baseline"]["inprocess_p50_ms"] > 0

@@ -172,9 +172,16 @@ def play_env(ecfg: DictConfig, obs_shape: tuple[int, ...]) -> dict[str, Any]:
 
     An Atari env's ``dim`` and ``framestack`` always follow the network's input.
     """
+    env = cast(dict[str, Any], OmegaConf.to_container(ecfg.env, resolve=True))
+    return env_for_policy(env, obs_shape)
+
+
+def env_for_policy(env: dict[str, Any], obs_shape: tuple[int, ...]) -> dict[str, Any]:
+    """``env`` (an ``env`` config as a dict) without its seed; for Atari, only the Atari
+    keys, with ``dim`` and ``framestack`` from the network's input ``obs_shape``."""
     from rlperf.envs.atari import DEFAULT_ENV_CONFIG
 
-    env = cast(dict[str, Any], OmegaConf.to_container(ecfg.env, resolve=True))
+    env = dict(env)
     env.pop("seed", None)
     if str(env.get("kind") or "atari") != "atari":
         return env

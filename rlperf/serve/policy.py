@@ -60,35 +60,45 @@ def resolve_policy(cfg: DictConfig, out_dir: Path) -> ServedPolicy:
                          "model": name, "probe": probe}  # fmt: skip
         write_effective_config(out_dir, ecfg)
     policy.source["model_path"] = str(cfg.model_path) if cfg.model_path else None
-    policy.env = _env_config(ecfg)
+    policy.env = cast(dict[str, Any], OmegaConf.to_container(ecfg.env, resolve=True))
     return policy
-
-
-def _env_config(ecfg: DictConfig) -> dict[str, Any]:
-    from rlperf.envs.atari import DEFAULT_ENV_CONFIG
-
-    env = cast(dict[str, Any], OmegaConf.to_container(ecfg.env, resolve=True))
-    return {k: env[k] for k in DEFAULT_ENV_CONFIG if k in env and k != "seed"}
 
 
 def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
     """The model file of the backend: the torch policy, ``model_path``, or a cached variant."""
-    from rlperf.envs.atari import env_spaces
+    from rlperf.edge.job import env_for_policy
+    from rlperf.envs.factory import env_spaces
+    from rlperf.serve import ServeError
 
     threads, xnnpack = int(cfg.serve.threads), bool(cfg.edge.xnnpack)
     if cfg.model_path:
         path = Path(str(cfg.model_path))
         kind = "tflite"
         obs_shape = _tflite_input_shape(path)
-    elif policy.backend == "rllib":
-        path, kind = Path(policy.source["policy"]), "torch"
-        obs_shape = tuple(policy.net.obs_shape)
     else:
-        path, kind = _cached_variant(cfg, policy), "tflite"
         obs_shape = tuple(policy.net.obs_shape)
-    policy.env["dim"], policy.env["framestack"] = int(obs_shape[0]), int(obs_shape[2])
-    num_actions = int(env_spaces(policy.env)[1].n)
-    policy.spec = ModelSpec(kind, str(path), obs_shape, "uint8", num_actions, threads, xnnpack)
+    policy.env = env_for_policy(policy.env, obs_shape)
+    obs_space, action_space = env_spaces(policy.env)
+    if not hasattr(action_space, "n"):
+        raise ServeError(
+            f"the serve stage answers with greedy discrete actions; {policy.env.get('id')} has "
+            f"{action_space} actions (continuous-action policies are not served yet)"
+        )
+    if tuple(obs_space.shape or ()) != obs_shape:
+        raise ServeError(
+            f"the policy takes observations of shape {obs_shape}, but env {policy.env.get('id')} "
+            f"gives {tuple(obs_space.shape or ())}"
+        )
+    if not cfg.model_path:
+        path, kind = (
+            (Path(policy.source["policy"]), "torch")
+            if policy.backend == "rllib"
+            else (_cached_variant(cfg, policy), "tflite")
+        )
+    obs_dtype = str(np.dtype(obs_space.dtype))
+    policy.spec = ModelSpec(
+        kind, str(path), obs_shape, obs_dtype, int(action_space.n), threads, xnnpack
+    )
     policy.source["model_file"] = str(path)
 
 

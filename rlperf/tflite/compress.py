@@ -221,6 +221,7 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
     """
     import torch
 
+    student: Any
     if getattr(net, "kind", "vision") == "mlp":
         from rlperf.models.mlp_net import MlpNet
 
