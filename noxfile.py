@@ -10,6 +10,8 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.default_venv_backend = "venv"
 
 TORCH = "torch==2.13.0"  # the CPU build; install it before the project
+#: Benchmarks that train for an hour or more: `nox -s bench` runs them only when named.
+LONG_BENCHMARKS = ("benchmarks/bench_algos_targets.py", "benchmarks/bench_image_policy.py")
 
 
 def _install(session: nox.Session) -> None:
@@ -42,13 +44,16 @@ def smoke(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
-    """Benchmarks that print figures (all, or `nox -s bench -- benchmarks/bench_x.py`).
+    """Benchmarks that print figures (all but the long ones; `nox -s bench -- <script>`: one).
 
     `tests/` goes on the path: the report and edge benchmarks build their inputs with the
     test kits in `tests/support/`, which are not part of the package (docs/development.md).
+    The training runs of an hour and more (:data:`LONG_BENCHMARKS`) run only when named.
     """
     _install(session)
-    scripts = session.posargs or sorted(glob.glob("benchmarks/bench_*.py"))
+    scripts = session.posargs or [
+        s for s in sorted(glob.glob("benchmarks/bench_*.py")) if s not in LONG_BENCHMARKS
+    ]
     for script in scripts:
         session.run("python", script, env={"PYTHONPATH": "tests"})
 
