@@ -28,13 +28,14 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlperf.edge import EdgeInputError, SkipCell
 from rlperf.envs.factory import describe_env
+from rlperf.envs.from_config import play_env
 from rlperf.models.spaces import describe_space
 from rlperf.runs import TrainedRun
 from rlperf.tflite.artifacts import Variant, build_variant, fidelity_set
@@ -165,30 +166,6 @@ def inspect_model_file(cell: EdgeCell) -> None:
             f"model_path input {list(in_shape)} does not match the policy's "
             f"observation shape {list(policy_input_shape(cell.net))}"
         )
-
-
-def play_env(ecfg: DictConfig, obs_shape: tuple[int, ...]) -> dict[str, Any]:
-    """The env to play: ``ecfg.env`` (the run's, as trained, with command-line ``env.*``).
-
-    An Atari env's ``dim`` and ``framestack`` always follow the network's input.
-    """
-    env = cast(dict[str, Any], OmegaConf.to_container(ecfg.env, resolve=True))
-    return env_for_policy(env, obs_shape)
-
-
-def env_for_policy(env: dict[str, Any], obs_shape: tuple[int, ...]) -> dict[str, Any]:
-    """``env`` (an ``env`` config as a dict) without its seed; for Atari, only the Atari
-    keys, with ``dim`` and ``framestack`` from the network's input ``obs_shape``."""
-    from rlperf.envs.atari import DEFAULT_ENV_CONFIG
-
-    env = dict(env)
-    env.pop("seed", None)
-    if str(env.get("kind") or "atari") != "atari":
-        return env
-    # Without "kind": the settings hash of observation sets cached before env kinds existed.
-    out = {k: env[k] for k in DEFAULT_ENV_CONFIG if k in env and k != "seed"}
-    out["dim"], out["framestack"] = int(obs_shape[0]), int(obs_shape[2])
-    return out
 
 
 # --------------------------------------------------------------------------

@@ -38,3 +38,27 @@ def probe_observations(cfg: DictConfig, n: int = PROBE_SIZE) -> Any:
         return np.stack([np.asarray(f) for f in frames])
     finally:
         env.close()
+
+
+def play_env(ecfg: DictConfig, obs_shape: tuple[int, ...]) -> dict[str, Any]:
+    """The env to play: ``ecfg.env`` (the run's, as trained, with command-line ``env.*``).
+
+    An Atari env's ``dim`` and ``framestack`` always follow the network's input.
+    """
+    env = cast(dict[str, Any], OmegaConf.to_container(ecfg.env, resolve=True))
+    return env_for_policy(env, obs_shape)
+
+
+def env_for_policy(env: dict[str, Any], obs_shape: tuple[int, ...]) -> dict[str, Any]:
+    """``env`` (an ``env`` config as a dict) without its seed; for Atari, only the Atari
+    keys, with ``dim`` and ``framestack`` from the network's input ``obs_shape``."""
+    from rlperf.envs.atari import DEFAULT_ENV_CONFIG
+
+    env = dict(env)
+    env.pop("seed", None)
+    if str(env.get("kind") or "atari") != "atari":
+        return env
+    # Without "kind": the settings hash of observation sets cached before env kinds existed.
+    out = {k: env[k] for k in DEFAULT_ENV_CONFIG if k in env and k != "seed"}
+    out["dim"], out["framestack"] = int(obs_shape[0]), int(obs_shape[2])
+    return out

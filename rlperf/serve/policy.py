@@ -66,8 +66,8 @@ def resolve_policy(cfg: DictConfig, out_dir: Path) -> ServedPolicy:
 
 def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
     """The model file of the backend: the torch policy, ``model_path``, or a cached variant."""
-    from rlperf.edge.job import env_for_policy
     from rlperf.envs.factory import env_spaces
+    from rlperf.envs.from_config import env_for_policy
     from rlperf.serve import ServeError
 
     threads, xnnpack = int(cfg.serve.threads), bool(cfg.edge.xnnpack)
