@@ -59,6 +59,6 @@ def env_for_policy(env: dict[str, Any], obs_shape: tuple[int, ...]) -> dict[str,
     if str(env.get("kind") or "atari") != "atari":
         return env
     # Without "kind": the settings hash of observation sets cached before env kinds existed.
-    out = {k: env[k] for k in DEFAULT_ENV_CONFIG if k in env and k != "seed"}
+    out = {k: env[k] for k in DEFAULT_ENV_CONFIG if k in env}
     out["dim"], out["framestack"] = int(obs_shape[0]), int(obs_shape[2])
     return out

@@ -71,12 +71,8 @@ def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
     from rlperf.serve import ServeError
 
     threads, xnnpack = int(cfg.serve.threads), bool(cfg.edge.xnnpack)
-    if cfg.model_path:
-        path = Path(str(cfg.model_path))
-        kind = "tflite"
-        obs_shape = _tflite_input_shape(path)
-    else:
-        obs_shape = tuple(policy.net.obs_shape)
+    model_path = Path(str(cfg.model_path)) if cfg.model_path else None
+    obs_shape = _tflite_input_shape(model_path) if model_path else tuple(policy.net.obs_shape)
     policy.env = env_for_policy(policy.env, obs_shape)
     obs_space, action_space = env_spaces(policy.env)
     if not hasattr(action_space, "n"):
@@ -89,12 +85,12 @@ def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
             f"the policy takes observations of shape {obs_shape}, but env {policy.env.get('id')} "
             f"gives {tuple(obs_space.shape or ())}"
         )
-    if not cfg.model_path:
-        path, kind = (
-            (Path(policy.source["policy"]), "torch")
-            if policy.backend == "rllib"
-            else (_cached_variant(cfg, policy), "tflite")
-        )
+    if model_path is not None:
+        path, kind = model_path, "tflite"
+    elif policy.backend == "rllib":
+        path, kind = Path(policy.source["policy"]), "torch"
+    else:  # built only now that the env and the policy are known to fit
+        path, kind = _cached_variant(cfg, policy), "tflite"
     obs_dtype = str(np.dtype(obs_space.dtype))
     policy.spec = ModelSpec(
         kind, str(path), obs_shape, obs_dtype, int(action_space.n), threads, xnnpack
