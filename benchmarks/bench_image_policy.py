@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEST = ROOT / "benchmarks" / "policies" / "seaquest_model1"
+DEST = ROOT / "benchmarks" / "policies" / "breakout_model1"
 MIN_ABOVE_RANDOM = 5.0
 MAX_ACTION_SHARE = 0.60
 #: What a downstream stage needs of a training job folder (rlperf.runs).

@@ -374,6 +374,26 @@ def test_episodic_life_off_plays_whole_game() -> None:
     env.close()
 
 
+def test_fire_reset_relaunches_after_each_lost_life_in_a_whole_game() -> None:
+    # A policy trained with episodic_life=true never pressed FIRE itself; played
+    # for whole games it must not wait at a relaunch until the frame cap.
+    env = make_atari_env(
+        {"id": "ALE/Breakout-v5", "noop_max": 0, "episodic_life": False, "seed": 0}
+    )
+    env.reset()
+    lives_seen, steps = [], 0
+    while True:
+        _, _, terminated, truncated, info = env.step(0)  # NOOP only
+        lives_seen.append(info["lives"])
+        steps += 1
+        if terminated or truncated:
+            break
+    assert (terminated, truncated) == (True, False)
+    assert sorted(set(lives_seen), reverse=True) == [5, 4, 3, 2, 1, 0]
+    assert steps < 2000, steps
+    env.close()
+
+
 def test_fire_reset_only_when_enabled() -> None:
     env = make_atari_env({"noop_max": 0, "fire_reset": False, "seed": 0})
     env.reset()

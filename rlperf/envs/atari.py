@@ -205,10 +205,15 @@ class EpisodicLife(gym.Wrapper):
 
 
 class FireReset(gym.Wrapper):
-    """After reset, press FIRE (then action 2), for games that wait for FIRE.
+    """At the start of every life, press FIRE (then action 2), for games that wait for FIRE.
 
-    Same sequence as OpenAI baselines and RLlib 1.1, which the 2021 study
-    used. If either step ends the episode (e.g. a life is lost), reset again.
+    After reset: the same sequence as OpenAI baselines and RLlib 1.1, which the
+    2021 study used; if either step ends the episode (e.g. a life is lost),
+    reset again. After a life lost in mid-episode (``episodic_life=false``, a
+    whole game per episode) the same presses follow in the same ``step``, their
+    rewards added: a policy trained with ``episodic_life=true`` never had to
+    press FIRE itself (each life began with this wrapper's reset), so a greedy
+    one would otherwise wait at a relaunch until the frame cap.
     """
 
     _MAX_ATTEMPTS = 100
@@ -218,6 +223,23 @@ class FireReset(gym.Wrapper):
         meanings = _ale_env(env).get_action_meanings()
         self.fire_action = meanings.index("FIRE")
         self.n_actions = len(meanings)
+        self._lives = 0
+
+    def _presses(self) -> list[int]:
+        return [self.fire_action] + ([2] if self.n_actions >= 3 else [])
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        total = float(reward)
+        lives = int(info.get("lives", 0))
+        if lives < self._lives and not (terminated or truncated):
+            for press in self._presses():
+                obs, reward, terminated, truncated, info = self.env.step(press)
+                total += float(reward)
+                if terminated or truncated:
+                    break
+        self._lives = int(info.get("lives", 0))
+        return obs, total, terminated, truncated, info
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -226,12 +248,12 @@ class FireReset(gym.Wrapper):
             obs, info = self.env.reset(seed=seed, options=options)
             # A retry with the same seed would replay the same failure.
             seed = None
-            actions = [self.fire_action] + ([2] if self.n_actions >= 3 else [])
-            for action in actions:
+            for action in self._presses():
                 obs, _, terminated, truncated, info = self.env.step(action)
                 if terminated or truncated:
                     break
             else:
+                self._lives = int(info.get("lives", 0))
                 return obs, info
         raise RuntimeError(f"FireReset: every one of {self._MAX_ATTEMPTS} resets ended at once")
 
