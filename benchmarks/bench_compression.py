@@ -7,7 +7,7 @@ tests/support/edge_kit.py, so ``PYTHONPATH=tests``)::
     PYTHONPATH=tests nice -n 10 python benchmarks/bench_compression.py
     PYTHONPATH=tests python benchmarks/bench_compression.py --run outputs/...  --episodes 20
     PYTHONPATH=tests python benchmarks/bench_compression.py --json compression.json
-    python benchmarks/bench_compression.py --run benchmarks/policies/seaquest_model1 \
+    python benchmarks/bench_compression.py --run benchmarks/policies/breakout_model1 \
         --episodes 10 --overrides "env.episodic_life=false" --backends rllib,tflite_int8,...
 
 Each backend runs through the edge stage's own entry (``run_edge``, as

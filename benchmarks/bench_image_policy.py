@@ -8,7 +8,7 @@ behaves, and write the committed copy (docs/compression.md#the-image-policy).
 Steps (each one is a command a user can type):
 
 1. ``rlperf experiment=image_policy seed=<seed>``: the study's model1 trained with PPO
-   on Atari Seaquest, ended by the preset's budgets (55 minutes or 3 M env steps).
+   on Atari Breakout, ended by the preset's budgets (55 minutes or 3 M env steps).
 2. ``rlperf stage=edge backend=rllib|tflite_fp32 run=<1> edge.episodes=<N>
    env.episodic_life=false``: the torch policy plays N greedy games (all lives; seeds
    0..N-1); the fp32 cell's fidelity check plays a uniformly random policy on the same
@@ -16,7 +16,7 @@ Steps (each one is a command a user can type):
 3. The criteria (issue 11): mean return at least 5 above the random policy's, and no
    action chosen on more than 60 % of frames, both on the fidelity set and in play
    (the greedy episodes' steps.csv).
-4. Written to ``benchmarks/policies/seaquest_model1/`` (``--dest``): the job folder's
+4. Written to ``benchmarks/policies/breakout_model1/`` (``--dest``): the job folder's
    config, fingerprint, summary and metrics, ``checkpoint/rlperf_policy.pt`` (torch
    weights) and ``checkpoint/probe.npz`` — what ``rlperf stage=edge run=<folder>``
    needs — and ``provenance.json``: the commands, seed, SHA-256 of each file, the

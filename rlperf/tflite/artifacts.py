@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,9 +48,11 @@ class Variant:
 
 def fidelity_set(cache: Any, cfg: DictConfig, env_cfg: dict[str, Any], net: Any) -> Any:
     """The fidelity set of this policy (built once, cached) with the torch logits in ``extra``."""
-    from rlperf.tflite.cache import settings_hash
-    from rlperf.tflite.calibration import ObservationSet, build_observation_set
     from rlperf.tflite.export import torch_outputs
+
+    def add_outputs(obs_set: Any) -> None:
+        logits, values = torch_outputs(net, obs_set.observations, "both")
+        obs_set.extra = {"logits": logits, "values": values}
 
     settings: dict[str, Any] = {
         "env": env_cfg,
@@ -58,24 +61,7 @@ def fidelity_set(cache: Any, cfg: DictConfig, env_cfg: dict[str, Any], net: Any)
         "policy": str(cfg.edge.fidelity_policy),
         "stride": FIDELITY_STRIDE,
     }
-    name = f"fidelity-{settings_hash(settings)}.npz"
-    if cache.has(name):
-        return ObservationSet.load(cache.path(name)), name, False
-    log.info("collecting the fidelity set (%d observations)", settings["count"])
-    obs_set = build_observation_set(
-        env_cfg,
-        settings["count"],
-        settings["seed"],
-        "fidelity",
-        settings["policy"],
-        net.greedy_action,
-        stride=FIDELITY_STRIDE,
-    )
-    logits, values = torch_outputs(net, obs_set.observations, "both")
-    obs_set.extra = {"logits": logits, "values": values}
-    obs_set.save(cache.path(name))
-    cache.record_artifact(name, {"kind": "fidelity set", **obs_set.metadata()})
-    return obs_set, name, True
+    return _observation_set(cache, "fidelity", settings, net, finish=add_outputs)
 
 
 def calibration_set(
@@ -83,8 +69,7 @@ def calibration_set(
 ) -> tuple[Any, str, bool]:
     """The calibration set, built once and cached: no frame of the fidelity set in it,
     except for Discrete states (a few states in all: both sets hold every one of them)."""
-    from rlperf.tflite.cache import settings_hash
-    from rlperf.tflite.calibration import DEFAULT_STRIDE, ObservationSet, build_observation_set
+    from rlperf.tflite.calibration import DEFAULT_STRIDE
 
     discrete_states = fidelity.observations.ndim == 1
     settings: dict[str, Any] = {
@@ -95,21 +80,41 @@ def calibration_set(
         "stride": DEFAULT_STRIDE,
         "excluding": None if discrete_states else fidelity.digest(),
     }
-    name = f"calibration-{settings_hash(settings)}.npz"
+    exclude = None if discrete_states else fidelity.observations
+    return _observation_set(cache, "calibration", settings, net, exclude=exclude)
+
+
+def _observation_set(
+    cache: Any,
+    kind: str,
+    settings: dict[str, Any],
+    net: Any,
+    *,
+    exclude: np.ndarray | None = None,
+    finish: Callable[[Any], None] | None = None,
+) -> tuple[Any, str, bool]:
+    """The ``kind`` set named by the hash of ``settings``: loaded, or collected and cached."""
+    from rlperf.tflite.cache import settings_hash
+    from rlperf.tflite.calibration import ObservationSet, build_observation_set
+
+    name = f"{kind}-{settings_hash(settings)}.npz"
     if cache.has(name):
         return ObservationSet.load(cache.path(name)), name, False
-    log.info("collecting the calibration set (%d observations)", settings["count"])
+    log.info("collecting the %s set (%d observations)", kind, settings["count"])
     obs_set = build_observation_set(
-        env_cfg,
+        settings["env"],
         settings["count"],
         settings["seed"],
-        "calibration",
+        kind,
         settings["policy"],
         net.greedy_action,
-        exclude=None if discrete_states else fidelity.observations,
+        stride=settings["stride"],
+        exclude=exclude,
     )
+    if finish is not None:
+        finish(obs_set)
     obs_set.save(cache.path(name))
-    cache.record_artifact(name, {"kind": "calibration set", **obs_set.metadata()})
+    cache.record_artifact(name, {"kind": f"{kind} set", **obs_set.metadata()})
     return obs_set, name, True
 
 
