@@ -230,7 +230,8 @@ def execute_stage(
         if sampler is not None:
             sampler.stop()
         summary["wall_s"] = ctx.elapsed_s()
-        summary.setdefault("iterations", len(ctx.rows))
+        if summary.get("stage") == "train":  # a downstream job has steps, not iterations
+            summary.setdefault("iterations", len(ctx.rows))
         write_json(out_dir / SUMMARY_FILE, summary)
     return summary
 
