@@ -99,6 +99,12 @@ def _ale_env(env: gym.Env) -> AtariEnv:
     return cast(AtariEnv, env.unwrapped)
 
 
+def _lives_of(env: gym.Env, info: Mapping[str, Any]) -> int:
+    """The life counter after a step or reset: ``info["lives"]``, else ALE's own."""
+    lives = info.get("lives")
+    return int(lives) if lives is not None else int(_ale_env(env).ale.lives())
+
+
 # --------------------------------------------------------------------------
 # Wrappers (inner to outer in the order make_atari_env stacks them)
 # --------------------------------------------------------------------------
@@ -177,13 +183,9 @@ class EpisodicLife(gym.Wrapper):
         self._lives = 0
         self._continue_game = False
 
-    def _lives_of(self, info: Mapping[str, Any]) -> int:
-        lives = info.get("lives")
-        return int(lives) if lives is not None else int(_ale_env(self.env).ale.lives())
-
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        lives = self._lives_of(info)
+        lives = _lives_of(self.env, info)
         life_lost = 0 < lives < self._lives
         self._lives = lives
         self._continue_game = life_lost and not terminated and not truncated
@@ -196,11 +198,11 @@ class EpisodicLife(gym.Wrapper):
             self._continue_game = False
             obs, _, terminated, truncated, info = self.env.step(0)
             if not (terminated or truncated):
-                self._lives = self._lives_of(info)
+                self._lives = _lives_of(self.env, info)
                 return obs, info
         self._continue_game = False
         obs, info = self.env.reset(seed=seed, options=options)
-        self._lives = self._lives_of(info)
+        self._lives = _lives_of(self.env, info)
         return obs, info
 
 
@@ -231,14 +233,13 @@ class FireReset(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         total = float(reward)
-        lives = int(info.get("lives", 0))
-        if lives < self._lives and not (terminated or truncated):
+        if _lives_of(self.env, info) < self._lives and not (terminated or truncated):
             for press in self._presses():
                 obs, reward, terminated, truncated, info = self.env.step(press)
                 total += float(reward)
                 if terminated or truncated:
                     break
-        self._lives = int(info.get("lives", 0))
+        self._lives = _lives_of(self.env, info)
         return obs, total, terminated, truncated, info
 
     def reset(
@@ -253,7 +254,7 @@ class FireReset(gym.Wrapper):
                 if terminated or truncated:
                     break
             else:
-                self._lives = int(info.get("lives", 0))
+                self._lives = _lives_of(self.env, info)
                 return obs, info
         raise RuntimeError(f"FireReset: every one of {self._MAX_ATTEMPTS} resets ended at once")
 
