@@ -41,6 +41,8 @@ BACKENDS = (
 def run_cell(run: Path, backend: str, out: Path, cache: Path, args: argparse.Namespace) -> dict:
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
 
     from rlperf.config.schema import register_configs
     from rlperf.config.validate import validate_edge
@@ -56,8 +58,14 @@ def run_cell(run: Path, backend: str, out: Path, cache: Path, args: argparse.Nam
         "edge.threads=1", *args.overrides.split(),
     ]  # fmt: skip
     with initialize_config_module("rlperf.conf", version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
     GlobalHydra.instance().clear()
+    # The edge job reads its command-line overrides from HydraConfig (an ``env.<key>=``
+    # among them applies on top of the run's env): without it ``--overrides`` would be
+    # composed and then dropped for the run's env.
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
     validate_edge(cfg)
     return run_edge(cfg, out, JobContext.for_job(cfg, out))
 
