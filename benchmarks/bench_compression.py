@@ -18,7 +18,8 @@ episodes with its paired 95 % interval (``tie`` when it contains 0,
 ``saturates`` when every episode of both ends at the env's time limit with the
 same return), size, gzip size, weight sparsity of the ``.tflite``, median
 action latency, peak RSS of the benchmark process, agreement (all frames and
-decisive frames) and the fidelity verdict.
+decisive frames), the fidelity verdict and, for a fine-tuned variant, its
+distillation's held-out error before the fit and of the weights kept.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def run_cell(run: Path, backend: str, out: Path, cache: Path, args: argparse.Nam
 def row_of(backend: str, s: dict[str, Any]) -> dict[str, Any]:
     fid = s.get("fidelity") or {}
     weights = s.get("weights") or {}
+    built = (s.get("calibration") or {}).get("compression") or {}
     return {
         "backend": backend,
         "return_mean": float(np.mean(fid.get("returns") or s["reference_returns"] or [np.nan])),
@@ -92,7 +94,19 @@ def row_of(backend: str, s: dict[str, Any]) -> dict[str, Any]:
         "max_abs_logit_err": fid.get("max_abs_logit_err"),
         "verdict": fid.get("verdict", "reference"),
         "delegate": (s.get("delegate") or {}).get("status"),
+        "finetune": {k: built[k] for k in FINETUNE_KEYS if k in built} or None,
     }
+
+
+#: What the guarded distillation of a compressed variant measured (rlperf.tflite.compress).
+FINETUNE_KEYS = ("holdout_loss_start", "holdout_loss_kept", "kept_step", "lr_halvings")
+
+
+def _finetune(ft: dict[str, Any] | None) -> str:
+    if not ft:
+        return "-"
+    return (f"{ft['holdout_loss_start']:.3g} -> {ft['holdout_loss_kept']:.3g} "
+            f"(step {ft['kept_step']}, {ft['lr_halvings']} halvings)")  # fmt: skip
 
 
 def _f(v: Any, d: int = 3) -> str:
@@ -107,15 +121,16 @@ def _f(v: Any, d: int = 3) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     head = ("| backend | return | diff [95 % CI] | tie | size B | gzip B | sparsity | "
-            "action ms p50 | peak RSS MB | agreement | decisive | verdict |")  # fmt: skip
+            "action ms p50 | peak RSS MB | agreement | decisive | verdict | "
+            "fine-tune held-out MSE |")  # fmt: skip
     print(head)
-    print("|---" * 12 + "|")
+    print("|---" * 13 + "|")
     for r in rows:
         ci = f"{_f(r['return_diff'], 1)} [{_f(r['diff_low'], 1)}, {_f(r['diff_high'], 1)}]"
         cells = [r["backend"], _f(r["return_mean"], 1), ci, _f(r["tie"]), r["size_bytes"],
                  r["gzip_bytes"], _f(r["sparsity"], 2), _f(r["action_ms_p50"], 4),
                  _f(r["peak_rss_mb"], 0), _f(r["agreement"], 3), _f(r["decisive_agreement"], 3),
-                 r["verdict"]]  # fmt: skip
+                 r["verdict"], _finetune(r["finetune"])]  # fmt: skip
         print("| " + " | ".join(str(c) for c in cells) + " |")
 
 

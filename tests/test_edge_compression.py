@@ -151,14 +151,66 @@ def test_structured_pruning_shrinks_the_layers_and_keeps_the_actions(cartpole_po
     net = load_policy(cartpole_policy_run["policy"])
     env = {"kind": "gym", "id": "CartPole-v1", "config": None, "max_episode_steps": None}
     obs = collect_observations(env, 400, seed=3)[0]
-    student, loss = structured_pruned(net, 0.5, obs[:300], {"steps": 600, "lr": 3e-3, "batch": 32})
+    student, fit = structured_pruned(net, 0.5, obs[:300], {"steps": 600, "lr": 3e-3, "batch": 32})
     assert student.hiddens == [32, 32]
     assert count_trainable_params(student) == 2 * (4 * 32 + 32 + 32 * 32 + 32) + 66 + 33
     held_out = obs[300:]
     same = torch_outputs(student, held_out)[0].argmax(1) == torch_outputs(net, held_out)[0].argmax(
         1
     )
-    assert same.mean() >= 0.95 and loss < 1.0
+    assert same.mean() >= 0.95 and fit["distill_loss"] < 1.0
+    # Fine-tuning helped on the observations it held out of the fit.
+    assert fit["holdout_loss_kept"] < 0.5 * fit["holdout_loss_start"]
+
+
+def test_guard_keeps_the_best_weights_and_halves_the_rate_on_a_rise() -> None:
+    from rlperf.tflite.compress import RISE, Guard
+
+    weights, rates = {"w": 0}, []
+    guard = Guard(lambda: dict(weights), weights.update, rates.append, 1e-2)
+    for step, (w, loss) in enumerate([(0, 4.0), (1, 2.0), (2, 1.0), (3, RISE * 1.0 + 0.1)]):
+        weights["w"] = w
+        guard.check(step, loss)
+    # The rise restored step 2's weights and halved the rate.
+    assert weights == {"w": 2} and rates == [5e-3]
+    weights["w"] = 4
+    guard.check(4, float("nan"))  # a diverged fit: the same
+    assert weights == {"w": 2} and rates == [5e-3, 2.5e-3]
+    weights["w"] = 5
+    guard.check(5, 1.2)  # worse than the best, not a rise: trained on, not kept
+    assert guard.finish() == 1.0 and weights == {"w": 2}
+    assert guard.report() == {"holdout_loss_start": 4.0, "holdout_loss_kept": 1.0,
+                              "kept_step": 2, "lr_halvings": 2, "final_lr": 2.5e-3}  # fmt: skip
+
+
+def test_guard_keeps_nothing_from_before_its_arm_step() -> None:
+    from rlperf.tflite.compress import Guard
+
+    weights, rates = {"w": 0}, []
+    guard = Guard(lambda: dict(weights), weights.update, rates.append, 1.0, arm_step=10)
+    for step, loss in [(0, 0.5), (5, 0.9), (10, 3.0), (15, 2.0), (20, 9.0)]:
+        weights["w"] = step
+        guard.check(step, loss)
+    # Before step 10 (a sparsity ramp: the error rises by design) nothing is kept and the
+    # rise at 5 halves nothing; armed at 10, the model as it is counts, and the rise at
+    # 20 brings back step 15's weights.
+    assert rates == [0.5] and guard.finish() == 2.0 and weights == {"w": 15}
+    assert guard.report()["holdout_loss_start"] == 0.5
+
+
+def test_a_diverging_distillation_steps_its_rate_down_until_it_helps(cartpole_policy_run) -> None:
+    from rlperf.models.policy_file import load_policy
+    from rlperf.tflite.calibration import collect_observations
+    from rlperf.tflite.compress import structured_pruned
+
+    net = load_policy(cartpole_policy_run["policy"])
+    env = {"kind": "gym", "id": "CartPole-v1", "config": None, "max_episode_steps": None}
+    obs = collect_observations(env, 300, seed=3)[0]
+    # A rate 10 000 times the default: each rise is undone and the rate halved until it
+    # helps; what is kept is better than the sliced model before the fit.
+    _, fit = structured_pruned(net, 0.5, obs, {"steps": 300, "lr": 30.0, "batch": 32})
+    assert fit["lr_halvings"] >= 5 and fit["final_lr"] <= 30.0 / 32
+    assert fit["holdout_loss_kept"] < 0.1 * fit["holdout_loss_start"]
 
 
 def test_channel_pruning_of_an_image_policy_slices_every_conv_and_head() -> None:
