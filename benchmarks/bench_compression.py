@@ -19,7 +19,8 @@ episodes with its paired 95 % interval (``tie`` when it contains 0,
 same return), size, gzip size, weight sparsity of the ``.tflite``, median
 action latency, peak RSS of the benchmark process, agreement (all frames and
 decisive frames), the fidelity verdict and, for a fine-tuned variant, its
-distillation's held-out error before the fit and of the weights kept.
+distillation's held-out error before the fit and of the weights kept, and the
+learning rate (of ``edge.finetune_lr``) whose fit was kept.
 """
 
 from __future__ import annotations
@@ -99,14 +100,16 @@ def row_of(backend: str, s: dict[str, Any]) -> dict[str, Any]:
 
 
 #: What the guarded distillation of a compressed variant measured (rlperf.tflite.compress).
-FINETUNE_KEYS = ("holdout_loss_start", "holdout_loss_kept", "kept_step", "lr_halvings")
+FINETUNE_KEYS = ("holdout_loss_start", "holdout_loss_kept", "lr_chosen", "kept_step",
+                 "lr_halvings")  # fmt: skip
 
 
 def _finetune(ft: dict[str, Any] | None) -> str:
     if not ft:
         return "-"
-    return (f"{ft['holdout_loss_start']:.3g} -> {ft['holdout_loss_kept']:.3g} "
-            f"(step {ft['kept_step']}, {ft['lr_halvings']} halvings)")  # fmt: skip
+    start, kept = ft["holdout_loss_start"], ft["holdout_loss_kept"]
+    where = f"step {ft['kept_step']}, {ft['lr_halvings']} halvings"
+    return f"{start:.3g} -> {kept:.3g} at lr {ft['lr_chosen']:g} ({where})"
 
 
 def _f(v: Any, d: int = 3) -> str:

@@ -260,12 +260,22 @@ def test_qat_and_pruned_variants_keep_the_return(
         assert fid["return_tie"] and min(fid["returns"]) >= 475, (backend, fid["returns"])
         built = s["calibration"]["compression"]
         assert built["distillation_observations"] == 200  # the calibration set
+        # One guarded fine-tune per default rate; the lowest held-out error is the file.
+        tried = built["lr_tried"]
+        assert [t["lr"] for t in tried] == [3e-3, 1e-3, 3e-4]
+        kept = min(tried, key=lambda t: t["holdout_loss_kept"])
+        assert (
+            built["lr_chosen"] == kept["lr"]
+            and built["holdout_loss_kept"] == kept["holdout_loss_kept"]
+        )
         if backend == "tflite_prune75_int8":
             # Sparsity measured in the final file: 75 % of every kernel is zero.
             assert s["weights"]["sparsity"] == pytest.approx(0.75, abs=0.01)
             assert s["model_gzip_bytes"] < 0.6 * s["model_size_bytes"]
         else:
             assert s["weights"]["sparsity"] < 0.1
+            # QAT starts from the int8-quantized policy; the guard keeps it or better.
+            assert all(t["holdout_loss_kept"] <= t["holdout_loss_start"] for t in tried)
 
 
 @pytest.mark.parametrize(
@@ -275,6 +285,12 @@ def test_qat_and_pruned_variants_keep_the_return(
          "backend=tflite_qat compresses the trained policy"),
         (["stage=edge", "backend=tflite_prune90", "run=/r", "edge.finetune_steps=0"],
          "edge.finetune_steps=0 must be > 0"),
+        (["stage=edge", "backend=tflite_qat", "run=/r", "edge.finetune_lr=[]"],
+         "edge.finetune_lr=[] must be a learning rate > 0 or a non-empty list of them"),
+        (["stage=edge", "backend=tflite_qat", "run=/r", "edge.finetune_lr=[1e-3,-1]"],
+         "edge.finetune_lr=[0.001, -1] must be a learning rate > 0"),
+        (["stage=edge", "backend=tflite_qat", "run=/r", "edge.finetune_lr=fast"],
+         "edge.finetune_lr=fast must be"),
         (["stage=serve", "backend=tflite_struct50", "run=/r"],
          "backend=tflite_struct50 with stage=serve"),
         (["stage=edge", "backend=edgetpu", "run=/r", "edge.edgetpu_source=tflite_fp16"],

@@ -448,9 +448,22 @@ def _validate_compression(cfg: DictConfig) -> None:
             f"backend={name} compresses the trained policy (fine-tuned by distillation from "
             f"it): give run=<training job folder> or checkpoint=<path>, not only model_path"
         )
-    for key in ("finetune_steps", "finetune_lr", "finetune_batch"):
+    for key in ("finetune_steps", "finetune_batch"):
         if not cfg.edge[key] > 0:
             raise ConfigError(f"edge.{key}={cfg.edge[key]} must be > 0 for backend={name}")
+    from rlperf.tflite.compress import learning_rates
+
+    lr = cfg.edge.finetune_lr
+    shown = lr if isinstance(lr, (int, float, str)) else list(lr)
+    try:
+        rates = learning_rates(lr)
+    except (TypeError, ValueError):
+        rates = []
+    if not rates or not all(r > 0 for r in rates):
+        raise ConfigError(
+            f"edge.finetune_lr={shown} must be a learning rate > 0 or a non-empty list of "
+            f"them (e.g. [3e-3,1e-3,3e-4]) for backend={name}"
+        )
 
 
 def validate_serve(cfg: DictConfig) -> None:

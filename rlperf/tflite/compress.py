@@ -81,12 +81,19 @@ HOLDOUT = 0.2
 RISE = 1.5
 
 
+def learning_rates(value: Any) -> list[float]:
+    """``edge.finetune_lr``: one rate or a list of them, as a list of floats."""
+    if isinstance(value, (int, float, str)):
+        return [float(value)]
+    return [float(v) for v in value]
+
+
 def finetune_settings(cfg: Any) -> dict[str, Any]:
     """``edge.finetune_*`` and the guard's constants (part of a compressed file's cache
     name: a file built by another recipe is not reused)."""
     return {
         "steps": int(cfg.edge.finetune_steps),
-        "lr": float(cfg.edge.finetune_lr),
+        "lr": learning_rates(cfg.edge.finetune_lr),
         "batch": int(cfg.edge.finetune_batch),
         "holdout": HOLDOUT,
         "rise": RISE,
@@ -205,6 +212,7 @@ def _fit(model: Any, x: np.ndarray, y: Any, settings: dict[str, Any], callbacks:
     def set_lr(lr: float) -> None:
         model.optimizer.learning_rate.assign(lr)
 
+    epochs = _epochs(settings, len(fx))
     guard = Guard(model.get_weights, model.set_weights, set_lr, settings["lr"], arm_step)
     guard.check(0, float(model.evaluate(hx, hy, batch_size=256, verbose=0)))
 
@@ -212,7 +220,7 @@ def _fit(model: Any, x: np.ndarray, y: Any, settings: dict[str, Any], callbacks:
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
             guard.check((epoch + 1) * per_epoch, float((logs or {})["val_loss"]))
 
-    hist = model.fit(fx, fy, batch_size=settings["batch"], epochs=_epochs(settings, len(fx)),
+    hist = model.fit(fx, fy, batch_size=settings["batch"], epochs=epochs,
                      verbose=0, shuffle=True, validation_data=(hx, hy),
                      callbacks=[*callbacks, Watch()])  # fmt: skip
     guard.finish()
@@ -461,29 +469,41 @@ def build_compressed(
 ) -> tuple[bytes, dict[str, Any]]:
     """The ``.tflite`` bytes of a compression backend and what its build measured.
 
-    ``convert(model, variant)`` is :func:`rlperf.tflite.convert.convert_keras` with the
-    calibration set and input range bound (``variant``: fp32, int8, qat).
+    One guarded fine-tune per learning rate of ``settings["lr"]``; the model with the
+    lowest held-out error is the one converted. ``convert(model, variant)`` is
+    :func:`rlperf.tflite.convert.convert_keras` with the calibration set and input range
+    bound (``variant``: fp32, int8, qat).
     """
     from rlperf.tflite.export import export_policy
 
     recipe = RECIPES[backend]
-    x = _inputs(net, calibration.observations)
+    obs = calibration.observations
+    x = _inputs(net, obs)
+    y = _targets(net, obs, heads) if recipe.method != "structured" else None
     info: dict[str, Any] = {"recipe": asdict(recipe), "finetune": settings,
                             "distillation_observations": int(len(x)),
                             "held_out_observations": int(_held_out(len(x)).sum())}  # fmt: skip
     log.info("building %s (%s) by distillation on %d observations", backend, recipe.method, len(x))
-    if recipe.method == "qat":
-        model, fit = quantization_aware(
-            net, heads, x, _targets(net, calibration.observations, heads), settings
-        )
-        return convert(model, "qat"), {**info, **fit}
-    if recipe.method == "prune":
-        y = _targets(net, calibration.observations, heads)
-        model, fit = magnitude_pruned(net, heads, x, y, settings, recipe.sparsity)
-        return convert(model, "int8" if recipe.int8 else "fp32"), {**info, **fit}
-    student, fit = structured_pruned(net, recipe.keep, calibration.observations, settings)
+    builds = []
+    for lr in settings["lr"]:
+        one = {**settings, "lr": lr}
+        if recipe.method == "qat":
+            built = quantization_aware(net, heads, x, y, one)
+        elif recipe.method == "prune":
+            built = magnitude_pruned(net, heads, x, y, one, recipe.sparsity)
+        else:
+            built = structured_pruned(net, recipe.keep, obs, one)
+        log.info("%s at lr %g: held-out MSE %.4g", backend, lr, built[1]["holdout_loss_kept"])
+        builds.append((lr, *built))
+    lr, model, fit = min(builds, key=lambda b: b[2]["holdout_loss_kept"])
     info.update(fit)
-    info["layers"] = getattr(student, "hiddens", None) or [f[0] for f in student.conv_filters]
-    model, check = export_policy(student, calibration.observations, heads)
+    info["lr_chosen"] = lr
+    info["lr_tried"] = [{"lr": r, **f} for r, _, f in builds]
+    if recipe.method == "qat":
+        return convert(model, "qat"), info
+    if recipe.method == "prune":
+        return convert(model, "int8" if recipe.int8 else "fp32"), info
+    info["layers"] = getattr(model, "hiddens", None) or [f[0] for f in model.conv_filters]
+    keras_model, check = export_policy(model, obs, heads)
     info["export"] = check.to_dict()
-    return convert(model, "fp32"), info
+    return convert(keras_model, "fp32"), info
