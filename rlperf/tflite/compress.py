@@ -28,7 +28,8 @@ The training signal is **distillation** from the trained torch policy: the
 compressed model is fitted (mean squared error) to the torch policy's logits (and
 values, ``heads=both``) on the calibration set's observations, which hold no frame
 of the fidelity set the variant is then checked on. Config keys (``edge.*``):
-``finetune_steps``, ``finetune_lr``, ``finetune_batch``; the calibration set's.
+``finetune_steps``, ``finetune_lr`` (one rate or a list: one fine-tune per rate, the
+lowest held-out error kept), ``finetune_batch``; the calibration set's.
 
 A fifth of those observations is held out of the fit and watched (:class:`Guard`):
 the weights with the lowest held-out error are the ones kept (the compressed model
