@@ -32,8 +32,8 @@ of the fidelity set the variant is then checked on. Config keys (``edge.*``):
 lowest held-out error kept), ``finetune_batch``; the calibration set's.
 
 A fifth of those observations is held out of the fit and watched (:class:`Guard`):
-the weights with the lowest held-out error are the ones kept (the compressed model
-before any fine-tuning counts too), and when the held-out error rises past
+the weights with the lowest held-out error are the ones kept (for QAT and structured
+pruning the compressed model before any fine-tuning counts too), and when the held-out error rises past
 ``RISE`` times its best the best weights come back and the learning rate halves. So
 a rate sized for a small MLP cannot wreck a 2-million-weight conv policy: its
 fine-tune steps down to a rate that helps, or keeps the model it started from.
