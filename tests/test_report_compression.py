@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from support import synthetic
 
@@ -42,6 +43,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Any:
         summary.update(model_gzip_bytes=gz, memory={"peak_rss_mb": 80.0 + i})
         if sparsity is not None:
             summary["weights"] = {"sparsity": sparsity}
+        if backend in ("tflite_qat", "tflite_prune90"):  # fine-tuned: what the fit kept
+            summary["calibration"] = {"compression": {"holdout_loss_kept": 0.0123 * (i + 1),
+                                                      "lr_chosen": 3e-4}}  # fmt: skip
         body = synthetic.fingerprint(cpu_model="Intel Xeon", cpu_count=2, gpus=())
         body["start_time"] = f"2026-12-01T12:0{i}:00+00:00"
         body["config"] = cfg
@@ -67,6 +71,10 @@ def test_tradeoff_figure_and_table_per_policy(report) -> None:
     ]  # fmt: skip
     assert "-310 [-370, -250]" in table and "-3.3 [-17.7, 11] tie" in table
     assert "+0 [0, 0] saturates" in table and "vacuous" in table
+    # The fine-tuned variants' held-out distillation error and rate; none for PTQ or torch.
+    assert runs.loc["tflite_prune90", "finetune_holdout_mse"] == pytest.approx(0.0369)
+    assert "| distil MSE (lr) |" in table and "| 0.0369 (0.0003) |" in table
+    assert "| 0.0492 (0.0003) |" in table and pd.isna(runs.loc["rllib", "finetune_lr"])
 
 
 def test_vacuous_fidelity_is_a_finding(report) -> None:

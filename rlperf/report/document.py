@@ -544,7 +544,8 @@ def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _compression_columns(rows: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Return difference against the torch policy with its paired interval, sizes, sparsity."""
+    """Return difference against the torch policy with its paired interval, sizes, sparsity,
+    peak memory and, for a fine-tuned variant, its distillation's held-out MSE and rate."""
     num = {c: pd.to_numeric(_col(rows, f"fidelity_{c}"), errors="coerce").to_numpy(float)
            for c in ("return_diff", "return_diff_low", "return_diff_high")}  # fmt: skip
     tie = _col(rows, "fidelity_return_tie").astype("boolean").fillna(False).to_numpy(bool)
@@ -561,6 +562,15 @@ def _compression_columns(rows: pd.DataFrame) -> dict[str, np.ndarray]:
         "gzip B": _fmt_col(rows, "model_gzip_bytes", 0),
         "sparsity": _fmt_col(rows, "weight_sparsity", 2),
         "peak RSS MB": _fmt_col(rows, "peak_rss_mb", 0),
+        "distil MSE (lr)": np.asarray(
+            [
+                f"{_f(m)} ({_f(lr, 1)})" if _f(m) else ""
+                for m, lr in zip(
+                    _col(rows, "finetune_holdout_mse"), _col(rows, "finetune_lr"), strict=True
+                )
+            ],
+            dtype=object,
+        ),
     }
 
 

@@ -196,6 +196,10 @@ def _inference_summary(c: Cell) -> dict[str, Any]:
         row["fidelity_vacuous_reason"] = fid["reference"]["vacuous_reason"]
     if isinstance(c.summary.get("weights"), dict):
         row["weight_sparsity"] = c.summary["weights"].get("sparsity")
+    built = (c.summary.get("calibration") or {}).get("compression") or {}
+    if "holdout_loss_kept" in built:  # a fine-tuned variant (rlperf.tflite.compress)
+        row["finetune_holdout_mse"] = built["holdout_loss_kept"]
+        row["finetune_lr"] = built.get("lr_chosen")
     peak = (c.summary.get("memory") or {}).get("peak_rss_mb")
     if peak is not None:
         row["peak_rss_mb"] = peak
