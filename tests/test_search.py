@@ -72,10 +72,12 @@ def _run_and_interrupt(args: list[str], cwd: Path, folder: Path) -> int:
             trials = _trials(folder)
             done = sum(1 for t in trials if t["status"] in FINAL)
             if done >= 2 and any(t["status"] == "running" for t in trials):
-                time.sleep(3)
+                # At once: a CartPole trial of 3 tiny iterations lasts seconds, and the
+                # trials after it may be skipped by the pre-flight in no time, so a delay
+                # here let the whole search finish first (rc 0) on a fast machine.
                 proc.send_signal(signal.SIGINT)
                 break
-            time.sleep(0.5)
+            time.sleep(0.2)
         return proc.wait(timeout=600)
     finally:
         watchdog.cancel()
