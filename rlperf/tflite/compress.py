@@ -33,8 +33,9 @@ lowest held-out error kept), ``finetune_batch``; the calibration set's.
 
 A fifth of those observations is held out of the fit and watched (:class:`Guard`):
 the weights with the lowest held-out error are the ones kept (for QAT and structured
-pruning the compressed model before any fine-tuning counts too), and when the held-out error rises past
-``RISE`` times its best the best weights come back and the learning rate halves. So
+pruning the compressed model before any fine-tuning counts too), and when the held-out
+error rises past ``RISE`` times its best the best weights come back and the learning
+rate halves. So
 a rate sized for a small MLP cannot wreck a 2-million-weight conv policy: its
 fine-tune steps down to a rate that helps, or keeps the model it started from.
 
@@ -198,6 +199,11 @@ def _steps_per_epoch(settings: dict[str, Any], n: int) -> int:
     return math.ceil(int((~_held_out(n)).sum()) / settings["batch"])
 
 
+def _fit_epochs(settings: dict[str, Any], n: int) -> int:
+    """Epochs of a Keras fit on ``n`` distillation observations (the fifth held out)."""
+    return _epochs(settings, int((~_held_out(n)).sum()))
+
+
 def _fit(model: Any, x: np.ndarray, y: Any, settings: dict[str, Any], callbacks: list[Any],
          arm_step: int = 0) -> dict[str, Any]:  # fmt: skip
     """Distil ``model`` on ``x`` less the held-out fifth, watched by a :class:`Guard`; the
@@ -213,7 +219,7 @@ def _fit(model: Any, x: np.ndarray, y: Any, settings: dict[str, Any], callbacks:
     def set_lr(lr: float) -> None:
         model.optimizer.learning_rate.assign(lr)
 
-    epochs = _epochs(settings, len(fx))
+    epochs = _fit_epochs(settings, len(x))
     guard = Guard(model.get_weights, model.set_weights, set_lr, settings["lr"], arm_step)
     guard.check(0, float(model.evaluate(hx, hy, batch_size=256, verbose=0)))
 
@@ -327,7 +333,7 @@ def magnitude_pruned(
 
     sp = tfmot.sparsity.keras
     per_epoch = _steps_per_epoch(settings, len(x))
-    steps = _epochs(settings, len(x) - int(_held_out(len(x)).sum())) * per_epoch
+    steps = _fit_epochs(settings, len(x)) * per_epoch
     ramp = max(1, steps // 2)
     schedule = sp.PolynomialDecay(0.0, sparsity, 0, ramp, frequency=max(1, steps // 20))
     base = build_keras_policy(net, heads, None, api="tf_keras")
