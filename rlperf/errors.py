@@ -55,6 +55,10 @@ class UserError(ReportedError):
     exit_code = ExitCode.user_error
 
 
+class ConfigError(UserError, ValueError):
+    """An invalid value or combination of values in the composed config (exit 2)."""
+
+
 class SweepIncomplete(ReportedError):
     """A sweep ran to its end but some cells failed (exit 1) or were invalid (exit 2).
 

@@ -173,7 +173,8 @@ def execute_stage(
     the launcher checked feasibility against Ray's resources, so neither is
     applied nor re-checked here (re-applying would undo Ray's GPU assignment).
     """
-    from rlperf.config.validate import ConfigError, validate_config
+    from rlperf.config.validate import validate_config
+    from rlperf.errors import ConfigError
     from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
 
     if in_trial is None:

@@ -895,7 +895,7 @@ def _plain(cfg: DictConfig, key: str) -> dict[str, Any]:
 
 
 def _check_explicit_model(cfg: DictConfig, trained: TrainedRun, keys: set[str]) -> None:
-    from rlperf.config.validate import ConfigError
+    from rlperf.errors import ConfigError
 
     run_model = model_geometry(trained.config.model)
     for key in sorted(keys):
@@ -920,7 +920,7 @@ def merge_run_config(
     ...) is the job's own. ``overrides`` are the job's command-line overrides: an
     ``env=`` / ``env.<key>=`` among them is applied on top of the run's env; a
     ``model=`` / ``model.<key>=`` that disagrees with the run's model is a
-    :class:`~rlperf.config.validate.ConfigError`.
+    :class:`~rlperf.errors.ConfigError`.
     """
     from rlperf.config.validate import validate_env, validate_env_model, validate_model
 
@@ -945,7 +945,7 @@ def _effective_env(own_env: dict[str, Any], trained: TrainedRun, keys: set[str])
     Keys the job's env has and the run's lacks (newer than the run) keep the job's
     defaults where both are of the same kind (a run without ``kind`` is Atari).
     """
-    from rlperf.config.validate import ConfigError
+    from rlperf.errors import ConfigError
 
     run_env = {"kind": "atari", **_plain(trained.config, "env")}
     if "env" in keys:

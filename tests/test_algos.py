@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from rlperf.config.validate import ConfigError, validate_config
+from rlperf.config.validate import validate_config
+from rlperf.errors import ConfigError
 from tests.conftest import group_options, run_rlperf
 
 PHASES = ["sample_s", "load_s", "learn_s", "sync_s", "other_s"]

@@ -17,7 +17,8 @@ from rlperf.config.names import (
     deprecated_choices,
     log_deprecated_choices,
 )
-from rlperf.config.validate import ConfigError, validate_config
+from rlperf.config.validate import validate_config
+from rlperf.errors import ConfigError
 from rlperf.sweep.cells import cell_hash
 from tests.conftest import CONF, group_options
 

@@ -29,7 +29,8 @@ from support.docs import DocItem, collect, problems, rlperf_argv
 from support.search import search_corners
 
 from rlperf.config.schema import register_configs
-from rlperf.config.validate import ConfigError, validate_config
+from rlperf.config.validate import validate_config
+from rlperf.errors import ConfigError
 from rlperf.resources.plan import InfeasibleError, check_feasible, detect_machine, plan_resources
 from tests.conftest import run_rlperf
 

@@ -12,11 +12,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlperf.config.validate import ConfigError, validate_config
+from rlperf.config.validate import validate_config
 from rlperf.envs import check
 from rlperf.envs.ceiling import env_ceiling
 from rlperf.envs.factory import env_spaces, make_env
 from rlperf.envs.frozenlake import FrozenLake
+from rlperf.errors import ConfigError
 from tests.conftest import REPO, run_rlperf
 
 BAD = "support.bad_envs"
@@ -89,7 +90,8 @@ def test_checks_start_no_ray(tmp_path) -> None:
         "import json, sys\n"
         "from hydra import compose, initialize_config_module\n"
         "from rlperf.config.schema import register_configs\n"
-        "from rlperf.config.validate import ConfigError, validate_config\n"
+        "from rlperf.errors import ConfigError\n"
+        "from rlperf.config.validate import validate_config\n"
         "register_configs()\n"
         "out = {}\n"
         "with initialize_config_module(config_module='rlperf.conf', version_base='1.3'):\n"

@@ -130,7 +130,7 @@ def test_failures_exit_1_and_ctrl_c_130(
 
 
 def test_exit_status_by_exception_type(capfd: pytest.CaptureFixture[str]) -> None:
-    from rlperf.config.validate import ConfigError
+    from rlperf.errors import ConfigError
     from rlperf.job import SkipCell
     from rlperf.resources.plan import InfeasibleError
     from rlperf.runs import CheckpointError

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlperf.config.validate import ConfigError, validate_config
+from rlperf.config.validate import validate_config
+from rlperf.errors import ConfigError
 from rlperf.models.mlp_net import MlpNet, space_spec
 from rlperf.models.policy_file import load_policy, save_policy
 from rlperf.models.vision_net import VisionNet

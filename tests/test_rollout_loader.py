@@ -14,7 +14,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from rlperf.config.validate import ConfigError, validate_config
+from rlperf.config.validate import validate_config
+from rlperf.errors import ConfigError
 from rlperf.job import SkipCell
 from rlperf.models.policy_file import save_policy
 from rlperf.models.vision_net import VisionNet

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from rlperf.config.validate import ConfigError
+from rlperf.errors import ConfigError
 from rlperf.runs import (
     CHECKPOINT_DIR,
     CONFIG_FILE,

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rlperf.config.validate import ConfigError, validate_config
+from rlperf.config.validate import validate_config
+from rlperf.errors import ConfigError
 from rlperf.serve.levels import level_row, max_rate_under_slo, quantile_ci
 from rlperf.serve.loadgen import Reply, Target, closed_loop, open_loop, poisson_schedule
 from rlperf.serve.payload import PayloadError, decode_observation, encode_observation

@@ -9,7 +9,8 @@ import math
 import pandas as pd
 import pytest
 
-from rlperf.config.validate import ConfigError, validate_config
+from rlperf.config.validate import validate_config
+from rlperf.errors import ConfigError
 from rlperf.training.target import StopCheck, evaluation_settings
 from tests.conftest import run_rlperf
 

@@ -46,7 +46,7 @@ def build_algo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
     Config subtrees used: ``algo``, ``model``, ``env``, ``seed`` (and what the
     algorithm's module documents); ``plan`` gives env runners, learners and GPUs.
     """
-    from rlperf.config.validate import ConfigError
+    from rlperf.errors import ConfigError
 
     name = str(cfg.algo.name)
     if name not in ALGORITHMS:

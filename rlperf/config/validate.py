@@ -16,12 +16,8 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlperf.errors import UserError
+from rlperf.errors import ConfigError
 from rlperf.models.shapes import ConvStackError, conv_stack_shapes
-
-
-class ConfigError(UserError, ValueError):
-    """An invalid value or combination of values in the composed config (exit 2)."""
 
 
 def _positive(key: str, value: Any, allow_zero: bool = False) -> None:

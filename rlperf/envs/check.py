@@ -14,7 +14,7 @@ names the entry point (or id), the call and what was wrong:
   observations lie inside ``observation_space``.
 
 Only what breaks training is refused (:class:`EnvCheckError`, a
-:class:`~rlperf.config.validate.ConfigError`). An env that does not seed its
+:class:`~rlperf.errors.ConfigError`). An env that does not seed its
 ``np_random`` on ``reset(seed=...)`` (gymnasium's strict ``check_env``
 complains) still runs: its report carries a warning, which is logged.
 
@@ -35,9 +35,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlperf.config.validate import ConfigError
 from rlperf.envs.entry_point import EntryPointError, load_entry_point
 from rlperf.envs.factory import describe_env, env_kind, env_spaces, make_env
+from rlperf.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
