@@ -25,14 +25,12 @@ from fakes.pynvml import (
     NVMLError_LibraryNotFound,
 )
 
+from rlperf.telemetry.cpu import CpuWindow, cpu_util_between, process_tree_rss_mb
 from rlperf.telemetry.nvml import NvmlSession, nvml_unavailable_reason, open_nvml
 from rlperf.telemetry.sampler import (
     SYSTEM_COLUMNS,
-    CpuWindow,
     TelemetrySampler,
-    cpu_util_between,
     gpu_columns,
-    process_tree_rss_mb,
     telemetry_columns,
 )
 
@@ -482,7 +480,8 @@ def test_cpu_window_busy_loop_shows_utilisation() -> None:
 
 def test_telemetry_imports_no_heavy_frameworks() -> None:
     code = (
-        "import sys, rlperf.telemetry, rlperf.telemetry.sampler, rlperf.telemetry.fingerprint;"
+        "import sys, rlperf.telemetry, rlperf.telemetry.sampler, rlperf.telemetry.cpu,"
+        " rlperf.telemetry.fingerprint;"
         "print(sorted(m for m in ('ray', 'torch', 'tensorflow', 'pynvml') if m in sys.modules))"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

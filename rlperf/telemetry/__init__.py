@@ -6,6 +6,7 @@ session is opened, and Ray / torch / TensorFlow never are. See ``docs/telemetry.
 
 from __future__ import annotations
 
+from rlperf.telemetry.cpu import CpuWindow
 from rlperf.telemetry.fingerprint import (
     FINGERPRINT_LIBRARIES,
     collect_fingerprint,
@@ -25,7 +26,6 @@ from rlperf.telemetry.nvml import (
 from rlperf.telemetry.sampler import (
     GPU_METRICS,
     SYSTEM_COLUMNS,
-    CpuWindow,
     TelemetrySampler,
     gpu_columns,
     telemetry_columns,

@@ -150,7 +150,7 @@ class IterationTimer:
         """Iteration ``it`` (1-based): phases, counters, CPU and telemetry of its window."""
         from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN
 
-        from rlperf.telemetry.sampler import CpuWindow
+        from rlperf.telemetry.cpu import CpuWindow
 
         cpu = CpuWindow()
         cpu.start()
