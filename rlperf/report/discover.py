@@ -15,12 +15,12 @@ folders is walked recursively. No pandas here: discovery must stay cheap.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlperf.runs import CONFIG_FILE, METRICS_FILE, STEPS_FILE, SUMMARY_FILE
-from rlperf.sweep.cells import CELL_FILE
+from rlperf.runs.layout import CELL_FILE, CONFIG_FILE, METRICS_FILE, STEPS_FILE, SUMMARY_FILE
 
 RESULT_FILES = (SUMMARY_FILE, METRICS_FILE, STEPS_FILE)
 # A sweep cell also has the launcher's cell.json (status pending / skipped / ...).
@@ -133,8 +133,6 @@ def discover(
 
 
 def _natural_key(text: str) -> list[object]:
-    import re
-
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 

@@ -77,7 +77,7 @@ from rlperf.report.load import (
     read_csv,
     read_json,
 )
-from rlperf.runs import EXCLUDED_COLUMN
+from rlperf.runs.layout import EXCLUDED_COLUMN
 
 #: Machines of the 2021 study (reference/thesis/README.md). Their fingerprints are not
 #: in the run folders, so the importer supplies what the study's README says.

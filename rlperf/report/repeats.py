@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlperf.report.cells import Cell
-from rlperf.sweep.cells import NON_IDENTITY_KEYS
+from rlperf.runs.layout import NON_IDENTITY_KEYS
 
 #: Config keys that differ between repeats of one configuration.
 REPEAT_KEYS: tuple[str, ...] = ("seed",)
