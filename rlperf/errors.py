@@ -59,6 +59,15 @@ class ConfigError(UserError, ValueError):
     """An invalid value or combination of values in the composed config (exit 2)."""
 
 
+class CheckpointError(UserError, ValueError):
+    """A run folder or checkpoint that cannot be used; the message says why and where (exit 2)."""
+
+
+class PolicyLoadError(ValueError):
+    """A policy file that is missing, truncated, or of another format/model
+    (``rlperf.models.policy_file.load_policy``)."""
+
+
 class SweepIncomplete(ReportedError):
     """A sweep ran to its end but some cells failed (exit 1) or were invalid (exit 2).
 

@@ -2,7 +2,7 @@
 
 It validates the config before anything expensive starts, checks feasibility,
 writes ``fingerprint.json``, runs background telemetry, and always writes
-``summary.json`` with a :class:`~rlperf.runs.RunStatus`: ``completed``;
+``summary.json`` with a :class:`~rlperf.runs.layout.RunStatus`: ``completed``;
 ``invalid`` or ``skipped`` when the run is refused before it starts (a wrong
 config; a machine that cannot run it), with the reason and ``preflight: true``;
 ``skipped`` when the stage finds it cannot run here (:class:`SkipCell`);
@@ -42,7 +42,7 @@ from rlperf.resources.plan import (
 )
 from rlperf.resources.ray_session import applied_placement
 from rlperf.results.summary import write_json
-from rlperf.runs import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunStatus
+from rlperf.runs.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunStatus
 
 log = logging.getLogger("rlperf")
 

@@ -41,7 +41,7 @@ from rlperf.resources.plan import ResourcePlan, plan_resources
 from rlperf.results.columns import ALGO_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import write_json
-from rlperf.runs import FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
+from rlperf.runs.layout import FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.telemetry.sampler import TelemetrySampler, gpu_columns
 from rlperf.training.target import StopCheck
 

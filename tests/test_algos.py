@@ -128,7 +128,7 @@ def _policy_file_is_the_learners(ckpt: Path) -> None:
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     from rlperf.models.policy_file import load_policy
-    from rlperf.runs import read_probe
+    from rlperf.runs.probe import read_probe
 
     learner = RLModule.from_checkpoint(
         str(ckpt / "learner_group" / "learner" / "rl_module" / "default_policy")

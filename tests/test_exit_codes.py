@@ -130,10 +130,9 @@ def test_failures_exit_1_and_ctrl_c_130(
 
 
 def test_exit_status_by_exception_type(capfd: pytest.CaptureFixture[str]) -> None:
-    from rlperf.errors import ConfigError
+    from rlperf.errors import CheckpointError, ConfigError
     from rlperf.job import SkipCell
     from rlperf.resources.plan import InfeasibleError
-    from rlperf.runs import CheckpointError
 
     for user_error in (ConfigError, InfeasibleError, CheckpointError, SkipCell):
         assert issubclass(user_error, UserError) and exit_code_of(user_error("x")) == 2

@@ -26,7 +26,7 @@ import pytest
 
 from rlperf.resources.listeners import Listener, is_loopback, listeners
 from rlperf.resources.plan import plan_resources
-from rlperf.runs import EXCLUDED_COLUMN, Exclusion
+from rlperf.runs.layout import EXCLUDED_COLUMN, Exclusion
 from rlperf.training import faults
 from tests.conftest import TINY_TRAIN
 

@@ -39,7 +39,8 @@ from rlperf.config.validate import validate_config
 from rlperf.console import Console
 from rlperf.errors import SweepIncomplete
 from rlperf.resources.plan import Machine, plan_resources
-from rlperf.sweep.cells import NON_IDENTITY_KEYS, cell_hash, identity_config
+from rlperf.runs.layout import NON_IDENTITY_KEYS
+from rlperf.sweep.cells import cell_hash, identity_config
 from rlperf.sweep.index import CellRecord, SweepIndex, jsonable_return
 from rlperf.sweep.progress import SweepProgress, format_duration, format_table
 from rlperf.sweep.resources import (
@@ -626,6 +627,7 @@ def test_failed_and_invalid_cells_fail_the_sweep_after_the_others(
 @pytest.mark.usefixtures("hydra_restore_singletons")
 def test_infeasible_cells_are_skipped_or_fail_strictly(tmp_path: Path, fake_groups) -> None:
     from hydra_plugins.rlperf_tune_launcher._core import SweepError
+
     from rlperf.resources.plan import count_nvidia_gpus
 
     if count_nvidia_gpus()[0] > 0:

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from rlperf.errors import PolicyLoadError
 from rlperf.models.policy_file import (
-    PolicyLoadError,
     count_trainable_params,
     load_policy,
     save_policy,

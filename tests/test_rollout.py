@@ -13,9 +13,11 @@ import pytest
 import torch
 
 from rlperf.envs.atari import make_atari_env
+from rlperf.errors import CheckpointError
 from rlperf.models.policy_file import load_policy
 from rlperf.resources.plan import count_nvidia_gpus
-from rlperf.runs import POLICY_FILE, CheckpointError, load_trained_run
+from rlperf.runs.checkpoint import load_trained_run
+from rlperf.runs.layout import POLICY_FILE
 from tests.conftest import run_rlperf
 
 pytestmark = pytest.mark.slow
@@ -250,7 +252,7 @@ def test_truncated_rllib_module_names_the_path(tiny_run: Path, tmp_path: Path) -
 
 def test_probe_mismatch_is_detected(tiny_run: Path, tmp_path: Path) -> None:
     from rlperf.rollout.policy import DriverPolicy
-    from rlperf.runs import check_probe
+    from rlperf.runs.probe import check_probe
 
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)

@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 
 from rlperf.config.validate import validate_config
-from rlperf.errors import ConfigError
+from rlperf.errors import CheckpointError, ConfigError
 from rlperf.job import SkipCell
 from rlperf.models.policy_file import save_policy
 from rlperf.models.vision_net import VisionNet
@@ -23,14 +23,11 @@ from rlperf.resources.plan import Machine, plan_resources
 from rlperf.results.latency import LatencyRecorder
 from rlperf.rollout.job import check_hardware, play
 from rlperf.rollout.timing import measure_timer
-from rlperf.runs import (
-    POLICY_FILE,
-    CheckpointError,
-    JobQuery,
-    load_trained_run,
-    merge_run_config,
-    resolve_paths,
-)
+from rlperf.runs.checkpoint import load_trained_run
+from rlperf.runs.jobs import JobQuery
+from rlperf.runs.layout import POLICY_FILE
+from rlperf.runs.locate import resolve_paths
+from rlperf.runs.merge import merge_run_config
 from tests.conftest import CONF, group_options
 
 TINY_FILTERS = [[4, [8, 8], 4], [8, [4, 4], 2], [16, [6, 6], 1]]

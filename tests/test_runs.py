@@ -1,4 +1,4 @@
-"""The run-folder contract (rlperf.runs): layout, finding a run, checks, merge, probe."""
+"""The run-folder contract (rlperf.runs.*): layout, finding a run, checks, merge, probe."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from rlperf.errors import ConfigError
-from rlperf.runs import (
+from rlperf.errors import CheckpointError, ConfigError
+from rlperf.runs.checkpoint import load_trained_run
+from rlperf.runs.jobs import JobQuery
+from rlperf.runs.layout import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
     EFFECTIVE_CONFIG_FILE,
@@ -28,21 +30,11 @@ from rlperf.runs import (
     STEPS_FILE,
     SUMMARY_FILE,
     TELEMETRY_FILE,
-    CheckpointError,
-    JobQuery,
-    Probe,
-    check_probe,
-    explicit_model,
-    find_run_dir,
-    load_trained_run,
-    merge_run_config,
-    override_keys,
-    read_probe,
-    resolve_paths,
-    upstream_run,
-    write_effective_config,
-    write_probe,
 )
+from rlperf.runs.locate import find_run_dir, resolve_paths
+from rlperf.runs.merge import merge_run_config, upstream_run, write_effective_config
+from rlperf.runs.overrides import explicit_model, override_keys
+from rlperf.runs.probe import Probe, check_probe, read_probe, write_probe
 from tests.test_rollout_loader import TINY_FILTERS, make_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -229,11 +221,11 @@ def test_upstream_run_reads_the_command_line(compose_cfg, tmp_path: Path, monkey
     sweep = _sweep(tmp_path)
     given = [f"run={sweep}", "model=tiny", "env.max_episode_steps=100"]
     cfg = compose_cfg("stage=edge", *given)
-    monkeypatch.setattr("rlperf.runs.command_line_overrides", lambda: ["stage=edge", *given])
+    monkeypatch.setattr("rlperf.runs.merge.command_line_overrides", lambda: ["stage=edge", *given])
     trained, ecfg = upstream_run(cfg, rllib=False)
     assert trained.run_dir == sweep / "0" and trained.config.model.name == "tiny"
     assert (ecfg.env.max_episode_steps, ecfg.env.dim, ecfg.model.dim) == (100, 42, 42)
-    monkeypatch.setattr("rlperf.runs.command_line_overrides", lambda: [f"run={sweep}"])
+    monkeypatch.setattr("rlperf.runs.merge.command_line_overrides", lambda: [f"run={sweep}"])
     with pytest.raises(CheckpointError, match="sweep folder with 2 trained jobs"):
         upstream_run(cfg, rllib=False)  # the composed model1 is no choice
 
@@ -290,19 +282,44 @@ def test_no_stage_imports_another_stage() -> None:
             ]
     assert not found, found
     # The shared layers import no stage at all.
-    for shared in ("runs.py", "algos/__init__.py", "algos/ppo.py", "envs/from_config.py"):
+    runs = [f"runs/{p.name}" for p in sorted((REPO / "rlperf" / "runs").glob("*.py"))]
+    for shared in (*runs, "algos/__init__.py", "algos/ppo.py", "envs/from_config.py"):
         stages = {m for m in _imported_modules(REPO / "rlperf" / shared) if m.count(".") >= 1}
         assert not {m for m in stages if m.split(".")[1] in STAGE_PACKAGES}, shared
 
 
-def test_layout_module_imports_no_heavy_library() -> None:
-    code = (
-        "import sys, json, rlperf.runs, rlperf.algos\n"
-        "print(json.dumps([m for m in ('ray', 'torch', 'tensorflow', 'numpy') "
-        "if m in sys.modules]))"
-    )
+def _modules_after_import(module: str) -> list[str]:
+    code = f"import sys, json, {module}\nprint(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == []
+    return json.loads(out.stdout)
+
+
+def test_run_folder_modules_import_no_heavy_library() -> None:
+    """Ray, torch and TensorFlow (numpy too, below the validation layer) are imported by
+    the functions that need them: a stage reads run folders before it starts any."""
+    names = sorted(p.stem for p in (REPO / "rlperf" / "runs").glob("*.py") if p.stem != "__init__")
+    loaded = _modules_after_import(
+        ", ".join([*(f"rlperf.runs.{n}" for n in names), "rlperf.algos"])
+    )
+    assert [m for m in ("ray", "torch", "tensorflow") if m in loaded] == []
+    below_validation = [f"rlperf.runs.{n}" for n in names if n != "merge"]
+    assert "numpy" not in _modules_after_import(", ".join(below_validation))
+
+
+def test_layout_imports_only_the_standard_library() -> None:
+    """File names and statuses are read by every layer: reading one pulls none of them."""
+    imported = _imported_modules(REPO / "rlperf" / "runs" / "layout.py")
+    assert {m.split(".")[0] for m in imported} <= set(sys.stdlib_module_names) | {"__future__"}
+    loaded = _modules_after_import("rlperf.runs.layout")
+    ours = {m for m in loaded if m.startswith("rlperf")}
+    assert ours == {"rlperf", "rlperf.runs", "rlperf.runs.layout"}
+    assert "omegaconf" not in loaded
+
+
+def test_the_policy_file_takes_only_names_from_the_run_folder_contract() -> None:
+    """rlperf.models sits below rlperf.runs: the policy file reads rlperf.runs.layout only."""
+    imported = _imported_modules(REPO / "rlperf" / "models" / "policy_file.py")
+    assert {m for m in imported if m.startswith("rlperf.runs")} == {"rlperf.runs.layout"}
 
 
 # --------------------------------------------------------------------------- a real run

@@ -122,7 +122,7 @@ class RunSelect(StrEnum):
     """``run_select``: which matching job of a sweep folder (``run=``) a downstream job takes.
 
     ``all`` takes every one: a downstream sweep has a cell per job, a single run
-    needs exactly one (rlperf.runs.select_job says how the others pick).
+    needs exactly one (rlperf.runs.jobs.select_job says how the others pick).
     """
 
     all = "all"
@@ -136,7 +136,7 @@ class RunMatchConfig:
     """``run_match``: the jobs of a sweep folder (``run=``) a downstream job may take.
 
     null = any value. The keys are what identifies a training job besides its
-    model (``rlperf.runs.IDENTITY_KEYS``); an explicit ``model=`` of the
+    model (``rlperf.runs.jobs.IDENTITY_KEYS``); an explicit ``model=`` of the
     downstream job matches the model.
     """
 

@@ -37,7 +37,7 @@ from rlperf.edge import EdgeInputError, SkipCell
 from rlperf.envs.factory import describe_env
 from rlperf.envs.from_config import play_env
 from rlperf.models.spaces import describe_space
-from rlperf.runs import TrainedRun
+from rlperf.runs.checkpoint import TrainedRun
 from rlperf.tflite.artifacts import Variant, build_variant, fidelity_set
 
 log = logging.getLogger("rlperf.edge")
@@ -126,7 +126,8 @@ def load_trained_policy(cell: EdgeCell) -> DictConfig:
     of the command line on top.
     """
     from rlperf.models.policy_file import count_trainable_params, load_policy
-    from rlperf.runs import check_probe, upstream_run, write_effective_config
+    from rlperf.runs.merge import upstream_run, write_effective_config
+    from rlperf.runs.probe import check_probe
     from rlperf.tflite.cache import ArtifactCache
     from rlperf.tflite.export import torch_outputs
 
@@ -533,7 +534,7 @@ def run_edge(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
         SkipCell: ``backend=edgetpu`` without runtime, device or compiler.
         EdgeError: bad inputs, an export that fails verification, an Edge-TPU
             file given to a CPU backend.
-        rlperf.runs.CheckpointError: a run or checkpoint that cannot be used.
+        rlperf.errors.CheckpointError: a run or checkpoint that cannot be used.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     cell = resolve_cell(cfg, out_dir)

@@ -6,7 +6,7 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-#: Observations saved in a checkpoint's ``probe.npz`` (see :mod:`rlperf.runs`).
+#: Observations saved in a checkpoint's ``probe.npz`` (see :mod:`rlperf.runs.probe`).
 PROBE_SIZE = 32
 
 

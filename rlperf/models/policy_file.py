@@ -11,6 +11,11 @@ Payload (``torch.save``, loaded with ``weights_only=True``)::
 Format 2 added ``model_config["kind"]``; a format-1 file has no kind and holds a
 :class:`~rlperf.models.vision_net.VisionNet`. An rlperf that reads only format 1
 refuses a format-2 file with a clear message instead of failing on an MLP.
+
+Two readers: :func:`load_policy` rebuilds the network (a user's script, the
+export), :func:`read_policy_payload` checks a checkpoint's file before a
+downstream stage uses it (:func:`rlperf.runs.checkpoint.load_trained_run`: format,
+and an rlperf of the same major.minor).
 """
 
 from __future__ import annotations
@@ -21,16 +26,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlperf.runs import POLICY_FILE
+from rlperf import __version__
+from rlperf.errors import CheckpointError, PolicyLoadError
+from rlperf.runs.layout import POLICY_FILE, compatible_version, major_minor
 
 #: Written by :func:`save_policy`.
 POLICY_FORMAT_VERSION = 2
-#: Read by :func:`load_policy` and :func:`rlperf.runs.read_policy_payload`.
+#: Read by :func:`load_policy` and :func:`read_policy_payload`.
 READABLE_FORMAT_VERSIONS = (1, 2)
-
-
-class PolicyLoadError(ValueError):
-    """A policy file that is missing, truncated, or of another format/model."""
 
 
 def count_trainable_params(module: nn.Module) -> int:
@@ -59,8 +62,6 @@ def build_net(model_config: dict[str, Any]) -> nn.Module:
 
 def save_policy(net: Any, path: Path, extra: dict[str, Any] | None = None) -> Path:
     """Write weights + model config to ``path`` (a file), loadable by :func:`load_policy`."""
-    from rlperf import __version__
-
     payload = {
         "format_version": POLICY_FORMAT_VERSION,
         "rlperf_version": __version__,
@@ -101,3 +102,33 @@ def load_policy(path: Path | str) -> Any:
         ) from exc
     net.eval()
     return net
+
+
+def read_policy_payload(ckpt: Path) -> dict[str, Any]:
+    """``rlperf_policy.pt`` of checkpoint folder ``ckpt``: readable, of a readable format
+    version, from an rlperf of this major.minor (no network built).
+
+    Raises:
+        CheckpointError: naming the file and what was expected.
+    """
+    path = ckpt / POLICY_FILE
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise CheckpointError(
+            f"{path} is truncated or not a torch file ({type(exc).__name__}: {exc}); expected "
+            f"the rlperf policy file written with the checkpoint"
+        ) from exc
+    if not isinstance(payload, dict) or "model_config" not in payload:
+        raise CheckpointError(f"{path}: not an rlperf policy file (no model_config)")
+    fmt = payload.get("format_version")
+    saved = str(payload.get("rlperf_version", "unknown"))
+    if fmt not in READABLE_FORMAT_VERSIONS or not compatible_version(saved, __version__):
+        raise CheckpointError(
+            f"{path} was written by rlperf {saved} (policy format {fmt!r}); this is rlperf "
+            f"{__version__}, which reads checkpoints of rlperf "
+            f"{'.'.join(major_minor(__version__))}.x with policy format "
+            f"{' or '.join(map(str, READABLE_FORMAT_VERSIONS))} (it writes "
+            f"{POLICY_FORMAT_VERSION}); retrain with this rlperf or use the rlperf that trained it"
+        )
+    return payload

@@ -31,7 +31,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from rlperf.runs import CheckpointError, TrainedRun
+from rlperf.errors import CheckpointError
+from rlperf.runs.checkpoint import TrainedRun
 
 PROGRESS_EVERY_S = 30.0
 
@@ -257,7 +258,7 @@ class Rollout:
 
 def resolve_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> Rollout:
     """Find and check the run, write ``effective_config.yaml``, check the hardware."""
-    from rlperf.runs import upstream_run, write_effective_config
+    from rlperf.runs.merge import upstream_run, write_effective_config
 
     trained, ecfg = upstream_run(cfg)
     write_effective_config(out_dir, ecfg)
@@ -302,7 +303,7 @@ def restore_policy(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
     from rlperf.models.policy_file import count_trainable_params
     from rlperf.resources.placement import learner_placement
     from rlperf.rollout.policy import DriverPolicy
-    from rlperf.runs import check_probe
+    from rlperf.runs.probe import check_probe
 
     ckpt, explore = rollout.trained.checkpoint_dir, bool(rollout.cfg.rollout.explore)
     if rollout.start_algorithm:

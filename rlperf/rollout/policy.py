@@ -114,19 +114,15 @@ class DriverPolicy:
         """Restore the connector pipelines (and the module, unless given) from a checkpoint.
 
         Raises:
-            rlperf.runs.CheckpointError: a part does not load (truncated
+            rlperf.errors.CheckpointError: a part does not load (truncated
                 pickle, another class), naming it.
         """
         from ray.rllib.connectors.env_to_module import EnvToModulePipeline
         from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
         from ray.rllib.core.rl_module.rl_module import RLModule
 
-        from rlperf.runs import (
-            ENV_TO_MODULE_DIR,
-            MODULE_TO_ENV_DIR,
-            RL_MODULE_DIR,
-            CheckpointError,
-        )
+        from rlperf.errors import CheckpointError
+        from rlperf.runs.layout import ENV_TO_MODULE_DIR, MODULE_TO_ENV_DIR, RL_MODULE_DIR
 
         def restore(kind: Any, rel: Path, what: str) -> Any:
             path = checkpoint_dir / rel

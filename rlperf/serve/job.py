@@ -121,7 +121,7 @@ async def run_levels(
 ) -> dict[str, Any]:
     """Every planned level; ``requests.csv`` and ``levels.csv`` written level by level."""
     from rlperf.results.csvlog import CsvLog
-    from rlperf.runs import LEVELS_FILE, REQUESTS_FILE
+    from rlperf.runs.layout import LEVELS_FILE, REQUESTS_FILE
     from rlperf.serve.loadgen import noop_dispatch_rate
     from rlperf.serve.measure import REQUEST_COLUMNS, plan_levels, run_level
 
@@ -196,7 +196,7 @@ def make_targets(
 
 def level_summary(cfg: DictConfig, result: LevelResult) -> dict[str, Any]:
     """The ``levels.csv`` row of one level (statistics over its measured requests)."""
-    from rlperf.runs import EXCLUDED_COLUMN, Exclusion
+    from rlperf.runs.layout import EXCLUDED_COLUMN, Exclusion
     from rlperf.serve.levels import level_row
     from rlperf.serve.measure import measured
 

@@ -42,7 +42,8 @@ class ServedPolicy:
 
 def resolve_policy(cfg: DictConfig, out_dir: Path) -> ServedPolicy:
     """The upstream run's policy (checked against its probe) or ``model_path``, and the env."""
-    from rlperf.runs import check_probe, upstream_run, write_effective_config
+    from rlperf.runs.merge import upstream_run, write_effective_config
+    from rlperf.runs.probe import check_probe
 
     policy = ServedPolicy(str(cfg.backend.name))
     ecfg = cfg

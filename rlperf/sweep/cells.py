@@ -14,24 +14,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-#: Top-level keys left out of the hash. ``hydra`` is Hydra's own node (paths,
-#: job numbers, times); ``ray`` says how Ray is reached (address, dashboard,
-#: driver logs, overcommit permission), not what a cell measures, so the same
-#: cell run locally or on a cluster is the same cell; ``verbosity`` is what the
-#: terminal shows. Every other value is part of a cell's identity (a test
-#: perturbs each leaf of a composed config and checks that the hash changes).
-NON_IDENTITY_KEYS: tuple[str, ...] = ("hydra", "ray", "verbosity")
+from rlperf.runs.layout import NON_IDENTITY_KEYS
 
-#: File a cell's folder holds besides the job's own results.
-CELL_FILE = "cell.json"
-
-# A cell's statuses are the runs' own (:class:`rlperf.runs.RunStatus`, with
+# A cell's statuses are the runs' own (:class:`rlperf.runs.layout.RunStatus`, with
 # ``pending`` before its trial starts); FINAL_STATUSES there says which are kept
-# on resume.
+# on resume. The keys left out of the hash, and the cell's file, are named in
+# rlperf.runs.layout too (NON_IDENTITY_KEYS, CELL_FILE): the report reads them.
 
 
 def identity_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """The resolved job config minus :data:`NON_IDENTITY_KEYS` (a plain dict).
+    """The resolved job config minus ``NON_IDENTITY_KEYS`` (rlperf.runs.layout), a plain dict.
 
     Interpolations are resolved where they can be; a config whose interpolations
     cannot be resolved outside its job (e.g. ``${hydra:runtime.output_dir}``

@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from rlperf.results.summary import write_json
-from rlperf.runs import FINAL_STATUSES, SUMMARY_FILE
-from rlperf.sweep.cells import CELL_FILE
+from rlperf.runs.layout import CELL_FILE, FINAL_STATUSES, INDEX_FILE, SUMMARY_FILE
 
-INDEX_FILE = "sweep.json"
 INDEX_VERSION = 1
 
 

@@ -17,10 +17,9 @@ from omegaconf import OmegaConf
 
 from rlperf.results.columns import TRAIN_COLUMNS
 from rlperf.results.summary import write_json
-from rlperf.runs import CONFIG_FILE, METRICS_FILE, RunStatus
+from rlperf.runs.layout import CONFIG_FILE, METRICS_FILE, SEARCH_FILE, RunStatus
 from rlperf.sweep.index import read_summary
 
-SEARCH_FILE = "search.json"
 #: The best trial's preset: ``<search folder>/experiment/search_best.yaml``, run with
 #: ``rlperf experiment=<that path>`` (rlperf.config.search_path.preset_file_overrides).
 BEST_PRESET = Path("experiment") / "search_best.yaml"

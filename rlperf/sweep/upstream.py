@@ -3,14 +3,14 @@
 A rollout or edge sweep whose ``run`` is a sweep folder (``multirun/<date>/<time>``)
 runs one cell per training job it takes: each override list of the sweep is
 replaced by one list per job, with ``run=<sweep folder>/<job>``. Which jobs a
-cell takes is the run-folder contract's (:func:`rlperf.runs.pick_jobs`): those
+cell takes is the run-folder contract's (:func:`rlperf.runs.jobs.pick_jobs`): those
 its explicit ``model=`` and ``run_match.<key>=`` match, all of them
 (``run_select=all``, the default) or the one ``run_select`` picks. The job
 folder is part of each cell's config, so the cell's hash (its identity for
 resume) includes the upstream job, and every cell record names it.
 
 A cell that matches no job is left as it is: its job then fails with the
-message of :func:`rlperf.runs.find_run_dir`, which lists what the folder holds.
+message of :func:`rlperf.runs.locate.find_run_dir`, which lists what the folder holds.
 
 The expansion happens in rlperf's sweeper (``hydra_plugins/rlperf_sweeper``),
 before the launcher sees the cells: the launcher stays an executor (N override
@@ -25,15 +25,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlperf.runs import (
-    CONFIG_FILE,
-    CheckpointError,
-    UpstreamJob,
-    is_job_folder,
-    job_query,
-    override_keys,
-    pick_jobs,
-)
+from rlperf.errors import CheckpointError
+from rlperf.runs.jobs import UpstreamJob, is_job_folder, job_query, pick_jobs
+from rlperf.runs.layout import CONFIG_FILE
+from rlperf.runs.overrides import override_keys
 
 #: Loads the job config of one override list (Hydra's ``load_sweep_config``).
 ConfigLoader = Callable[[list[str]], DictConfig]

@@ -22,7 +22,7 @@ from typing import Any
 from rlperf.errors import ReportedError
 from rlperf.resources.plan import ResourcePlan
 from rlperf.results.columns import FAULT_COLUMNS
-from rlperf.runs import EXCLUDED_COLUMN, Exclusion
+from rlperf.runs.layout import EXCLUDED_COLUMN, Exclusion
 
 log = logging.getLogger(__name__)
 

@@ -25,14 +25,8 @@ from rlperf.algos import build_algo_config
 from rlperf.results.columns import FAULT_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import excluded_counts, summarize_rows
-from rlperf.runs import (
-    CHECKPOINT_DIR,
-    EXCLUDED_COLUMN,
-    METRICS_FILE,
-    POLICY_FILE,
-    Exclusion,
-    write_probe,
-)
+from rlperf.runs.layout import CHECKPOINT_DIR, EXCLUDED_COLUMN, METRICS_FILE, POLICY_FILE, Exclusion
+from rlperf.runs.probe import write_probe
 from rlperf.training import faults
 from rlperf.training.target import StopCheck, evaluates, evaluation_row, with_evaluation
 

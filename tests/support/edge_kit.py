@@ -102,7 +102,7 @@ def make_run_folder(
     from rlperf.envs.atari import DEFAULT_ENV_CONFIG, env_spaces
     from rlperf.models.policy_file import save_policy
     from rlperf.models.vision_net import VisionNet
-    from rlperf.runs import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
+    from rlperf.runs.layout import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
     from rlperf.tflite.calibration import collect_observations
 
     env_cfg = {k: v for k, v in DEFAULT_ENV_CONFIG.items() if k != "seed"}
@@ -252,7 +252,7 @@ def make_cartpole_run(
 
     from rlperf.models.mlp_net import MlpNet
     from rlperf.models.policy_file import save_policy
-    from rlperf.runs import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
+    from rlperf.runs.layout import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
 
     rng = np.random.default_rng(seed)
     env = gym.make("CartPole-v1")

@@ -39,7 +39,8 @@ from rlperf.results.columns import (
 )
 from rlperf.results.latency import EPISODE_COLUMNS, STEP_COLUMNS, summarize_latency
 from rlperf.results.summary import excluded_counts, summarize_rows
-from rlperf.runs import (
+from rlperf.runs.layout import (
+    CELL_FILE,
     CHECKPOINT_DIR,
     CONFIG_FILE,
     EPISODES_FILE,
@@ -49,7 +50,6 @@ from rlperf.runs import (
     SUMMARY_FILE,
     TELEMETRY_FILE,
 )
-from rlperf.sweep.cells import CELL_FILE
 from rlperf.sweep.index import CellRecord
 from rlperf.telemetry.sampler import gpu_columns, telemetry_columns
 
@@ -406,7 +406,7 @@ def _yaml(data: Any) -> str:
 
 
 def write_cell(path: Path, spec: CellSpec) -> Path:
-    """Write one job folder (file names: :mod:`rlperf.runs`)."""
+    """Write one job folder (file names: :mod:`rlperf.runs.layout`)."""
     hydra = (path / CONFIG_FILE).parent
     hydra.mkdir(parents=True, exist_ok=True)
     (path / CONFIG_FILE).write_text(_yaml(spec.config))
