@@ -41,8 +41,9 @@ def main() -> None:
             "bench_report.py writes its cells with the tests' kit: run it with "
             "PYTHONPATH=tests (docs/development.md, Benchmarks)"
         ) from exc
-    from rlperf.report.build import build_report, load_cells
+    from rlperf.report.build import build_report
     from rlperf.report.discover import discover
+    from rlperf.report.read import load_cells
 
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)

@@ -8,9 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rlperf.report.build import build_report, dedupe, load_cells
+from rlperf.config.models import study_models
+from rlperf.report.build import build_report
+from rlperf.report.cells import STUDY_MODELS, match_model
 from rlperf.report.discover import CellRef, discover
 from rlperf.report.legacy import cpu_affinity_from, dewindow, load_rollout_csv, load_tune_run
+from rlperf.report.read import dedupe, load_cells
 
 THESIS = Path(__file__).parent / "data" / "thesis"
 RUNS = THESIS / "ray_results"
@@ -59,6 +62,13 @@ def test_axes_of_named_runs(run, model, layout, workers, affinity, mode, driver_
     assert cell.leaves["gpu_layout.driver_gpus"] == pytest.approx(driver_gpus)
     assert cell.leaves["algo.train_batch_size"] == 4000
     assert any("10-iteration window" in n for n in cell.notes)
+
+
+def test_study_models_agree_with_the_shipped_model_presets():
+    """The report names legacy models from its own table of the study's conv stacks (it
+    reads no config); the shipped conf/model presets must still say the same."""
+    assert study_models() == STUDY_MODELS
+    assert match_model(84, None) == "model1"  # RLlib 1.x's default stack for 84 px
 
 
 def test_no_cpus_run_differs_only_in_a_leaf():

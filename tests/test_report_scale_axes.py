@@ -10,8 +10,8 @@ import pandas as pd
 from support import synthetic
 
 from rlperf.report.axes import plan_axes
-from rlperf.report.build import load_cells
 from rlperf.report.discover import discover
+from rlperf.report.read import load_cells
 
 
 def _metrics(iter_s: float) -> pd.DataFrame:

@@ -277,8 +277,9 @@ def test_all_empty_excluded_column_keeps_every_row(tmp_path):
     """A run without warm-up writes an `excluded` column pandas reads as all-NaN floats."""
     import warnings
 
+    from rlperf.report.cells import included
     from rlperf.report.discover import CellRef
-    from rlperf.report.load import included, load_rlperf_cell
+    from rlperf.report.load import load_rlperf_cell
 
     cfg = synthetic.resolved_config()
     metrics = pd.DataFrame({"iteration": [1, 2], "iter_s": [1.0, 1.1], "excluded": ["", ""]})

@@ -11,15 +11,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlperf.report.build import ReportResult, build_report
+    from rlperf.report.build import build_report
     from rlperf.report.discover import NoRunsFoundError
     from rlperf.report.fingerprints import MixedFingerprintsError
+    from rlperf.report.result import ReportResult
 
 __all__ = ["MixedFingerprintsError", "NoRunsFoundError", "ReportResult", "build_report"]
 
 _LAZY = {
     "build_report": "rlperf.report.build",
-    "ReportResult": "rlperf.report.build",
+    "ReportResult": "rlperf.report.result",
     "NoRunsFoundError": "rlperf.report.discover",
     "MixedFingerprintsError": "rlperf.report.fingerprints",
 }

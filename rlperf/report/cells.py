@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlperf.config.models import study_models
 from rlperf.results.columns import PHASES as TIMED_PHASES
 from rlperf.results.columns import TRAIN_COLUMNS
 from rlperf.runs.layout import EXCLUDED_COLUMN
@@ -43,8 +42,18 @@ TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in ("iteration", "time_s
 #: Stage → comparison family. New stages slot in here; unknown stages get their own family.
 STAGE_FAMILY = {"train": "training", "rollout": "inference", "edge": "inference"}
 
-#: The study's models (docs/study.md): name → (input dim, conv_filters), from conf/model.
-STUDY_MODELS: dict[str, tuple[int, list[list[Any]]]] = study_models()
+#: The 2021 study's models (docs/study.md): name → (input dim, conv_filters), to name the
+#: model of a legacy run from the conv stack its params.json holds. Written here, not read
+#: from conf/model: the report reads result files only, and the study's folders keep these
+#: stacks whatever conf/model says later (tests/test_report_legacy.py checks they agree today).
+STUDY_MODELS: dict[str, tuple[int, list[list[Any]]]] = {
+    "model1": (84, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    "model2": (168, [[16, [16, 16], 8], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    "model3": (252, [[16, [8, 8], 4], [16, [8, 8], 4], [32, [4, 4], 2], [256, [8, 8], 1]]),
+    "model4": (168, [[16, [8, 8], 4], [32, [4, 4], 2], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    "model5": (252, [[16, [8, 8], 4], [32, [4, 4], 2], [32, [4, 4], 2], [256, [16, 16], 1]]),
+    "model6": (168, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [21, 21], 1]]),
+}
 
 #: RLlib 1.x VisionNetwork defaults used when ``conv_filters`` is null (rllib/models/utils.py).
 RLLIB1_DEFAULT_FILTERS: dict[int, list[list[Any]]] = {

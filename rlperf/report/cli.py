@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from rlperf.errors import ExitCode
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -82,8 +84,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     a bad argument); 1 a ``--gate`` that failed, or an unexpected error (with its
     traceback); 130 Ctrl-C.
     """
-    from rlperf.errors import ExitCode
-
     args = _parser().parse_args(argv)
     try:
         return _run(args)
@@ -93,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rlperf.errors import ExitCode
+    # The report's modules import pandas, numpy and scipy: deferred so that `--help` loads
+    # none of them (tests/test_report_cli.py).
     from rlperf.report.axes import BaselineError
     from rlperf.report.build import build_report
     from rlperf.report.discover import NoRunsFoundError

@@ -15,6 +15,7 @@ folders is walked recursively. No pandas here: discovery must stay cheap.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,8 +133,6 @@ def discover(
 
 
 def _natural_key(text: str) -> list[object]:
-    import re
-
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 

@@ -12,6 +12,7 @@ change here.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -124,8 +125,6 @@ def describe(raw: dict[str, Any]) -> str:
 
 def _as_list(value: str) -> list[str]:
     if value.startswith("["):
-        import json
-
         try:
             return [str(v) for v in json.loads(value)]
         except ValueError:

@@ -6,16 +6,19 @@ reports the cell as skipped and carries on with the others.
 
 from __future__ import annotations
 
+import io
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from rlperf.report import fingerprints
-from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten, included
+from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten
 from rlperf.report.discover import CellRef
 from rlperf.report.energy import add_energy_columns
 from rlperf.results.columns import LATENCY_COLUMNS
@@ -26,14 +29,14 @@ from rlperf.runs.layout import (
     EPISODES_FILE,
     EXCLUDED_COLUMN,
     FINGERPRINT_FILE,
+    LEVELS_FILE,
     METRICS_FILE,
     STEPS_FILE,
     SUMMARY_FILE,
     TELEMETRY_FILE,
     Exclusion,
+    current_group,
 )
-
-__all__ = ["CellError", "included", "load_rlperf_cell"]
 
 #: Canonical axis → where it sits in the resolved config of an rlperf job.
 AXIS_KEYS = {
@@ -54,8 +57,6 @@ class CellError(RuntimeError):
 
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file with the C loader where available."""
-    import yaml
-
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         with path.open("r", encoding="utf-8") as fh:
@@ -101,8 +102,6 @@ def read_csv(path: Path, notes: list[str], usecols: Any = None) -> pd.DataFrame:
     if torn:
         raw = raw[: raw.rfind(b"\n") + 1]
         notes.append(f"{path.name}: last line incomplete (job interrupted while writing), dropped")
-    import io
-
     try:
         df = pd.read_csv(io.BytesIO(raw), usecols=usecols)
     except (ValueError, pd.errors.ParserError) as exc:
@@ -176,8 +175,6 @@ def _timestamp(value: Any) -> float | None:
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, str):
-        from datetime import datetime
-
         try:
             return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
         except ValueError:
@@ -193,7 +190,7 @@ def _parse_overrides(overrides: Any) -> dict[str, str]:
         if not isinstance(item, str) or "=" not in item:
             continue
         key, value = item.split("=", 1)
-        out[key.lstrip("+~")] = value
+        out[current_group(key.lstrip("+~"))] = value
     return out
 
 
@@ -318,10 +315,8 @@ def _read_results(cell: Cell) -> None:
         cell.episodes = read_csv(episodes, cell.notes)
     if (path / TELEMETRY_FILE).is_file():
         cell.telemetry = _read_telemetry(path / TELEMETRY_FILE, cell.notes)
-    if stage == "serve":
-        from rlperf.report.serve import read_levels
-
-        read_levels(cell)
+    if stage == "serve" and (path / LEVELS_FILE).is_file():
+        cell.levels = read_csv(path / LEVELS_FILE, cell.notes)
     # A skipped / failed / pending cell may lack its data.
     if cell.status == "completed" and stage == "train" and cell.iterations is None:
         raise CellError("training cell without metrics.csv")

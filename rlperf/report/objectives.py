@@ -25,8 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from rlperf.report import stats
-from rlperf.report.cells import Cell
-from rlperf.report.load import included
+from rlperf.report.cells import Cell, included
 from rlperf.report.repeats import Configuration
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from rlperf.report import render
+from rlperf.report.plot import save, style
 from rlperf.runs.layout import SEARCH_FILE
 
 FIGURE_PREFIX = "search"
@@ -72,14 +73,12 @@ def draw_search_figures(searches: Sequence[SearchResult], out: Path) -> None:
 
 
 def _draw(search: SearchResult, out: Path, name: str) -> Path:
-    from matplotlib.figure import Figure
-
-    from rlperf.report.figures import _save, _style
+    from matplotlib.figure import Figure  # only where a figure is drawn (rlperf.report.plot)
 
     t = search.trials.sort_values("number")
     metric, mode = str(search.data["metric"]), str(search.data["mode"])
     params = list(search.data.get("space", {}))
-    with _style():
+    with style():
         fig = Figure(figsize=(4.2 * (1 + len(params)), 3.4), layout="constrained")
         axes = fig.subplots(1, 1 + len(params), squeeze=False)[0]
         ax = axes[0]
@@ -97,7 +96,7 @@ def _draw(search: SearchResult, out: Path, name: str) -> Path:
             if str(search.data["space"][key]).startswith("log"):
                 ax.set_xscale("log")
             ax.set(xlabel=key, ylabel=metric, title=f"{key} vs {metric}")
-        return _save(fig, out, name)
+        return save(fig, out, name)
 
 
 def _f(value: Any) -> str:

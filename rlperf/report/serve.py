@@ -3,7 +3,7 @@ configuration, and the highest rate under the latency bound (docs/serve.md#repor
 
 A serve job folder holds ``levels.csv`` (one row per load level) and
 ``summary.json`` (``max_rate_under_slo``, ``baseline``, ``generator``); the
-report reads both (:func:`read_levels`), writes ``serve_levels`` and
+report reads both (:mod:`rlperf.report.load`), writes ``serve_levels`` and
 ``serve_max_rate`` tables (:func:`write_serve_tables`), draws
 ``serve_latency_vs_load`` (:func:`draw_serve_figures`) and adds a "Serving"
 section (:func:`serve_section`). Kept apart from the training and inference
@@ -16,17 +16,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rlperf.report import render
+from rlperf.report.axes import AxisPlan
 from rlperf.report.cells import Cell
-from rlperf.runs.layout import LEVELS_FILE, is_excluded
-
-if TYPE_CHECKING:
-    from rlperf.report.axes import AxisPlan
+from rlperf.report.plot import DPI, save
+from rlperf.report.tables import write_table
+from rlperf.runs.layout import is_excluded
 
 #: The comparison family of serve cells (rlperf.report.cells.family_of("serve")).
 FAMILY = "serve"
@@ -62,15 +62,6 @@ class ServeTables:
     levels: pd.DataFrame
     max_rate: pd.DataFrame
     files: list[Path] = field(default_factory=list)
-
-
-def read_levels(cell: Cell) -> None:
-    """``levels.csv`` of a serve cell into ``cell.levels`` (absent: left None)."""
-    from rlperf.report.load import read_csv
-
-    path = cell.path / LEVELS_FILE
-    if path.is_file():
-        cell.levels = read_csv(path, cell.notes)
 
 
 def serve_cells(cells: Sequence[Cell]) -> list[Cell]:
@@ -128,8 +119,6 @@ def write_serve_tables(
     cells: Sequence[Cell], plans: dict[str, AxisPlan], out_dir: Path
 ) -> ServeTables:
     """``serve_levels`` and ``serve_max_rate`` as CSV + Parquet (nothing without serve cells)."""
-    from rlperf.report.tables import write_table
-
     levels, max_rate = levels_table(cells, plans), max_rate_table(cells, plans)
     files: list[Path] = []
     if not levels.empty:
@@ -150,9 +139,7 @@ def draw_serve_figures(data: ServeTables, out: Path) -> tuple[dict[str, Path], d
 
 def latency_vs_load(levels: pd.DataFrame, out: Path) -> Path:
     """One panel per configuration: p50 and p99 (with intervals) against the offered rate."""
-    from matplotlib.figure import Figure
-
-    from rlperf.report.figures import DPI, _save
+    from matplotlib.figure import Figure  # only where a figure is drawn (rlperf.report.plot)
 
     load = levels[(levels["loop"] == "open") & (levels["phase"] == "load")]
     configs = sorted(load["config"].astype(str).unique())
@@ -165,7 +152,7 @@ def latency_vs_load(levels: pd.DataFrame, out: Path) -> Path:
     for ax in axes[len(configs) :]:
         ax.set_visible(False)
     out.mkdir(parents=True, exist_ok=True)
-    return _save(fig, out, FIGURE)
+    return save(fig, out, FIGURE)
 
 
 def _counted(sub: pd.DataFrame) -> np.ndarray:

@@ -24,6 +24,9 @@ The one piece of statistics written here is the tie rule (documented, not
 taken from a library): a cell's rank is 1 + the number of cells whose whole
 interval lies strictly below (better than) its own, so cells whose intervals
 overlap share a rank.
+
+``scipy.stats`` is imported inside the functions that use it: it takes about half a
+second to import, paid only once an interval is computed (not to read or list cells).
 """
 
 from __future__ import annotations

@@ -1,0 +1,257 @@
+"""The report's family sections: for each comparison family (training, inference, a new
+stage's), what differs, the speedup baseline and one ranked table per model, with the
+study's way side by side for legacy runs; and the number formats every table uses."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlperf.report import render
+from rlperf.report.axes import AxisPlan
+from rlperf.report.cells import PHASES
+from rlperf.report.findings import level
+from rlperf.report.fingerprints import FingerprintGroup, differing_keys
+from rlperf.report.legacy_compare import side_by_side
+from rlperf.report.result import ReportResult
+
+_FAMILY_TITLES = {"training": "Training", "inference": "Inference (rollout and edge)"}
+
+
+_GRANULARITY = {"step": "steps", "episode_mean": "episode means", "run_mean": "run mean"}
+
+
+def family_section(res: ReportResult, fam: str, plan: AxisPlan) -> list[render.Block]:
+    """What differs, the speedup baseline, and one ranked table per model."""
+    shown = [a for a in plan.axes if a != "model"]
+    common = ", ".join(f"{k}={v}" for k, v in plan.constants.items() if v is not None)
+    blocks: list[render.Block] = [
+        render.Heading(_FAMILY_TITLES.get(fam, fam), 2),
+        render.Para(
+            "Configurations differ in: "
+            + (", ".join(f"`{a}`" for a in shown) or "nothing")
+            + (f". Common to all: {common}." if common else ".")
+        ),
+    ]
+    a = res.analyses.get(fam)
+    if a is not None and a.baselines:
+        how = (
+            "`--baseline`" if a.baseline_chosen else "default: slowest configuration of each model"
+        )
+        blocks.append(
+            render.Para(
+                f"Speedup baseline ({how}): "
+                + "; ".join(f"{m}: `{plan.configs[c]}`" for m, c in sorted(a.baselines.items()))
+                + "."
+            )
+        )
+    confs = res.configurations
+    if confs.empty:
+        return blocks
+    rows_all = confs[(confs["family"] == fam) & (confs["status"] == "completed")]
+    for model in sorted(rows_all["model"].dropna().astype(str).unique()):
+        blocks += _model_tables(res, fam, model, rows_all[rows_all["model"].astype(str) == model])
+    return blocks
+
+
+_RUNS_CAPTION = (
+    "One row per configuration. runs > 1: the configuration ran several times (cells differ "
+    "only in seed); its value is the geometric mean of its runs' values and the interval "
+    "is run to run. runs = 1: the interval is over that run's samples."
+)
+
+
+_LEGACY_CAPTION = (
+    "Legacy RLlib 1.x runs both ways: phase times (mean s per non-warm-up iteration) as the "
+    "study computed them (10-iteration window means) / as rlperf does (per iteration), and "
+    "rlperf's difference from the study"
+)
+
+
+def _model_tables(
+    res: ReportResult, fam: str, model: str, rows: pd.DataFrame
+) -> list[render.Block]:
+    """One model's ranked table, and for legacy runs the study's way side by side."""
+    rows = rows.sort_values(["objective_value", "config"], na_position="last")
+    blocks: list[render.Block] = [render.Heading(model, 3)]
+    if (fam, model) in res.mixed:
+        blocks.append(render.Warn(_mixed_text(res.mixed[(fam, model)], res.fingerprint_groups)))
+    table = _training_table(rows) if fam == "training" else _inference_table(rows)
+    caption = _RUNS_CAPTION if (_col(rows, "repeats").fillna(1) > 1).any() else ""
+    blocks.append(render.Table(table, caption))
+    legacy = side_by_side(rows) if fam == "training" else pd.DataFrame()
+    if not legacy.empty:
+        blocks.append(render.Table(legacy, _LEGACY_CAPTION))
+    return blocks
+
+
+def _mixed_text(names: list[str], groups: dict[str, FingerprintGroup]) -> str:
+    desc = "; ".join(
+        f"{n} = {groups[n].machine or 'unknown'} ({len(groups[n].cells)} cells)" for n in names
+    )
+    diff = differing_keys(groups[n].fingerprint for n in names)
+    return (
+        f"rows of this table were recorded on different hardware or software: {desc}. "
+        f"Differing fingerprint fields: {', '.join(diff) or 'n/a'}."
+    )
+
+
+def fmt_value(v: Any, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)) or v is pd.NA:
+        return ""
+    if isinstance(v, float | np.floating):
+        size = abs(float(v))
+        if size >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.0f}" if size >= 10**digits else f"{v:.{digits}g}"
+    return str(v)
+
+
+def fmt_ci(v: Any, lo: Any, hi: Any) -> str:
+    if not fmt_value(v):
+        return ""
+    if not fmt_value(lo) or not fmt_value(hi):
+        return fmt_value(v)
+    return f"{fmt_value(v)} [{fmt_value(lo)}, {fmt_value(hi)}]"
+
+
+def _rank(r: pd.Series, best_rank: int = 1) -> str:
+    rank = r.get("rank_in_model")
+    if rank is None or pd.isna(rank):
+        return ""
+    return f"{int(rank)}"
+
+
+def _col(rows: pd.DataFrame, name: str) -> pd.Series:
+    """A column of the runs table, or NaN where no cell had it."""
+    return rows[name] if name in rows else pd.Series(np.nan, index=rows.index, dtype=float)
+
+
+def _fmt_col(rows: pd.DataFrame, name: str, digits: int = 3) -> np.ndarray:
+    return _col(rows, name).map(lambda v: fmt_value(v, digits)).to_numpy()
+
+
+def _ci_col(rows: pd.DataFrame, prefix: str) -> list[str]:
+    lo, hi = (
+        ("speedup_ci_low", "speedup_ci_high")
+        if prefix == "speedup"
+        else ("objective_ci_low", "objective_ci_high")
+    )
+    value = "speedup" if prefix == "speedup" else "objective_value"
+    return [fmt_ci(v, a, b) for v, a, b in zip(_col(rows, value), _col(rows, lo), _col(rows, hi),
+                                            strict=True)]  # fmt: skip
+
+
+def fmt_count(v: Any) -> str:
+    return f"{int(v)}" if fmt_value(v) else "0"
+
+
+def _cells(rows: pd.DataFrame) -> list[str]:
+    """A configuration's cells as code spans."""
+    return [", ".join(f"`{c}`" for c in str(v).split("; ")) for v in rows["cells"]]
+
+
+def _identity(rows: pd.DataFrame) -> dict[str, Any]:
+    """rank, configuration, runs and cells columns of a configuration table."""
+    return {
+        "rank": rows.apply(_rank, axis=1).to_numpy(),
+        "configuration": rows["config"].to_numpy(),
+        "runs": _col(rows, "repeats").map(fmt_count).to_numpy(),
+        "cells": _cells(rows),
+    }
+
+
+def _training_table(rows: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame(
+        {
+            **_identity(rows),
+            "iters (warm-up)": [
+                f"{fmt_count(i)} ({fmt_count(w)})"
+                for i, w in zip(
+                    _col(rows, "iterations"), _col(rows, "warmup_iterations"), strict=True
+                )  # fmt: skip
+            ],
+            f"time/iter s [{level()} CI]": _ci_col(rows, "objective"),
+        }
+    )
+    for p in PHASES:
+        out[p.removesuffix("_s") + " s"] = _fmt_col(rows, f"{p}_mean")
+    out["env steps/s"] = _fmt_col(rows, "env_steps_per_s_mean", 4)
+    out["CPU %"] = _fmt_col(rows, "cpu_util_pct_mean", 2)
+    gpu_cols = [c for c in rows.columns if re.fullmatch(r"gpu\d+_util_pct_mean", c)
+                and rows[c].notna().any()]  # fmt: skip
+    for c in gpu_cols:
+        out[f"GPU {c.split('_')[0].removeprefix('gpu')} %"] = _fmt_col(rows, c, 2)
+    if _col(rows, "gpu_energy_j").notna().any():
+        out["GPU W"] = _fmt_col(rows, "gpu_power_w_mean")
+        out["GPU J/env step"] = _fmt_col(rows, "energy_per_env_step_j")
+        out["GPU J/trained step"] = _fmt_col(rows, "energy_per_trained_step_j")
+    if "speedup" in rows:
+        out[f"speedup [{level()} CI]"] = _ci_col(rows, "speedup")
+    out["fp"] = rows["fingerprint"].to_numpy()
+    return out
+
+
+def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
+    m = "action_ms" if _col(rows, "action_ms_p50").notna().any() else "forward_ms"
+    out = pd.DataFrame(
+        {
+            **_identity(rows),
+            "samples": [
+                f"{fmt_count(n)} {_GRANULARITY.get(str(g), '')}".strip()
+                for n, g in zip(_col(rows, "samples"), _col(rows, "granularity"), strict=True)
+            ],
+            f"p50 ms [{level()} CI]": _ci_col(rows, "objective"),
+            "mean ms": _fmt_col(rows, f"{m}_mean"),
+            "p90 ms": _fmt_col(rows, f"{m}_p90"),
+            "p99 ms": _fmt_col(rows, f"{m}_p99"),
+            "max ms": _fmt_col(rows, f"{m}_max"),
+            "return": _fmt_col(rows, "return_mean"),
+        }
+    )
+    if _col(rows, "fidelity_agreement").notna().any():
+        out["agreement %"] = (_col(rows, "fidelity_agreement").astype(float) * 100).map(
+            lambda v: fmt_value(v, 4)).to_numpy()  # fmt: skip
+    if _col(rows, "fidelity_verdict").notna().any():
+        out["fidelity"] = _col(rows, "fidelity_verdict").fillna("").astype(str).to_numpy()
+    if _col(rows, "model_gzip_bytes").notna().any():
+        for name, values in _compression_columns(rows).items():
+            out[name] = values
+    if "speedup" in rows:
+        out[f"speedup [{level()} CI]"] = _ci_col(rows, "speedup")
+    out["fp"] = rows["fingerprint"].to_numpy()
+    return out
+
+
+def _compression_columns(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Return difference against the torch policy with its paired interval, sizes, sparsity,
+    peak memory and, for a fine-tuned variant, its distillation's held-out MSE and rate."""
+    num = {c: pd.to_numeric(_col(rows, f"fidelity_{c}"), errors="coerce").to_numpy(float)
+           for c in ("return_diff", "return_diff_low", "return_diff_high")}  # fmt: skip
+    tie = _col(rows, "fidelity_return_tie").astype("boolean").fillna(False).to_numpy(bool)
+    capped = _col(rows, "fidelity_saturates").astype("boolean").fillna(False).to_numpy(bool)
+    diff = []
+    for i in range(len(rows)):
+        d, lo, hi = (num[c][i] for c in ("return_diff", "return_diff_low", "return_diff_high"))
+        text = "" if not np.isfinite(d) else f"{d:+.3g} [{fmt_value(lo)}, {fmt_value(hi)}]"
+        text += " saturates" if capped[i] else (" tie" if tie[i] and text else "")
+        diff.append(text)
+    return {
+        f"return diff [{level()} CI]": np.asarray(diff, dtype=object),
+        "size B": _fmt_col(rows, "model_size_bytes", 0),
+        "gzip B": _fmt_col(rows, "model_gzip_bytes", 0),
+        "sparsity": _fmt_col(rows, "weight_sparsity", 2),
+        "peak RSS MB": _fmt_col(rows, "peak_rss_mb", 0),
+        "distil MSE (lr)": np.asarray(
+            [
+                f"{fmt_value(m)} ({fmt_value(lr, 1)})" if fmt_value(m) else ""
+                for m, lr in zip(
+                    _col(rows, "finetune_holdout_mse"), _col(rows, "finetune_lr"), strict=True
+                )
+            ],
+            dtype=object,
+        ),
+    }

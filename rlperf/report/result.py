@@ -1,0 +1,56 @@
+"""What a report produced: its tidy tables (:class:`Tables`) and everything else
+(:class:`ReportResult`, which :func:`rlperf.report.build.build_report` returns)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from rlperf.report.cells import Cell
+from rlperf.report.discover import Skipped
+from rlperf.report.findings import FamilyAnalysis, Finding
+from rlperf.report.fingerprints import FingerprintGroup
+from rlperf.report.gate import GateResult
+from rlperf.report.search import SearchResult
+from rlperf.report.serve import ServeTables
+
+
+@dataclass
+class Tables:
+    """The report's tidy tables (docs/report.md) and the files they were written to."""
+
+    runs: pd.DataFrame
+    configurations: pd.DataFrame
+    iterations: pd.DataFrame
+    latency: pd.DataFrame
+    files: list[Path]
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+@dataclass
+class ReportResult:
+    """Everything a report produced (tables in memory and the files written)."""
+
+    out: Path
+    cells: list[Cell]
+    skipped: list[Skipped]
+    runs: pd.DataFrame
+    iterations: pd.DataFrame
+    latency: pd.DataFrame
+    figures: dict[str, Path]
+    figures_skipped: dict[str, str]
+    findings: list[Finding]
+    warnings: list[str]
+    fingerprint_groups: dict[str, FingerprintGroup]
+    mixed: dict[tuple[str, str], list[str]]
+    analyses: dict[str, FamilyAnalysis]
+    configurations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)  # rlperf.report.targets
+    gate: GateResult | None = None
+    files: list[Path] = field(default_factory=list)
+    serve: ServeTables | None = None
+    searches: list[SearchResult] = field(default_factory=list)  # rlperf.report.search
+    markdown: Path | None = None
+    html: Path | None = None
