@@ -1,7 +1,7 @@
 """APPO, IMPALA, DQN and SAC learn to RLlib's published targets through rlperf's own command.
 
 Each algorithm runs ``rlperf experiment=algo_targets algo=<algo> ...`` (the preset's
-settings per algorithm are RLlib 2.60's tuned examples: conf/algo_sizes/algo_targets_*),
+settings per algorithm are RLlib 2.60's tuned examples: conf/experiment_algo/algo_targets_*),
 judged as RLlib's examples judge (``train.stop.judge=train``), until the target
 (``train.stop.episode_return``) or the env-step budget (``train.stop.env_steps``):
 

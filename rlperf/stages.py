@@ -43,12 +43,9 @@ def run_stage(cfg: DictConfig, out_dir: Path | None = None) -> float | None:
     A single run owns the terminal (header, progress, summary; the rest to the
     job log: :mod:`rlperf.console`); in a sweep's trial the launcher does.
     """
-    from rlperf.config.names import log_deprecated_choices
-
     out_dir = out_dir or output_dir()
     stage = stage_function(str(cfg.stage))
     if running_in_trial():
-        log_deprecated_choices()
         summary = execute_stage(cfg, out_dir, stage)
     else:
         from rlperf.console import terminal_session
@@ -57,7 +54,6 @@ def run_stage(cfg: DictConfig, out_dir: Path | None = None) -> float | None:
         with terminal_session(str(cfg.verbosity), None) as console:
             for line in header_lines(cfg, out_dir, console.log_path):
                 console.say(line)
-            log_deprecated_choices()
             summary = execute_stage(cfg, out_dir, stage)
             for line in summary_lines(summary, out_dir):
                 console.say(line)

@@ -173,9 +173,9 @@ def test_every_preset_composes_and_expands(compose_full, preset: str) -> None:
 
 
 def test_study_training_row_group_holds_the_spec_rows(compose_full) -> None:
-    assert set(group_options("study_training_row")) == set(SPEC_ROWS)
+    assert set(group_options("study/training_row")) == set(SPEC_ROWS)
     for row, (workers, visible, driver, per_worker) in SPEC_ROWS.items():
-        cfg = compose_full(f"study_training_row={row}")
+        cfg = compose_full(f"study/training_row={row}")
         validate_config(cfg)
         plan = plan_resources(cfg)
         assert cfg.workers == workers, row
@@ -193,7 +193,7 @@ def test_study_training_cells_are_the_spec_matrix(compose_full) -> None:
     for overrides in cells:
         cfg = compose_full("experiment=study_training", *overrides)
         validate_config(cfg)
-        row = cfg.hydra.runtime.choices["study_training_row"]
+        row = cfg.hydra.runtime.choices["study/training_row"]
         workers, visible, driver, per_worker = SPEC_ROWS[row]
         plan = plan_resources(cfg)
         assert (cfg.workers, list(plan.visible_gpus)) == (workers, visible)
@@ -215,7 +215,7 @@ def test_study_training_cells_are_the_spec_matrix(compose_full) -> None:
         seen.add((cfg.model.name, row))
     assert seen == {(m, r) for m in ("model1", "model3", "model4") for r in SPEC_ROWS}
     # A subset from the command line replaces the preset's axis.
-    assert len(expand(base, "model=model1", "study_training_row=exp1,exp3")) == 2
+    assert len(expand(base, "model=model1", "study/training_row=exp1,exp3")) == 2
 
 
 def test_study_cpu_cells_need_nine_ray_starts(compose_full) -> None:
@@ -313,13 +313,13 @@ def test_cell_request_is_rllibs_own(compose_full) -> None:
     req = cell_request(compose_full("workers=2"))
     assert req.bundles == [{"CPU": 1.0}] * 3 and req.strategy == "PACK"
     assert req.ray_start == RayStart((), None, None)
-    exp10 = cell_request(compose_full("study_training_row=exp10"))
+    exp10 = cell_request(compose_full("study/training_row=exp10"))
     assert exp10.bundles[0] == pytest.approx({"CPU": 1.0, "GPU": 0.0001})
     assert len(exp10.bundles) == 17
     assert all(b == pytest.approx({"CPU": 1.0, "GPU": 0.1249}) for b in exp10.bundles[1:])
     assert exp10.totals()["GPU"] <= 2.0 and exp10.totals()["CPU"] == 17
     # Two data-parallel learners: one whole-GPU bundle each, no CPU of their own.
-    exp9 = cell_request(compose_full("study_training_row=exp9"))
+    exp9 = cell_request(compose_full("study/training_row=exp9"))
     assert exp9.bundles.count({"GPU": 1.0}) == 2 and exp9.totals() == {"CPU": 9.0, "GPU": 2.0}
     pinned = cell_request(compose_full("workers=3", "cpu_affinity=pinned"))
     assert pinned.ray_start == RayStart((), 4, (0, 1, 2, 3))

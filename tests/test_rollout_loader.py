@@ -268,9 +268,9 @@ ROLLOUT_MATRIX = {
 }
 
 
-@pytest.mark.parametrize("row", group_options("study_rollout_row"))
+@pytest.mark.parametrize("row", group_options("study/rollout_row"))
 def test_study_rollout_rows(compose_cfg, row: str) -> None:
-    cfg = compose_cfg("experiment=study_rollout", f"study_rollout_row={row}", "run=/some/run")
+    cfg = compose_cfg("experiment=study_rollout", f"study/rollout_row={row}", "run=/some/run")
     validate_config(cfg)
     plan = plan_resources(cfg)
     workers, layout, driver, per_worker = ROLLOUT_MATRIX[row]
@@ -289,8 +289,8 @@ def test_study_rollout_rows(compose_cfg, row: str) -> None:
 
 def test_study_rollout_sweeps_all_eight_rows() -> None:
     preset = OmegaConf.load(CONF / "experiment" / "study_rollout.yaml")
-    rows = str(preset.hydra.sweeper.params.study_rollout_row).split(",")
-    assert rows == list(ROLLOUT_MATRIX) == group_options("study_rollout_row")
+    rows = str(preset.hydra.sweeper.params["study/rollout_row"]).split(",")
+    assert rows == list(ROLLOUT_MATRIX) == group_options("study/rollout_row")
 
 
 # --------------------------------------------------------------------------- hardware

@@ -132,7 +132,7 @@ def test_warmup_default_does_not_wait_for_learning(compose_cfg) -> None:
     for overrides in [(), ("env_runner.num_envs=8",), ("experiment=scaling_small",)]:
         t = compose_cfg(*overrides).train
         assert (t.warmup_iterations, t.warmup_until_first_episode) == (1, False), overrides
-    for preset in ("study_training", "study_sizes", "study_cpu", "study", "thesis_training"):
+    for preset in ("study_training", "study_sizes", "study_cpu"):
         t = compose_cfg(f"experiment={preset}").train
         assert (t.warmup_iterations, t.warmup_until_first_episode) == (0, True), preset
 

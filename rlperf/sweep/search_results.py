@@ -28,7 +28,7 @@ ENV_STEPS_TOTAL = "env_steps_total"
 #: The per-iteration metric a scheduler compares when the objective is summary-only.
 PROXY_METRIC, PROXY_MODE = "episode_return_mean", "max"
 #: Groups of the primary config that are not the experiment's own choices.
-_NOT_PRESET_GROUPS = ("experiment", "algo_sizes@algo", "rlperf_schema")
+_NOT_PRESET_GROUPS = ("experiment", "experiment_algo@algo", "rlperf_schema")
 
 
 def per_iteration(metric: str) -> bool:
