@@ -59,6 +59,26 @@ class ConfigError(UserError, ValueError):
     """An invalid value or combination of values in the composed config (exit 2)."""
 
 
+class EnvCheckError(ConfigError):
+    """The env of the config would fail training; the message names the env and the call
+    (``rlperf.envs.check``)."""
+
+
+class EntryPointError(ImportError):
+    """``env.entry_point`` does not name an importable class; the message says why
+    (``rlperf.envs.entry_point``)."""
+
+
+class ConvStackError(ValueError):
+    """A ``model.conv_filters`` stack that does not reduce the input to 1x1
+    (``rlperf.models.shapes``)."""
+
+
+class ModelSpaceError(ValueError):
+    """The model cannot take the env's observations or produce its actions
+    (``rlperf.models.spaces``)."""
+
+
 class CheckpointError(UserError, ValueError):
     """A run folder or checkpoint that cannot be used; the message says why and where (exit 2)."""
 
@@ -66,6 +86,23 @@ class CheckpointError(UserError, ValueError):
 class PolicyLoadError(ValueError):
     """A policy file that is missing, truncated, or of another format/model
     (``rlperf.models.policy_file.load_policy``)."""
+
+
+class SweepError(UserError):
+    """A sweep cannot start as asked (strict pre-flight, settings a cluster cannot honour,
+    launcher options out of range); nothing was run (exit 2)."""
+
+
+class SearchSpaceError(UserError):
+    """A search space Tune cannot search as written (exit 2, before Ray starts)."""
+
+
+class CellFailed(RuntimeError):
+    """A sweep cell's job failed; its folder's summary.json holds the error and traceback."""
+
+
+class TrialRefused(RuntimeError):
+    """A search's searcher proposed a trial the pre-flight refuses (status skipped or invalid)."""
 
 
 class SweepIncomplete(ReportedError):
@@ -78,6 +115,34 @@ class SweepIncomplete(ReportedError):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+# The report's errors (rlperf.report): it reads result files and raises these; rlperf-report
+# maps NoRunsFoundError, MixedFingerprintsError, BaselineError and GateError to exit 2.
+
+
+class NoRunsFoundError(RuntimeError):
+    """A path handed to the report holds no cell of any recognised kind."""
+
+
+class CellError(RuntimeError):
+    """A cell's files are missing, corrupt or inconsistent (the report skips the cell)."""
+
+
+class MixedFingerprintsError(RuntimeError):
+    """``--strict`` and cells of one comparison come from different machines or software."""
+
+
+class BaselineError(ValueError):
+    """``--baseline`` matches no cell, or several cells of one model."""
+
+
+class GateError(ValueError):
+    """A gate that cannot be run: a bad tolerance, or nothing to compare."""
+
+
+class FigureNotApplicable(Exception):
+    """The data holds nothing this report figure could show (the reason is the message)."""
 
 
 def exit_code_of(exc: BaseException) -> int:
@@ -186,22 +251,20 @@ def message_of(exc: BaseException) -> str:
             text += f": {first}"
         text += _valid_keys_hint(cause)
     # Hydra raises its composition error while handling OmegaConf's (a context).
-    return text + _kind_schema_hint(cause or exc.__context__)
+    return text + "".join(hint(cause or exc.__context__) for hint in _MESSAGE_HINTS)
 
 
-def _kind_schema_hint(cause: BaseException | None) -> str:
-    """A key unknown to a group's base schema (``ModelConfig``, ``EnvConfig``, ...): the
-    option does not name the schema of its kind first (docs/configuration.md)."""
-    from rlperf.config.schema import KIND_SCHEMAS
+#: Functions a layer above adds (:func:`add_message_hint`) that explain a user error's cause
+#: in its terms; each returns "" when it has nothing to say.
+_MESSAGE_HINTS: list[Callable[[BaseException | None], str]] = []
 
-    object_type = getattr(cause, "object_type", None)
-    for group, schemas in KIND_SCHEMAS.items():
-        bases = {base for schema in schemas.values() for base in schema.__bases__}
-        if object_type in bases:
-            kinds = ", ".join(f"/schema/{group}/{kind}@_here_" for kind in schemas)
-            return (f"; a {group} option starts with 'defaults: [<its kind's schema>, _self_]'"
-                    f" naming one of {kinds} (docs/configuration.md)")  # fmt: skip
-    return ""
+
+def add_message_hint(hint: Callable[[BaseException | None], str]) -> None:
+    """Append ``hint(cause)`` to the one line of every user error. The config layer adds
+    the kind-schema hint (:func:`rlperf.config.schema.kind_schema_hint`): this module
+    imports none of rlperf, so what the schema holds is passed in."""
+    if hint not in _MESSAGE_HINTS:
+        _MESSAGE_HINTS.append(hint)
 
 
 def _valid_keys_hint(cause: BaseException) -> str:

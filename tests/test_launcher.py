@@ -1,5 +1,5 @@
 """The ``rlperf_tune`` launcher without real sweeps: discovery, presets, hashing, pre-flight,
-grouping and resume (``_core`` run in-process with the Tune part faked), and Hydra's own
+grouping and resume (the sweep engine run in-process with the Tune part faked), and Hydra's own
 launcher test suite against a Ray started once for the module.
 
 Real sweeps through the ``rlperf`` command are in ``test_launcher_ray.py``.
@@ -33,12 +33,13 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from support.search import search_corners
 
 from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
+from rlperf.algos import plan_resources
 from rlperf.config.schema import RlperfConfig, register_configs
 from rlperf.config.search_path import SHIPPED_CONF
 from rlperf.config.validate import validate_config
 from rlperf.console import Console
 from rlperf.errors import SweepIncomplete
-from rlperf.resources.plan import Machine, plan_resources
+from rlperf.resources.plan import Machine
 from rlperf.runs.layout import NON_IDENTITY_KEYS
 from rlperf.sweep.cells import cell_hash, identity_config
 from rlperf.sweep.index import CellRecord, SweepIndex, jsonable_return
@@ -101,15 +102,15 @@ def test_plugin_is_discovered_and_registered() -> None:
     assert "ray" not in node and "overcommit_cpus" not in node
 
 
-def test_discovery_imports_neither_ray_nor_core() -> None:
+def test_discovery_imports_neither_ray_nor_the_engine() -> None:
     code = (
         "import sys\n"
         "from hydra.core.plugins import Plugins\n"
         "from hydra.plugins.launcher import Launcher\n"
         "names = [c.__name__ for c in Plugins.instance().discover(Launcher)]\n"
         "assert 'RlperfTuneLauncher' in names, names\n"
-        "heavy = [m for m in ('ray', 'torch', 'hydra_plugins.rlperf_tune_launcher._core')\n"
-        "         if m in sys.modules]\n"
+        "engine = ('hydra_plugins.rlperf_tune_launcher._impl', 'rlperf.sweep.launch')\n"
+        "heavy = [m for m in ('ray', 'torch', *engine) if m in sys.modules]\n"
         "print(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
@@ -118,11 +119,11 @@ def test_discovery_imports_neither_ray_nor_core() -> None:
 
 
 def test_multirun_uses_the_launcher_and_the_jobs_ray_options(compose_full) -> None:
-    from hydra_plugins.rlperf_tune_launcher._core import _ray_options
+    from rlperf.sweep.state import ray_options
 
     cfg = compose_full()
     assert cfg.hydra.launcher._target_.endswith("RlperfTuneLauncher")
-    assert _ray_options(cfg).address is None and _ray_options(cfg).overcommit_cpus is False
+    assert ray_options(cfg).address is None and ray_options(cfg).overcommit_cpus is False
     cfg = compose_full(
         "ray.address=127.0.0.1:6379", "ray.overcommit_cpus=true", "hydra.launcher.strict=true"
     )
@@ -130,10 +131,10 @@ def test_multirun_uses_the_launcher_and_the_jobs_ray_options(compose_full) -> No
     # (Hydra's plugin scanner re-executes the module: compare classes by name.)
     assert type(launcher).__qualname__ == RlperfTuneLauncher.__qualname__
     assert launcher.options.strict is True
-    assert _ray_options(cfg).address == "127.0.0.1:6379"
-    assert _ray_options(cfg).overcommit_cpus is True
+    assert ray_options(cfg).address == "127.0.0.1:6379"
+    assert ray_options(cfg).overcommit_cpus is True
     # A plain Hydra app (no ray node) gets RayConfig's defaults.
-    assert _ray_options(OmegaConf.create({"x": 1})).address is None
+    assert ray_options(OmegaConf.create({"x": 1})).address is None
 
 
 # -------------------------------------------------------------------- presets
@@ -448,11 +449,12 @@ def test_index_roundtrip_and_done_needs_the_folder_to_agree(tmp_path: Path) -> N
     assert jsonable_return({"a": 1}) == "{'a': 1}"
 
 
-# ------------------------------------------ _core in-process, Tune part faked
+# ------------------------------ the sweep engine in-process, Tune part faked
 
 
 class FakeGroups:
-    """Stands in for ``_core._run_group``: records each group and completes its cells."""
+    """Stands in for :func:`rlperf.sweep.groups.run_group`: records each group and
+    completes its cells."""
 
     def __init__(self, fail: tuple[str, ...] = ()) -> None:
         self.groups: list[tuple[RayStart, list[list[str]]]] = []
@@ -492,11 +494,11 @@ def multirun(sweep_dir: Path, *overrides: str) -> list[Any]:
 
 @pytest.fixture
 def fake_groups(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeGroups]:
-    from hydra_plugins.rlperf_tune_launcher import _core
+    from rlperf.sweep import launch
 
     def _install(**kwargs: Any) -> FakeGroups:
         fake = FakeGroups(**kwargs)
-        monkeypatch.setattr(_core, "_run_group", fake)
+        monkeypatch.setattr(launch, "run_group", fake)
         return fake
 
     return _install
@@ -626,8 +628,7 @@ def test_failed_and_invalid_cells_fail_the_sweep_after_the_others(
 
 @pytest.mark.usefixtures("hydra_restore_singletons")
 def test_infeasible_cells_are_skipped_or_fail_strictly(tmp_path: Path, fake_groups) -> None:
-    from hydra_plugins.rlperf_tune_launcher._core import SweepError
-
+    from rlperf.errors import SweepError
     from rlperf.resources.plan import count_nvidia_gpus
 
     if count_nvidia_gpus()[0] > 0:
@@ -654,7 +655,7 @@ def test_infeasible_cells_are_skipped_or_fail_strictly(tmp_path: Path, fake_grou
 
 @pytest.mark.usefixtures("hydra_restore_singletons")
 def test_existing_cluster_refuses_affinity_before_running(tmp_path: Path, fake_groups) -> None:
-    from hydra_plugins.rlperf_tune_launcher._core import SweepError
+    from rlperf.errors import SweepError
 
     fake = fake_groups()
     with pytest.raises(SweepError, match="existing cluster cannot honour.*\n.*pinned"):

@@ -249,11 +249,11 @@ def test_optuna_takes_results_without_a_summary_objective() -> None:
     from ray import tune
 
     from hydra_plugins.rlperf_sweeper.config import SearchConf
-    from hydra_plugins.rlperf_tune_launcher._search import _searcher
+    from rlperf.sweep.searchers import searcher as tune_searcher
 
     opts = OmegaConf.structured(SearchConf(algorithm="optuna", metric="time_to_target_s"))
     OmegaConf.update(opts, "mode", "min")
-    searcher = _searcher(opts)
+    searcher = tune_searcher(opts)
     assert searcher.set_search_properties(None, None, {"algo.lr": tune.uniform(1e-4, 1e-3)})
     params = searcher.suggest("t1")
     assert 1e-4 <= params["algo.lr"] <= 1e-3

@@ -22,7 +22,7 @@ class RlperfSweeper(BasicSweeper):
     With ``search.algorithm`` set, :meth:`sweep` is a search instead: the
     overrides in hydra-optuna-sweeper's syntax are its space
     (:mod:`rlperf.sweep.space`), and one Tune run with a searcher and a scheduler
-    runs the trials (``hydra_plugins.rlperf_tune_launcher._search``). An option of
+    runs the trials (:mod:`rlperf.sweep.search`). An option of
     this sweeper rather than a sweeper of its own, so that an experiment preset
     can make a search (the primary config's ``override hydra/sweeper`` wins over a
     preset's).
@@ -40,35 +40,12 @@ class RlperfSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
         if self.search is None or self.search.algorithm is None:
             return super().sweep(arguments)
-        from rlperf.sweep.space import (
-            SearchSpaceError,
-            check_search_options,
-            parse_space,
-            with_params,
-        )
+        from hydra_plugins.rlperf_sweeper import _impl  # Ray and Tune: only when sweeping
 
-        check_search_options(self.search)
-        space = parse_space(with_params(self.params, arguments), str(self.search.algorithm))
-        from hydra_plugins.rlperf_tune_launcher import _search
-        from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
-
-        if not isinstance(self.launcher, RlperfTuneLauncher):
-            raise SearchSpaceError(
-                f"a search runs its trials with rlperf's launcher (hydra/launcher=rlperf_tune), "
-                f"not {type(self.launcher).__name__}"
-            )
-        return _search.run_search(self.launcher, space, self.search)
+        return _impl.search(self.launcher, self.params, arguments, self.search)
 
     def get_job_batch(self) -> Sequence[Sequence[str]]:
-        from rlperf.sweep.upstream import expand_batch
+        from hydra_plugins.rlperf_sweeper import _impl
 
-        batch = super().get_job_batch()
         assert self.config is not None and self.hydra_context is not None
-        loader = self.hydra_context.config_loader
-        config = self.config
-
-        def load(overrides: list[str]) -> DictConfig:
-            return loader.load_sweep_config(config, overrides)
-
-        base_run = OmegaConf.select(config, "run", default=None)
-        return expand_batch(batch, load, None if base_run is None else str(base_run))
+        return _impl.job_batch(super().get_job_batch(), self.config, self.hydra_context)

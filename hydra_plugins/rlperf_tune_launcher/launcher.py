@@ -1,15 +1,19 @@
-"""The ``rlperf_tune`` launcher class: thin; the work is in ``_core`` (imported in ``launch``)."""
+"""The ``rlperf_tune`` launcher class: thin; the work is the sweep engine's (``_impl``,
+imported in ``launch``: :mod:`rlperf.sweep.launch`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from rlperf.sweep.state import SweepSetup
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,16 @@ class RlperfTuneLauncher(Launcher):
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         """One JobReturn per override list, in order."""
-        from hydra_plugins.rlperf_tune_launcher import _core
+        from hydra_plugins.rlperf_tune_launcher import _impl  # Ray and Tune: only when launching
 
-        return _core.launch(self, job_overrides, initial_job_idx)
+        return _impl.launch(self, job_overrides, initial_job_idx)
+
+    def sweep_setup(self) -> SweepSetup:
+        """What the sweep engine runs with: this launcher's Hydra objects and options
+        (the sweeper's search uses it too)."""
+        # Plugin discovery imports this module for every Hydra app: rlperf's own only here.
+        from rlperf.sweep.state import SweepSetup
+
+        assert self.config is not None and self.hydra_context is not None
+        assert self.task_function is not None, "setup() was not called"
+        return SweepSetup(self.config, self.hydra_context, self.task_function, self.options)

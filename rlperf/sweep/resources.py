@@ -25,13 +25,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rlperf.algos import plan_resources
 from rlperf.resources.plan import (
     InfeasibleError,
     Machine,
     ResourcePlan,
     _ranges,
     check_feasible,
-    plan_resources,
 )
 from rlperf.sweep.cells import is_rlperf_config
 

@@ -15,17 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlperf.errors import UserError
+from rlperf.errors import SearchSpaceError
 
 #: Top-level keys (and config groups) that decide how Ray itself is started: one Tune
 #: run has one Ray, so a search cannot vary them (run one search per value instead).
 PROCESS_LEVEL_KEYS = ("cpu_affinity", "gpu_layout", "ray", "hydra")
 
 ALGORITHMS = ("random", "optuna", "grid")
-
-
-class SearchSpaceError(UserError):
-    """A search space Tune cannot search as written (exit 2, before Ray starts)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,25 @@
+"""The launcher's work: its Hydra objects as a :class:`~rlperf.sweep.state.SweepSetup`,
+run by the sweep engine (:func:`rlperf.sweep.launch.launch`).
+
+Imported inside :meth:`RlperfTuneLauncher.launch` only: the engine imports Ray and
+Tune, which plugin discovery and config composition must not pay for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from hydra.core.utils import JobReturn
+
+from rlperf.sweep.launch import launch as launch_cells
+
+if TYPE_CHECKING:
+    from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
+
+
+def launch(
+    launcher: RlperfTuneLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+) -> Sequence[JobReturn]:
+    """Every cell of the batch as a Tune trial; one JobReturn per override list, in order."""
+    return launch_cells(launcher.sweep_setup(), job_overrides, initial_job_idx)

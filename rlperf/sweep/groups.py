@@ -1,0 +1,145 @@
+"""Running a group of a sweep's cells: one Tune experiment in a Ray started for them.
+
+Cells that share how Ray is started (visible GPUs, CPU count, affinity) form a
+group; each group runs as one Tune experiment in its own local Ray, started after
+the group's GPUs and affinity mask are applied to this process (Ray's raylet and
+workers inherit both). On an existing cluster every cell runs in one experiment
+there. :func:`tune_environment` is the environment Tune runs in (a search uses
+it too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from datetime import datetime
+
+import ray
+from hydra.core.singleton import Singleton
+from ray import tune
+
+from rlperf.resources.ray_session import applied_placement, init_ray
+from rlperf.sweep.callback import SweepCallback
+from rlperf.sweep.index import now_iso
+from rlperf.sweep.state import TUNE_DIR, Group, Sweep
+from rlperf.sweep.trial import cell_trial
+
+
+def run_group(sweep: Sweep, group: Group, existing: bool) -> None:
+    """One Tune experiment over the group's cells, in a Ray started for it (or the cluster)."""
+    opts = sweep.options
+    gcells = group.cells
+    info = sweep.index.groups[group.gid]
+    info["started_at"] = now_iso()
+    ray_cm = contextlib.nullcontext(0.0) if existing else _local_ray(sweep, group)
+    with ray_cm as ray_start_s:
+        info["ray_start_s"] = ray_start_s
+        sweep.index.save()
+        if not existing:
+            sweep.progress.say(
+                f"group {group.gid}: Ray started in {ray_start_s:.1f} s with "
+                f"{group.start.describe()} for {len(gcells)} cell(s)"
+            )
+        payload = {
+            "cells": {c.record.hash: c.sweep_config for c in gcells},
+            "task_function": sweep.setup.task_function,
+            "hydra_context": sweep.setup.hydra_context,
+            "singletons": Singleton.get_state(),
+        }
+        pgfs = {
+            c.record.hash: tune.PlacementGroupFactory(
+                c.request.bundles, strategy=c.request.strategy
+            )
+            for c in gcells
+            if c.request is not None
+        }
+        trainable = tune.with_resources(
+            tune.with_parameters(cell_trial, payload=payload),
+            resources=lambda config: pgfs[config["cell"]],
+        )
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        tuner = tune.Tuner(
+            trainable,
+            param_space={"cell": tune.grid_search([c.record.hash for c in gcells])},
+            tune_config=tune.TuneConfig(
+                num_samples=1,
+                max_concurrent_trials=int(opts.max_concurrent_trials),
+                reuse_actors=False,
+            ),
+            run_config=tune.RunConfig(
+                name=f"group{group.gid}-{stamp}",
+                storage_path=str(sweep.sweep_dir / TUNE_DIR),
+                failure_config=tune.FailureConfig(max_failures=int(opts.max_failures)),
+                verbose=0,
+                callbacks=[SweepCallback(sweep)],
+            ),
+        )
+        with tune_environment():
+            tuner.fit()
+        if any(c.record.status in ("pending", "running") for c in gcells):
+            # Tune ends early only when stopped (its SIGINT handler: Ctrl-C).
+            raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _local_ray(sweep: Sweep, group: Group) -> Iterator[float]:
+    """A local Ray for one group: GPUs and affinity applied to this process first, then ray.init.
+
+    Ray's raylet and every worker it forks inherit ``CUDA_VISIBLE_DEVICES`` and
+    the affinity mask of the process that starts it; both are restored after
+    Ray is shut down. Yields the seconds ``ray.init`` took.
+    """
+    plan = next((c.request.plan for c in group.cells if c.request and c.request.plan), None)
+    assert group.capacity is not None
+    placement = applied_placement(plan) if plan is not None else contextlib.nullcontext()
+    with placement:
+        seconds = init_ray(
+            sweep.ray_cfg, int(group.capacity["CPU"]), int(group.capacity.get("GPU", 0))
+        )
+        try:
+            yield seconds
+        finally:
+            ray.shutdown()
+
+
+#: Environment for Tune while a group runs: no Tune result loggers (rlperf writes its
+#: own per-cell files; Tune's progress.csv freezes its header at the first result),
+#: and Tune's legacy output engine, which prints nothing at verbose=0 (the launcher
+#: prints its own progress).
+TUNE_ENV = {
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    "RAY_AIR_NEW_OUTPUT": "0",
+    # A search's summary-only objective (time_to_target_s) is in a trial's last result
+    # only, which Tune's check that every result has the searcher's metric would refuse.
+    "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
+}
+
+
+@contextlib.contextmanager
+def tune_environment() -> Iterator[None]:
+    """:data:`TUNE_ENV` set, Tune's analysis warnings quiet, our SIGINT handler back after.
+
+    Tune installs a SIGINT handler (graceful stop on the first Ctrl-C) and never
+    removes it, so a Ctrl-C after the experiment would otherwise be swallowed.
+    """
+    saved_env = {k: os.environ.get(k) for k in TUNE_ENV}
+    os.environ.update(TUNE_ENV)
+    saved_handler = signal.getsignal(signal.SIGINT)
+    # Without Tune's loggers its ExperimentAnalysis warns that it found no result files.
+    analysis_log = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    saved_level = analysis_log.level
+    analysis_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        analysis_log.setLevel(saved_level)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        with contextlib.suppress(ValueError, TypeError):  # not the main thread
+            signal.signal(signal.SIGINT, saved_handler)

@@ -1,0 +1,161 @@
+"""A sweep's run: N override lists of a Hydra multirun in, N JobReturns out, in order.
+
+In between (each step in its module):
+
+1. every cell's sweep config is loaded, hashed and given its folder; cells the
+   sweep folder's index says completed are kept (:mod:`rlperf.sweep.prepare`);
+2. pre-flight: each cell is validated and its Ray request compared with what Ray
+   will have; infeasible cells are skipped with the reason, the rest grouped by
+   how Ray must be started (:mod:`rlperf.sweep.preflight`);
+3. each group runs as one Tune experiment in its own Ray (:mod:`rlperf.sweep.groups`),
+   every cell a trial (:mod:`rlperf.sweep.trial`) whose events the Tune callback
+   records (:mod:`rlperf.sweep.callback`);
+4. progress lines go to stderr; ``sweep.json`` and each ``cell.json`` are updated
+   at every event; the final table lists every cell.
+
+The ``rlperf_tune`` launcher plugin (hydra_plugins/rlperf_tune_launcher) is a thin
+shell over :func:`launch`; it imports this module inside its ``launch()`` (Ray,
+Tune, RLlib).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import ray
+from hydra.core.utils import JobReturn, configure_log, setup_globals
+from omegaconf import OmegaConf
+
+from rlperf.console import TERMINAL, Console, terminal_session
+from rlperf.console.deprecations import watching
+from rlperf.errors import ExitCode, SweepIncomplete
+from rlperf.resources.ray_session import init_ray
+from rlperf.runs.layout import RunStatus
+from rlperf.sweep.callback import mark_interrupted
+from rlperf.sweep.groups import run_group
+from rlperf.sweep.index import SweepIndex
+from rlperf.sweep.preflight import (
+    announce,
+    cluster_preflight,
+    preflight,
+    record_not_run,
+    register_groups,
+    strict_check,
+)
+from rlperf.sweep.prepare import prepare_cells
+from rlperf.sweep.progress import SweepProgress, format_table
+from rlperf.sweep.state import SWEEP_LOG, Sweep, SweepSetup, check_options, ray_options
+from rlperf.sweep.trial import job_return
+
+log = logging.getLogger(__name__)
+
+
+def launch(
+    setup: SweepSetup, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+) -> Sequence[JobReturn]:
+    """Run every cell as a Tune trial; one JobReturn per override list, in order.
+
+    An rlperf sweep in which cells failed or were invalid raises
+    :class:`~rlperf.errors.SweepIncomplete` after the final table instead
+    (docs/exit-codes.md); other Hydra apps get their failed JobReturns.
+    """
+    setup_globals()
+    config = setup.config
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    check_options(setup.options)
+    sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    verbosity = str(OmegaConf.select(config, "verbosity", default="normal"))
+    with terminal_session(verbosity, sweep_dir / SWEEP_LOG) as console:
+        sweep = _new_sweep(setup, job_overrides, initial_job_idx, sweep_dir, console)
+        with watching():
+            _run_sweep(sweep)
+        outcome = _outcome(sweep)
+        if outcome is not None:
+            log.error("%s", outcome, extra={TERMINAL: False})
+    if outcome is not None:
+        raise outcome
+    return [job_return(c) for c in sweep.cells]
+
+
+def _new_sweep(
+    setup: SweepSetup,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+    sweep_dir: Path,
+    console: Console,
+) -> Sweep:
+    """The sweep's index (resumed from ``sweep.json``), its cells and its progress display."""
+    opts = setup.options
+    index = SweepIndex.load(sweep_dir) if opts.resume else SweepIndex(sweep_dir)
+    index.options = OmegaConf.to_container(opts, resolve=True)  # type: ignore[assignment]
+    progress = SweepProgress(int(opts.max_concurrent_trials), console)
+    cells = prepare_cells(setup, job_overrides, initial_job_idx, sweep_dir, index)
+    sweep = Sweep(setup, sweep_dir, index, cells, progress, ray_options(setup.config))
+    sweep.by_hash = {c.record.hash: c for c in cells}
+    return sweep
+
+
+def _run_sweep(sweep: Sweep) -> None:
+    """Pre-flight, then each group of cells in its Ray; the final table in any case."""
+    progress, index, cells = sweep.progress, sweep.index, sweep.cells
+    # An address, or a Ray this process already runs (a notebook, a test): join, never start.
+    existing = sweep.ray_cfg.address is not None or ray.is_initialized()
+    joined = False
+    try:
+        groups = preflight(sweep, existing)
+        if existing and not ray.is_initialized():
+            log.info("joining the Ray cluster at %s", sweep.ray_cfg.address)
+            init_ray(sweep.ray_cfg)
+            joined = True
+        if existing:
+            cluster_preflight(sweep, groups)
+        strict_check(sweep)
+        register_groups(sweep, groups)
+        record_not_run(sweep)
+        announce(sweep, groups, existing)
+        progress.start_live([c.record for c in cells if not c.kept])
+        for group in groups:
+            if group.cells:
+                run_group(sweep, group, existing)
+    except KeyboardInterrupt:
+        if joined:  # the cluster ends this driver's trials when it disconnects
+            ray.shutdown()
+            joined = False
+        mark_interrupted(sweep)
+        progress.say(
+            "interrupted (Ctrl-C): completed cells are kept; run the same command with "
+            f"hydra.sweep.dir={sweep.sweep_dir} to resume"
+        )
+        raise
+    finally:
+        progress.stop_live()
+        if joined:
+            ray.shutdown()
+        index.save()
+        if any(c.record.status != "pending" or c.kept for c in cells):
+            progress.say("cells:\n" + format_table(sweep.records))
+
+
+def _outcome(sweep: Sweep) -> SweepIncomplete | None:
+    """How the sweep ends (docs/exit-codes.md): None when every rlperf cell completed or was
+    skipped; else exit 1 if a cell failed, 2 if cells were only invalid."""
+    records = [c.record for c in sweep.cells if c.rlperf]
+    counts = Counter(r.status for r in records)
+    failed, invalid = counts[RunStatus.failed], counts[RunStatus.invalid]
+    if not failed and not invalid:
+        return None
+    what = ", ".join(
+        f"{n} {status}"
+        for status, n in ((RunStatus.failed, failed), (RunStatus.invalid, invalid))
+        if n
+    )
+    message = (
+        f"sweep of {len(records)} cells: {what} (reasons in the table above; each cell's "
+        f"summary.json has its error). The other cells' results stand; the same command with "
+        f"hydra.sweep.dir={sweep.sweep_dir} runs only the cells not completed"
+    )
+    return SweepIncomplete(message, ExitCode.failed if failed else ExitCode.user_error)

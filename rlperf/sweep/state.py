@@ -1,0 +1,110 @@
+"""What a sweep holds while it runs: its cells, the groups they run in, its settings.
+
+:class:`SweepSetup` is what Hydra hands a launcher (the sweep's config, the
+context, the task function, the launcher's options); :class:`Sweep` is the state
+the engine and the Tune callback share. The launcher plugin and the sweeper build
+a :class:`SweepSetup` from their Hydra objects; nothing here knows the plugins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlperf.config.schema import RayConfig
+from rlperf.errors import SweepError
+from rlperf.sweep.index import CellRecord, SweepIndex, write_cell_file
+from rlperf.sweep.progress import SweepProgress
+from rlperf.sweep.resources import CellRequest, RayStart
+
+#: Tune's own files (experiment state, trial error files) under the sweep folder.
+TUNE_DIR = ".tune"
+#: The launcher's log (everything this process and Ray's driver wrote); each cell's
+#: job log is in its folder.
+SWEEP_LOG = "sweep.log"
+
+
+@dataclass(frozen=True)
+class SweepSetup:
+    """What Hydra gives a launcher: the sweep's config and context, the task function, and
+    the launcher's options (``hydra.launcher.*``, hydra_plugins/rlperf_tune_launcher/config.py)."""
+
+    config: DictConfig
+    hydra_context: Any  # hydra.types.HydraContext
+    task_function: Any  # hydra.types.TaskFunction
+    options: DictConfig
+
+
+@dataclass
+class Cell:
+    """One override list of the multirun, and what the launcher knows about it."""
+
+    record: CellRecord
+    sweep_config: DictConfig
+    task_cfg: DictConfig
+    out_dir: Path
+    rlperf: bool
+    request: CellRequest | None = None
+    kept: bool = False  # completed in an earlier run of this sweep folder
+    error: BaseException | None = None  # pre-flight failure (invalid config)
+    job_blob: str | None = None  # the trial's pickled JobReturn
+    t0: float | None = None  # monotonic time its trial started
+
+
+@dataclass
+class Group:
+    """Cells that share how Ray is started: one Ray instance, one Tune experiment."""
+
+    gid: int  # index into sweep.json "groups" (unique across resumed runs)
+    start: RayStart
+    cells: list[Cell]
+    capacity: dict[str, float] | None = None  # what Ray has for them (local: what we start)
+
+
+@dataclass
+class Sweep:
+    """State shared by the launcher and the Tune callback."""
+
+    setup: SweepSetup
+    sweep_dir: Path
+    index: SweepIndex
+    cells: list[Cell]
+    progress: SweepProgress
+    ray_cfg: DictConfig  # the job config's ``ray`` node (rlperf.config.schema.RayConfig)
+    by_hash: dict[str, Cell] = field(default_factory=dict)
+
+    @property
+    def options(self) -> DictConfig:
+        """The launcher's options (``hydra.launcher.*``)."""
+        return self.setup.options
+
+    @property
+    def records(self) -> list[CellRecord]:
+        return [c.record for c in self.cells]
+
+    def save(self, cell: Cell | None = None) -> None:
+        if cell is not None:
+            self.index.cells[cell.record.hash] = cell.record
+            write_cell_file(cell.out_dir, cell.record)
+        self.index.save()
+
+
+def ray_options(config: DictConfig) -> DictConfig:
+    """The ``ray`` node of the sweep's config; RayConfig's defaults for other Hydra apps."""
+    node = OmegaConf.select(config, "ray")
+    return node if node is not None else OmegaConf.structured(RayConfig)
+
+
+def check_options(opts: DictConfig) -> None:
+    """``hydra.launcher.*`` values the engine cannot run with (before anything starts)."""
+    if int(opts.max_concurrent_trials) < 1:
+        raise SweepError(
+            f"hydra.launcher.max_concurrent_trials={opts.max_concurrent_trials} must be >= 1"
+        )
+    if int(opts.max_failures) < -1:
+        raise SweepError(
+            f"hydra.launcher.max_failures={opts.max_failures} must be >= 0 (or -1: unlimited)"
+        )

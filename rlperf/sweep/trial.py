@@ -1,0 +1,193 @@
+"""Inside a sweep's trial: Hydra's per-job setup, the task function in the cell's folder,
+and what the trial reports to Tune; the JobReturn Hydra gets for each cell.
+
+A trial runs in a Ray worker process inside the trial's placement group; Tune
+creates that actor with ``placement_group_capture_child_tasks=True``, so the env
+runners and learners RLlib starts from there land in the same group and Tune's
+accounting is what runs. Hydra's ``run_job`` runs the task function exactly as
+Hydra's own launchers do (``.hydra/`` snapshot, job log, callbacks); rlperf's job
+wrapper writes the result files, and every step's row goes to Tune as an
+intermediate result (the progress display's and a search scheduler's input).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import math
+import os
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import ray
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobRuntime, JobStatus, run_job, setup_globals
+from omegaconf import DictConfig, OmegaConf
+from ray import tune
+
+from rlperf.errors import CellFailed
+from rlperf.job import IN_TRIAL_ENV, STEP_SINKS, TrialStopped
+from rlperf.results.summary import write_json
+from rlperf.runs.layout import SUMMARY_FILE, RunStatus
+from rlperf.sweep.cells import is_rlperf_config
+from rlperf.sweep.index import read_summary
+from rlperf.sweep.search_results import ENV_STEPS_TOTAL
+from rlperf.sweep.state import Cell
+
+#: Keys of the trial's final result.
+RESULT_RETURN = "rlperf_job_return"
+RESULT_STATUS = "rlperf_job_status"
+RESULT_ENTERED = "rlperf_trial_entered"
+RESULT_ADDRESS = "rlperf_ray_address"
+RESULT_STEP = "rlperf_step"  # [done, total, info] of the job's latest step (its progress)
+
+
+def job_return(cell: Cell) -> JobReturn:
+    """The JobReturn Hydra expects for ``cell`` (the trial's own where it sent one)."""
+    rec = cell.record
+    if cell.job_blob is not None and rec.status in ("completed", "skipped"):
+        with contextlib.suppress(Exception):
+            return loads_return(cell.job_blob)
+    hydra_cfg = OmegaConf.masked_copy(cell.sweep_config, "hydra")
+    ret = JobReturn(
+        overrides=list(rec.overrides),
+        cfg=cell.task_cfg,
+        hydra_cfg=hydra_cfg,
+        working_dir=os.getcwd(),
+        task_name=JobRuntime.instance().get("name"),
+    )
+    if rec.status in ("completed", "skipped"):
+        ret.status, ret.return_value = JobStatus.COMPLETED, rec.return_value
+    else:
+        where = cell.out_dir / SUMMARY_FILE if cell.rlperf else cell.out_dir
+        error = cell.error or CellFailed(
+            f"cell #{rec.job_num} ({' '.join(rec.overrides)}) {rec.status}: {rec.reason} "
+            f"(see {where})"
+        )
+        ret.status, ret.return_value = JobStatus.FAILED, error
+    return ret
+
+
+def dumps_return(ret: JobReturn) -> str:
+    return base64.b64encode(cloudpickle.dumps(ret)).decode()
+
+
+def loads_return(blob: str) -> JobReturn:
+    ret = cloudpickle.loads(base64.b64decode(blob))
+    assert isinstance(ret, JobReturn)
+    return ret
+
+
+def cell_trial(config: dict[str, Any], payload: dict[str, Any]) -> None:
+    """Body of every sweep trial: Hydra's per-job setup, then the task function, in the
+    cell's folder (``config["cell"]`` is the cell's hash, ``payload`` the group's cells)."""
+    entered = enter_trial(payload)
+    run_trial_job(payload["cells"][config["cell"]], payload, entered)
+
+
+def enter_trial(payload: dict[str, Any]) -> float:
+    """What a trial process needs before it loads or runs a cell (Hydra's singletons)."""
+    entered = time.time()
+    os.environ[IN_TRIAL_ENV] = "1"
+    Singleton.set_state(payload["singletons"])
+    setup_globals()
+    return entered
+
+
+def run_trial_job(
+    sweep_config: DictConfig,
+    payload: dict[str, Any],
+    entered: float,
+    final: Callable[[Path], dict[str, Any]] | None = None,
+) -> None:
+    """Hydra's ``run_job`` of one cell in this trial; every step's row goes to Tune.
+
+    ``final``: more keys of the trial's last result, from the cell's folder (a
+    search's objective).
+    """
+    # Tune changes into its trial folder; the job sees the launcher's working directory
+    # (relative paths in a config mean the same as in a single run).
+    cwd = str(sweep_config.hydra.runtime.cwd)
+    if os.path.isdir(cwd):
+        os.chdir(cwd)
+    reporter = _StepReporter()
+    STEP_SINKS.append(reporter)
+    try:
+        ret = run_job(
+            hydra_context=payload["hydra_context"],
+            task_function=payload["task_function"],
+            config=sweep_config,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
+    finally:
+        STEP_SINKS.remove(reporter)
+    ok = ret.status == JobStatus.COMPLETED
+    out_dir = Path(str(sweep_config.hydra.runtime.output_dir))
+    blob = None
+    if ok:
+        try:
+            blob = dumps_return(ret)
+        except Exception:  # an unpicklable return value: the launcher builds the JobReturn
+            blob = None
+    else:
+        _record_failure(out_dir, ret.cfg, ret._return_value)
+    tune.report(
+        {
+            **(final(out_dir) if final is not None else {}),
+            RESULT_STATUS: ret.status.name,
+            RESULT_RETURN: blob,
+            RESULT_ENTERED: entered,
+            RESULT_ADDRESS: ray.get_runtime_context().gcs_address,
+        }
+    )
+    if not ok:
+        exc = ret._return_value
+        raise CellFailed(f"{type(exc).__name__}: {exc}") from None
+
+
+class _StepReporter:
+    """A step of the trial's job to Tune: its progress, and its row's numbers (an
+    intermediate result the launcher's display and a search's scheduler read)."""
+
+    def __init__(self) -> None:
+        self.env_steps = 0
+
+    def __call__(self, done: int, total: int, info: str, row: Mapping[str, Any] | None) -> None:
+        numbers = {
+            k: float(v)
+            for k, v in (row or {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        }
+        if "env_steps" in numbers:
+            self.env_steps += int(numbers["env_steps"])
+            numbers[ENV_STEPS_TOTAL] = self.env_steps
+        try:
+            tune.report({**numbers, RESULT_STEP: [done, total, info]})
+        except SystemExit as exc:  # Tune stopped the trial (a search's scheduler)
+            raise TrialStopped(exc.code) from None
+
+
+def _record_failure(out_dir: Path, cfg: Any, exc: BaseException) -> None:
+    """Make sure a failed rlperf cell's summary.json says failed, with the traceback.
+
+    rlperf's job wrapper writes it for failures inside the job; this covers the
+    rest (e.g. an error before the wrapper started).
+    """
+    if cfg is None or not is_rlperf_config(cfg):
+        return
+    summary = read_summary(out_dir)
+    if summary.get("status") in ("failed", RunStatus.invalid) and summary.get("traceback"):
+        return
+    summary.setdefault("stage", str(cfg.get("stage")))
+    summary.update(
+        status="failed",
+        error=f"{type(exc).__name__}: {exc}",
+        traceback="".join(traceback.format_exception(exc)),
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / SUMMARY_FILE, summary)
