@@ -11,6 +11,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from rlperf.console import terminal_session
+from rlperf.console.text import header_lines, summary_lines
 from rlperf.job import Stage, execute_stage, running_in_trial
 
 #: ``stage`` -> ``module:function`` of its entry point.
@@ -48,9 +50,6 @@ def run_stage(cfg: DictConfig, out_dir: Path | None = None) -> float | None:
     if running_in_trial():
         summary = execute_stage(cfg, out_dir, stage)
     else:
-        from rlperf.console import terminal_session
-        from rlperf.console.text import header_lines, summary_lines
-
         with terminal_session(str(cfg.verbosity), None) as console:
             for line in header_lines(cfg, out_dir, console.log_path):
                 console.say(line)
