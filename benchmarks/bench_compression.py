@@ -47,7 +47,7 @@ def run_cell(run: Path, backend: str, out: Path, cache: Path, args: argparse.Nam
     from omegaconf import open_dict
 
     from rlperf.config.schema import register_configs
-    from rlperf.config.validate import validate_edge
+    from rlperf.config.validate_edge import validate_edge
     from rlperf.edge.job import run_edge
     from rlperf.job import JobContext
 

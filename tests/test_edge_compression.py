@@ -164,7 +164,7 @@ def test_structured_pruning_shrinks_the_layers_and_keeps_the_actions(cartpole_po
 
 
 def test_guard_keeps_the_best_weights_and_halves_the_rate_on_a_rise() -> None:
-    from rlperf.tflite.compress import RISE, Guard
+    from rlperf.tflite.finetune import RISE, Guard
 
     weights, rates = {"w": 0}, []
     guard = Guard(lambda: dict(weights), weights.update, rates.append, 1e-2)
@@ -184,7 +184,7 @@ def test_guard_keeps_the_best_weights_and_halves_the_rate_on_a_rise() -> None:
 
 
 def test_guard_keeps_nothing_from_before_its_arm_step() -> None:
-    from rlperf.tflite.compress import Guard
+    from rlperf.tflite.finetune import Guard
 
     weights, rates = {"w": 0}, []
     guard = Guard(lambda: dict(weights), weights.update, rates.append, 1.0, arm_step=10)
@@ -317,11 +317,42 @@ def test_compression_preset_sweeps_every_variant_with_the_reference(compose_cfg)
     import yaml
 
     from rlperf.config.schema import Backend
-    from rlperf.tflite.compress import RECIPES
+    from rlperf.tflite.backends import COMPRESSION_BACKENDS
     from tests.conftest import CONF
 
     cfg = compose_cfg("experiment=compression", "run=/r")
     assert cfg.stage == "edge" and cfg.edge.episodes == 10
     preset = yaml.safe_load((CONF / "experiment" / "compression.yaml").read_text())
     swept = preset["hydra"]["sweeper"]["params"]["backend"].split(",")
-    assert swept[0] == "rllib" and set(RECIPES) <= set(swept) <= {b.value for b in Backend}
+    assert swept[0] == "rllib" and set(COMPRESSION_BACKENDS) <= set(swept) <= {
+        b.value for b in Backend
+    }
+
+
+def test_compressed_file_names_keep_their_cache_key() -> None:
+    """The names of compressed files (and so the caches already built) do not change: the
+    hash of the fine-tune settings, the calibration set and the int8 I/O, as first written."""
+    from omegaconf import OmegaConf
+
+    from rlperf.tflite.artifacts import compressed_file_name, variant_file_name
+    from rlperf.tflite.finetune import finetune_settings
+
+    default = OmegaConf.create(
+        {"edge": {"finetune_steps": 600, "finetune_lr": [3e-3, 1e-3, 3e-4], "finetune_batch": 32}}
+    )
+    settings = finetune_settings(default)
+    assert settings == {"steps": 600, "lr": [3e-3, 1e-3, 3e-4], "batch": 32,
+                        "holdout": 0.2, "rise": 1.5}  # fmt: skip
+    name = compressed_file_name("policy", "tflite_qat", "uint8", "0123456789", settings)
+    assert name == "policy-qat-ab28bc3a72.tflite"
+    one_rate = OmegaConf.create(
+        {"edge": {"finetune_steps": 400, "finetune_lr": 1e-3, "finetune_batch": 16}}
+    )
+    name = compressed_file_name(
+        "both", "tflite_prune75_int8", "int8", "abcdef0123", finetune_settings(one_rate)
+    )
+    assert name == "both-prune75_int8-94dd6e1fca.tflite"
+    assert variant_file_name("policy", "int8", "uint8", "0123456789") == (
+        "policy-int8-uint8-0123456789.tflite"
+    )
+    assert variant_file_name("both", "fp16", "int8", "0123456789") == "both-fp16.tflite"

@@ -242,7 +242,7 @@ def test_effective_config_file(compose_cfg, tmp_path: Path) -> None:
 
 def test_edge_resolves_a_checkpoint_like_the_rollout(compose_cfg, tmp_path: Path) -> None:
     """``checkpoint=<policy file>`` in the edge stage: same run, merged env, effective config."""
-    from rlperf.edge.job import resolve_cell
+    from rlperf.edge.cell import resolve_cell
 
     run = make_run(tmp_path / "runs")
     policy = run / CHECKPOINT_DIR / POLICY_FILE

@@ -8,9 +8,18 @@ setting that changes their bytes (``docs/edge.md#cache``). The edge and serve
 stages call :func:`fidelity_set` then :func:`build_variant` while holding the
 cache lock: what the cache has is reused, what is missing is built once.
 
+:func:`build_variant` is the one place a variant's build reads as its steps
+(calibration set, then a compressed backend's fine-tune or the verified export,
+conversion, cache); each step is a function of the module that owns it
+(:mod:`~rlperf.tflite.calibration`, :mod:`~rlperf.tflite.compress`,
+:mod:`~rlperf.tflite.export`, :mod:`~rlperf.tflite.convert`,
+:mod:`~rlperf.tflite.cache`), and the backend's spec
+(:mod:`~rlperf.tflite.backends`) says which.
+
 Config keys (``edge.*``): ``fidelity_observations``, ``fidelity_seed``,
 ``fidelity_policy``, ``calibration_size``, ``calibration_seed``,
-``calibration_policy``, ``heads``, ``int8_io``, ``export_tolerance``.
+``calibration_policy``, ``heads``, ``int8_io``, ``export_tolerance``, and the
+compressed backends' ``finetune_steps``, ``finetune_lr``, ``finetune_batch``.
 """
 
 from __future__ import annotations
@@ -19,11 +28,25 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig
+
+from rlperf.tflite.backends import BACKENDS
+from rlperf.tflite.cache import ArtifactCache, settings_hash
+from rlperf.tflite.calibration import (
+    DEFAULT_STRIDE,
+    ObservationSet,
+    build_observation_set,
+    observation_range,
+)
+from rlperf.tflite.compress import compress_policy
+from rlperf.tflite.convert import convert_keras
+from rlperf.tflite.export import export_policy, torch_outputs
+from rlperf.tflite.finetune import finetune_settings
 
 log = logging.getLogger("rlperf.tflite")
 
@@ -32,23 +55,32 @@ FIDELITY_STRIDE = 4
 
 
 @dataclass
-class Variant:
-    """The model file a cell runs, and how it was obtained (built or reused)."""
+class VariantBuild:
+    """The model file a cell runs and the record of how it was obtained (built or reused):
+    what :func:`build_variant` returns; the edge stage adds the Edge TPU compilation."""
 
     path: Path
-    variant: str  # fp32 | fp16 | dynamic | int8 | edgetpu | torch ...
-    export: dict[str, Any] | None = None
-    calibration: dict[str, Any] | None = None
+    variant: str  # fp32 | fp16 | dynamic | int8 | qat | prune50 ... | edgetpu | torch
+    export: dict[str, Any] | None = None  # the Keras-vs-torch verification
+    calibration: dict[str, Any] | None = None  # the calibration set the file depends on
+    compression: dict[str, Any] | None = None  # recipe, fine-tune settings, every fit
     compiler: dict[str, Any] | None = None
     compiler_log: Path | None = None
-    built: list[str] = field(default_factory=list)
-    reused: list[str] = field(default_factory=list)
+    built: list[str] = field(default_factory=list)  # cache names made by this build
+    reused: list[str] = field(default_factory=list)  # cache names found there
     timings_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def calibration_entry(self) -> dict[str, Any] | None:
+        """``summary.json``'s ``calibration``: the set's record, with a compressed file's
+        build record under ``compression``."""
+        if self.compression is None:
+            return self.calibration
+        return {**(self.calibration or {}), "compression": self.compression}
 
 
 def fidelity_set(cache: Any, cfg: DictConfig, env_cfg: dict[str, Any], net: Any) -> Any:
     """The fidelity set of this policy (built once, cached) with the torch logits in ``extra``."""
-    from rlperf.tflite.export import torch_outputs
 
     def add_outputs(obs_set: Any) -> None:
         logits, values = torch_outputs(net, obs_set.observations, "both")
@@ -69,8 +101,6 @@ def calibration_set(
 ) -> tuple[Any, str, bool]:
     """The calibration set, built once and cached: no frame of the fidelity set in it,
     except for Discrete states (a few states in all: both sets hold every one of them)."""
-    from rlperf.tflite.calibration import DEFAULT_STRIDE
-
     discrete_states = fidelity.observations.ndim == 1
     settings: dict[str, Any] = {
         "env": env_cfg,
@@ -94,9 +124,6 @@ def _observation_set(
     finish: Callable[[Any], None] | None = None,
 ) -> tuple[Any, str, bool]:
     """The ``kind`` set named by the hash of ``settings``: loaded, or collected and cached."""
-    from rlperf.tflite.cache import settings_hash
-    from rlperf.tflite.calibration import ObservationSet, build_observation_set
-
     name = f"{kind}-{settings_hash(settings)}.npz"
     if cache.has(name):
         return ObservationSet.load(cache.path(name)), name, False
@@ -130,141 +157,109 @@ def variant_file_name(heads: str, variant: str, int8_io: str, calibration_key: s
     return f"{heads}-{variant}.tflite"
 
 
+def compressed_file_name(
+    heads: str, backend: str, int8_io: str, calibration_key: str, settings: dict[str, Any]
+) -> str:
+    """Cache name of a compressed backend's file: the hash of its fine-tune ``settings``
+    (:func:`~rlperf.tflite.finetune.finetune_settings`), calibration set and int8 I/O."""
+    key = settings_hash({"finetune": settings, "calibration": calibration_key, "int8_io": int8_io})
+    return f"{heads}-{backend.removeprefix('tflite_')}-{key}.tflite"
+
+
+def calibration_record(
+    calib: ObservationSet, path: Path, input_range: tuple[np.ndarray, np.ndarray] | None
+) -> dict[str, Any]:
+    """``summary.json``'s ``calibration`` of a file made with ``calib`` (its metadata, its
+    file, the observation range the conversion covers)."""
+    record = {**calib.metadata(), "file": str(path)}
+    if input_range is not None:
+        record["input_range"] = [np.asarray(v).tolist() for v in input_range]
+    return record
+
+
 def build_variant(
-    cache: Any,
+    cache: ArtifactCache,
     cfg: DictConfig,
     backend: str,
     net: Any,
     env_cfg: dict[str, Any],
-    fidelity: Any,
+    fidelity: ObservationSet,
     obs_space: Any = None,
-) -> Variant:
+) -> VariantBuild:
     """The ``.tflite`` that ``backend`` runs, from the cache or built now. Holds the cache lock.
 
-    A missing variant triggers one Keras export (verified against torch on the
-    fidelity set) and the conversion of every variant in :data:`CACHED_VARIANTS`
-    that is missing, so the other cells of a sweep find theirs ready.
+    A compressed backend (:data:`~rlperf.tflite.backends.COMPRESSION_BACKENDS`) is one
+    file per settings, fine-tuned from the policy on the calibration set. Any other
+    missing variant triggers one Keras export (verified against torch on the fidelity
+    set) and the conversion of every variant of :data:`CACHED_VARIANTS` that is
+    missing, so the other cells of a sweep find theirs ready.
     """
-    from rlperf.tflite.calibration import observation_range
-    from rlperf.tflite.compress import RECIPES
-    from rlperf.tflite.convert import BACKEND_VARIANTS, convert_keras
-    from rlperf.tflite.export import export_policy
-
-    heads, int8_io = str(cfg.edge.heads), str(cfg.edge.int8_io)
-    timings: dict[str, float] = {}
-    built: list[str] = []
-    reused: list[str] = []
+    spec, heads, int8_io = BACKENDS[backend], str(cfg.edge.heads), str(cfg.edge.int8_io)
     t0 = time.perf_counter()
     calib, calib_name, new = calibration_set(cache, cfg, env_cfg, net, fidelity)
-    (built if new else reused).append(calib_name)
-    timings["calibration_s"] = time.perf_counter() - t0
-    calib_meta = {**calib.metadata(), "file": str(cache.path(calib_name))}
+    timings = {"calibration_s": time.perf_counter() - t0}
+    built, reused = ([calib_name], []) if new else ([], [calib_name])
     input_range = observation_range(obs_space)
-    if input_range is not None:
-        calib_meta["input_range"] = [np.asarray(v).tolist() for v in input_range]
+    calib_meta = calibration_record(calib, cache.path(calib_name), input_range)
     calib_key = calib_name.removeprefix("calibration-").removesuffix(".npz")
-    if backend in RECIPES:  # compressed: fine-tuned from the policy, one file per backend
-        args = (calib, calib_meta, input_range, calib_key, timings, built, reused)
-        return compressed_variant(cache, cfg, backend, net, *args)
+
+    def convert(model: Any, variant: str) -> bytes:
+        return convert_keras(model, variant, calib.observations, int8_io, input_range)
+
+    if spec.compressed:  # fine-tuned from the policy: one file per backend and settings
+        settings = finetune_settings(cfg)
+        name = compressed_file_name(heads, backend, int8_io, calib_key, settings)
+        info_name = name.removesuffix(".tflite") + ".json"
+        if cache.has(name) and cache.has(info_name):
+            reused.append(name)
+        else:
+            t0 = time.perf_counter()
+            model, info = compress_policy(spec, net, heads, calib, settings)
+            data = convert(model, str(spec.variant))
+            timings["compress_s"] = time.perf_counter() - t0
+            _store(cache, name, data, {"kind": f"tflite {backend}", "heads": heads})
+            cache.write_json(info_name, info)
+            built.append(name)
+        info = cache.read_json(info_name)
+        label = backend.removeprefix("tflite_")
+        return VariantBuild(cache.path(name), label, info.get("export"), calib_meta, info,
+                            built=built, reused=reused, timings_s=timings)  # fmt: skip
     names = {v: variant_file_name(heads, v, int8_io, calib_key) for v in CACHED_VARIANTS}
     export_name = f"export-{heads}.json"
     missing = [v for v, n in names.items() if not cache.has(n)]
     if missing or not cache.has(export_name):
         t0 = time.perf_counter()
         log.info("exporting the policy to Keras (heads=%s) and verifying it", heads)
-        model, check = export_policy(
-            net, fidelity.observations, heads, float(cfg.edge.export_tolerance)
-        )
+        tolerance = float(cfg.edge.export_tolerance)
+        model, check = export_policy(net, fidelity.observations, heads, tolerance)
         timings["export_s"] = time.perf_counter() - t0
         cache.write_json(export_name, check.to_dict())
         built.append(export_name)
         for v in missing:
             t0 = time.perf_counter()
             log.info("converting to TFLite %s", v)
-            data = convert_keras(
-                model, v, calib.observations if v == "int8" else None, int8_io, input_range
-            )
-            cache.write_bytes(names[v], data)
+            int8 = v == "int8"
+            _store(cache, names[v], convert(model, v), {"kind": f"tflite {v}", "heads": heads,
+                   "int8_io": int8_io if int8 else None,
+                   "calibration": calib_meta["file"] if int8 else None})  # fmt: skip
             timings[f"convert_{v}_s"] = time.perf_counter() - t0
-            cache.record_artifact(
-                names[v],
-                {
-                    "kind": f"tflite {v}",
-                    "heads": heads,
-                    "int8_io": int8_io if v == "int8" else None,
-                    "calibration": calib_meta["file"] if v == "int8" else None,
-                    **_tf_version(),
-                },
-            )
             built.append(names[v])
     else:
         reused.append(export_name)
     reused.extend(n for v, n in names.items() if v not in missing)
-    variant = BACKEND_VARIANTS[backend]
-    return Variant(
-        cache.path(names[variant]),
-        variant,
-        cache.read_json(export_name),
-        calib_meta if variant == "int8" else None,
-        built=built,
-        reused=reused,
-        timings_s=timings,
-    )
+    variant = str(spec.variant)
+    return VariantBuild(cache.path(names[variant]), variant, cache.read_json(export_name),
+                        calib_meta if variant == "int8" else None, built=built, reused=reused,
+                        timings_s=timings)  # fmt: skip
 
 
-def compressed_variant(
-    cache: Any,
-    cfg: DictConfig,
-    backend: str,
-    net: Any,
-    calib: Any,
-    calib_meta: dict[str, Any],
-    input_range: Any,
-    calib_key: str,
-    timings: dict[str, float],
-    built: list[str],
-    reused: list[str],
-) -> Variant:
-    """A compression backend's ``.tflite`` (:mod:`rlperf.tflite.compress`), from the cache or
-    fine-tuned by distillation on the calibration set now. Holds the cache lock."""
-    from rlperf.tflite.cache import settings_hash
-    from rlperf.tflite.compress import build_compressed, finetune_settings
-    from rlperf.tflite.convert import convert_keras
-
-    heads, int8_io = str(cfg.edge.heads), str(cfg.edge.int8_io)
-    settings = finetune_settings(cfg)
-    key = settings_hash({"finetune": settings, "calibration": calib_key, "int8_io": int8_io})
-    name = f"{heads}-{backend.removeprefix('tflite_')}-{key}.tflite"
-    info_name = name.removesuffix(".tflite") + ".json"
-    if cache.has(name) and cache.has(info_name):
-        reused.append(name)
-    else:
-        t0 = time.perf_counter()
-
-        def convert(model: Any, variant: str) -> bytes:
-            return convert_keras(model, variant, calib.observations, int8_io, input_range)
-
-        data, info = build_compressed(backend, net, heads, calib, settings, convert)
-        timings["compress_s"] = time.perf_counter() - t0
-        cache.write_bytes(name, data)
-        cache.write_json(info_name, info)
-        cache.record_artifact(name, {"kind": f"tflite {backend}", "heads": heads, **_tf_version()})
-        built.append(name)
-    info = cache.read_json(info_name)
-    return Variant(
-        cache.path(name),
-        backend.removeprefix("tflite_"),
-        info.get("export"),
-        {**calib_meta, "compression": info},
-        built=built,
-        reused=reused,
-        timings_s=timings,
-    )
+def _store(cache: ArtifactCache, name: str, data: bytes, description: dict[str, Any]) -> None:
+    """Write a ``.tflite`` into the cache and describe it (with the TensorFlow version)."""
+    cache.write_bytes(name, data)
+    cache.record_artifact(name, {**description, **_tf_version()})
 
 
 def _tf_version() -> dict[str, str]:
-    from importlib import metadata
-
     try:
         return {"tensorflow": metadata.version("tensorflow")}
     except metadata.PackageNotFoundError:

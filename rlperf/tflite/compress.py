@@ -31,13 +31,12 @@ of the fidelity set the variant is then checked on. Config keys (``edge.*``):
 ``finetune_steps``, ``finetune_lr`` (one rate or a list: one fine-tune per rate, the
 lowest held-out error kept), ``finetune_batch``; the calibration set's.
 
-A fifth of those observations is held out of the fit and watched (:class:`Guard`):
-the weights with the lowest held-out error are the ones kept (for QAT and structured
-pruning the compressed model before any fine-tuning counts too), and when the held-out
-error rises past ``RISE`` times its best the best weights come back and the learning
-rate halves. So
-a rate sized for a small MLP cannot wreck a 2-million-weight conv policy: its
-fine-tune steps down to a rate that helps, or keeps the model it started from.
+Each fit is guarded on a held-out fifth of those observations
+(:class:`rlperf.tflite.finetune.Guard`: the best weights kept, the rate halved on a
+rise), so a rate sized for a small MLP cannot wreck a 2-million-weight conv policy.
+:func:`compress_policy` returns the Keras model and what its build measured; the
+variant builder (:func:`rlperf.tflite.artifacts.build_variant`) converts it as the
+backend's spec says (:mod:`rlperf.tflite.backends`) and caches it.
 
 Magnitude pruning leaves the ``.tflite`` the same size (TFLite stores the zeros
 dense) and the latency the same on x86 (XNNPACK's sparse kernels are not enabled
@@ -47,137 +46,21 @@ there): what it buys is the gzip size. The results say so (docs/compression.md).
 from __future__ import annotations
 
 import logging
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
+from rlperf.tflite.backends import BackendSpec
+from rlperf.tflite.export import (
+    build_keras_policy,
+    export_policy,
+    policy_input_shape,
+    torch_outputs,
+)
+from rlperf.tflite.finetune import Guard, fit_epochs, held_out, keras_distill, steps_per_epoch
+
 log = logging.getLogger("rlperf.tflite")
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """How one compressed backend is made."""
-
-    method: str  # qat | prune | structured
-    sparsity: float = 0.0  # prune: share of zero weights in every pruned layer
-    keep: float = 1.0  # structured: share of hidden units kept
-    int8: bool = False  # prune: then full-integer post-training quantization
-
-
-#: The compression backends (``backend.name``) and how each is made.
-RECIPES: dict[str, Recipe] = {
-    "tflite_qat": Recipe("qat"),
-    "tflite_prune50": Recipe("prune", sparsity=0.5),
-    "tflite_prune75": Recipe("prune", sparsity=0.75),
-    "tflite_prune90": Recipe("prune", sparsity=0.9),
-    "tflite_prune75_int8": Recipe("prune", sparsity=0.75, int8=True),
-    "tflite_struct50": Recipe("structured", keep=0.5),
-}
-
-
-#: Share of the distillation observations held out of the fit to judge it (:class:`Guard`).
-HOLDOUT = 0.2
-#: A held-out error this many times its best so far means the fine-tune is diverging.
-RISE = 1.5
-
-
-def learning_rates(value: Any) -> list[float]:
-    """``edge.finetune_lr``: one rate or a list of them, as a list of floats."""
-    if isinstance(value, (int, float, str)):
-        return [float(value)]
-    return [float(v) for v in value]
-
-
-def finetune_settings(cfg: Any) -> dict[str, Any]:
-    """``edge.finetune_*`` and the guard's constants (part of a compressed file's cache
-    name: a file built by another recipe is not reused)."""
-    return {
-        "steps": int(cfg.edge.finetune_steps),
-        "lr": learning_rates(cfg.edge.finetune_lr),
-        "batch": int(cfg.edge.finetune_batch),
-        "holdout": HOLDOUT,
-        "rise": RISE,
-    }
-
-
-class Guard:
-    """Watches a fine-tune on held-out observations, one :meth:`check` per epoch.
-
-    Keeps the weights with the lowest held-out error (the model at the first check counts
-    too) and, when the error rises past ``RISE`` times that best (or is not finite),
-    restores them and halves the learning rate. It watches from ``arm_step`` on:
-    magnitude pruning's error rises by design while its sparsity ramps up, and weights
-    from then have other masks. :meth:`finish` restores the best weights; :meth:`report`
-    says what happened (held-out error at the first check and of the kept weights, the
-    halvings, the final rate).
-    """
-
-    def __init__(self, get_weights: Any, set_weights: Any, set_lr: Any, lr: float,
-                 arm_step: int = 0) -> None:  # fmt: skip
-        self._get, self._set, self._set_lr = get_weights, set_weights, set_lr
-        self.lr, self.arm_step = lr, arm_step
-        self.best: float = math.inf
-        self.best_step: int | None = None
-        self.start_loss: float | None = None
-        self.halvings = 0
-        self._weights: Any = None
-
-    def check(self, step: int, loss: float) -> None:
-        """The held-out error after ``step`` optimizer steps."""
-        if self.start_loss is None:
-            self.start_loss = loss
-        if step < self.arm_step:
-            return
-        if not math.isfinite(loss) or loss > RISE * self.best:
-            if self._weights is not None:
-                self._set(self._weights)
-            self.lr /= 2
-            self._set_lr(self.lr)
-            self.halvings += 1
-        elif loss < self.best:
-            self.best, self.best_step, self._weights = loss, step, self._get()
-
-    def finish(self) -> float:
-        """Restore the kept weights; their held-out error."""
-        if self._weights is not None:
-            self._set(self._weights)
-        return self.best
-
-    def report(self) -> dict[str, Any]:
-        return {"holdout_loss_start": self.start_loss, "holdout_loss_kept": self.best,
-                "kept_step": self.best_step, "lr_halvings": self.halvings,
-                "final_lr": self.lr}  # fmt: skip
-
-
-def _held_out(n: int) -> np.ndarray:
-    """Which of ``n`` distillation observations are held out of the fit (every fifth)."""
-    held = np.zeros(n, bool)
-    held[:: round(1 / HOLDOUT)] = True
-    return held
-
-
-def _split(x: np.ndarray, y: Any) -> tuple[np.ndarray, Any, np.ndarray, Any]:
-    """(fit x, fit y, held-out x, held-out y)."""
-    held = _held_out(len(x))
-
-    def part(v: Any, mask: np.ndarray) -> Any:
-        return [a[mask] for a in v] if isinstance(v, list) else v[mask]
-
-    return x[~held], part(y, ~held), x[held], part(y, held)
-
-
-def _targets(net: Any, observations: np.ndarray, heads: str) -> Any:
-    """The torch policy's outputs the student is fitted to (list for ``heads=both``)."""
-    from rlperf.tflite.export import torch_outputs
-
-    logits, values = torch_outputs(net, observations, heads)
-    return [logits, values] if heads == "both" else logits
-
-
-def _epochs(settings: dict[str, Any], n: int) -> int:
-    return max(1, math.ceil(settings["steps"] * settings["batch"] / max(1, n)))
 
 
 def _trainable_layers(model: Any) -> list[Any]:
@@ -190,48 +73,13 @@ def _trainable_layers(model: Any) -> list[Any]:
 
 
 def _inputs(net: Any, observations: np.ndarray) -> np.ndarray:
-    from rlperf.tflite.export import policy_input_shape
-
     return observations.astype(np.float32).reshape(len(observations), *policy_input_shape(net))
 
 
-def _steps_per_epoch(settings: dict[str, Any], n: int) -> int:
-    return math.ceil(int((~_held_out(n)).sum()) / settings["batch"])
-
-
-def _fit_epochs(settings: dict[str, Any], n: int) -> int:
-    """Epochs of a Keras fit on ``n`` distillation observations (the fifth held out)."""
-    return _epochs(settings, int((~_held_out(n)).sum()))
-
-
-def _fit(model: Any, x: np.ndarray, y: Any, settings: dict[str, Any], callbacks: list[Any],
-         arm_step: int = 0) -> dict[str, Any]:  # fmt: skip
-    """Distil ``model`` on ``x`` less the held-out fifth, watched by a :class:`Guard`; the
-    fit's final loss and the guard's report."""
-    import tensorflow as tf
-    import tf_keras
-
-    tf.random.set_seed(0)  # the fit's shuffling: the same file from the same inputs
-    fx, fy, hx, hy = _split(x, y)
-    per_epoch = _steps_per_epoch(settings, len(x))
-    model.compile(optimizer=tf_keras.optimizers.Adam(settings["lr"]), loss="mse")
-
-    def set_lr(lr: float) -> None:
-        model.optimizer.learning_rate.assign(lr)
-
-    epochs = _fit_epochs(settings, len(x))
-    guard = Guard(model.get_weights, model.set_weights, set_lr, settings["lr"], arm_step)
-    guard.check(0, float(model.evaluate(hx, hy, batch_size=256, verbose=0)))
-
-    class Watch(tf_keras.callbacks.Callback):
-        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-            guard.check((epoch + 1) * per_epoch, float((logs or {})["val_loss"]))
-
-    hist = model.fit(fx, fy, batch_size=settings["batch"], epochs=epochs,
-                     verbose=0, shuffle=True, validation_data=(hx, hy),
-                     callbacks=[*callbacks, Watch()])  # fmt: skip
-    guard.finish()
-    return {"distill_loss": float(hist.history["loss"][-1]), **guard.report()}
+def _targets(net: Any, observations: np.ndarray, heads: str) -> Any:
+    """The torch policy's outputs the student is fitted to (list for ``heads=both``)."""
+    logits, values = torch_outputs(net, observations, heads)
+    return [logits, values] if heads == "both" else logits
 
 
 def quantization_aware(net: Any, heads: str, x: np.ndarray, y: Any, settings: dict) -> Any:
@@ -244,8 +92,6 @@ def quantization_aware(net: Any, heads: str, x: np.ndarray, y: Any, settings: di
     """
     import tensorflow_model_optimization as tfmot
     import tf_keras
-
-    from rlperf.tflite.export import build_keras_policy
 
     def qat_model(batch_size: int | None) -> tuple[Any, Any, list[Any]]:
         base = build_keras_policy(net, heads, batch_size, api="tf_keras")
@@ -261,7 +107,7 @@ def quantization_aware(net: Any, heads: str, x: np.ndarray, y: Any, settings: di
 
     train, base, trainable = qat_model(None)
     _start_ranges(train, base, trainable, x)
-    fit = _fit(train, x, y, settings, [])
+    fit = keras_distill(train, x, y, settings, [])
     single = qat_model(1)[0]
     single.set_weights(train.get_weights())
     return single, fit
@@ -329,11 +175,9 @@ def magnitude_pruned(
     import tensorflow_model_optimization as tfmot
     import tf_keras
 
-    from rlperf.tflite.export import build_keras_policy
-
     sp = tfmot.sparsity.keras
-    per_epoch = _steps_per_epoch(settings, len(x))
-    steps = _fit_epochs(settings, len(x)) * per_epoch
+    per_epoch = steps_per_epoch(settings, len(x))
+    steps = fit_epochs(settings, len(x)) * per_epoch
     ramp = max(1, steps // 2)
     schedule = sp.PolynomialDecay(0.0, sparsity, 0, ramp, frequency=max(1, steps // 20))
     base = build_keras_policy(net, heads, None, api="tf_keras")
@@ -348,7 +192,7 @@ def magnitude_pruned(
 
     pruned = tf_keras.models.clone_model(base, clone_function=wrap)
     # Armed from the first epoch end past the ramp's last mask update.
-    fit = _fit(pruned, x, y, settings, [sp.UpdatePruningStep()], arm_step=ramp + 1)
+    fit = keras_distill(pruned, x, y, settings, [sp.UpdatePruningStep()], arm_step=ramp + 1)
     stripped = sp.strip_pruning(pruned)
     single = build_keras_policy(net, heads, 1, api="tf_keras")
     single.set_weights(stripped.get_weights())
@@ -368,7 +212,7 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
 
     student: Any
     if getattr(net, "kind", "vision") == "mlp":
-        from rlperf.models.mlp_net import MlpNet
+        from rlperf.models.mlp_net import MlpNet  # imports torch
 
         hiddens = [max(1, round(h * keep)) for h in net.hiddens]
         student = MlpNet(net.obs_spec, net.action_spec, hiddens, net.activation)
@@ -376,7 +220,7 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
             _slice_linears(src, dst)
         threads = 1  # small batches of a small MLP: more threads only wait for each other
     else:
-        from rlperf.models.vision_net import VisionNet
+        from rlperf.models.vision_net import VisionNet  # imports torch
 
         filters = [[max(1, round(o * keep)), k, st] for o, k, st in net.conv_filters]
         student = VisionNet(net.obs_shape, net.num_actions, filters)
@@ -384,7 +228,7 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
         _slice_convs(net.vf_trunk, net.vf_out, student.vf_trunk, student.vf_out)
         threads = torch.get_num_threads()
     torch.manual_seed(0)
-    held = torch.from_numpy(_held_out(len(x)))
+    held = torch.from_numpy(held_out(len(x)))
     obs = torch.from_numpy(np.ascontiguousarray(x))
     with torch.no_grad():
         t_logits, t_values = net.logits(obs), net.value(obs)
@@ -406,7 +250,7 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
 
     guard = Guard(lambda: {k: v.clone() for k, v in student.state_dict().items()},
                   student.load_state_dict, set_lr, settings["lr"])  # fmt: skip
-    per_epoch = _steps_per_epoch(settings, len(x))
+    per_epoch = steps_per_epoch(settings, len(x))
     rng = np.random.default_rng(0)
     loss = torch.zeros(())
     saved_threads = torch.get_num_threads()
@@ -471,26 +315,28 @@ def _slice_convs(src_trunk: Any, src_head: Any, dst_trunk: Any, dst_head: Any) -
         dst_head.bias.copy_(src_head.bias)
 
 
-def build_compressed(
-    backend: str, net: Any, heads: str, calibration: Any, settings: dict, convert: Any
-) -> tuple[bytes, dict[str, Any]]:
-    """The ``.tflite`` bytes of a compression backend and what its build measured.
+def compress_policy(
+    spec: BackendSpec, net: Any, heads: str, calibration: Any, settings: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """The batch-1 Keras model of a compression backend, ready for its conversion
+    (``spec.variant``), and what its build measured (the ``<file>.json`` of the cache).
 
-    One guarded fine-tune per learning rate of ``settings["lr"]``; the model with the
-    lowest held-out error is the one converted. ``convert(model, variant)`` is
-    :func:`rlperf.tflite.convert.convert_keras` with the calibration set and input range
-    bound (``variant``: fp32, int8, qat).
+    One guarded fine-tune per learning rate of ``settings["lr"]``
+    (:func:`rlperf.tflite.finetune.finetune_settings`); the model with the lowest held-out
+    error is the one returned. Structured pruning's smaller torch policy goes through the
+    verified export (its check is ``info["export"]``).
     """
-    from rlperf.tflite.export import export_policy
-
-    recipe = RECIPES[backend]
+    recipe = spec.recipe
+    assert recipe is not None, f"{spec.name} is not a compression backend"
     obs = calibration.observations
     x = _inputs(net, obs)
     y = _targets(net, obs, heads) if recipe.method != "structured" else None
     info: dict[str, Any] = {"recipe": asdict(recipe), "finetune": settings,
                             "distillation_observations": int(len(x)),
-                            "held_out_observations": int(_held_out(len(x)).sum())}  # fmt: skip
-    log.info("building %s (%s) by distillation on %d observations", backend, recipe.method, len(x))
+                            "held_out_observations": int(held_out(len(x)).sum())}  # fmt: skip
+    log.info(
+        "building %s (%s) by distillation on %d observations", spec.name, recipe.method, len(x)
+    )
     builds = []
     for lr in settings["lr"]:
         one = {**settings, "lr": lr}
@@ -500,17 +346,15 @@ def build_compressed(
             built = magnitude_pruned(net, heads, x, y, one, recipe.sparsity)
         else:
             built = structured_pruned(net, recipe.keep, obs, one)
-        log.info("%s at lr %g: held-out MSE %.4g", backend, lr, built[1]["holdout_loss_kept"])
+        log.info("%s at lr %g: held-out MSE %.4g", spec.name, lr, built[1]["holdout_loss_kept"])
         builds.append((lr, *built))
     lr, model, fit = min(builds, key=lambda b: b[2]["holdout_loss_kept"])
     info.update(fit)
     info["lr_chosen"] = lr
     info["lr_tried"] = [{"lr": r, **f} for r, _, f in builds]
-    if recipe.method == "qat":
-        return convert(model, "qat"), info
-    if recipe.method == "prune":
-        return convert(model, "int8" if recipe.int8 else "fp32"), info
+    if recipe.method != "structured":
+        return model, info
     info["layers"] = getattr(model, "hiddens", None) or [f[0] for f in model.conv_filters]
     keras_model, check = export_policy(model, obs, heads)
     info["export"] = check.to_dict()
-    return convert(keras_model, "fp32"), info
+    return keras_model, info

@@ -14,6 +14,8 @@ qat         ``tflite_qat``           a quantization-aware-trained model (ranges 
                                      and activations, float32 in/out
 =========== ======================== ============================================
 
+Which variant each backend runs is its spec's (:mod:`rlperf.tflite.backends`).
+
 int8 input quantization is made exact: the exported model takes raw 0..255
 pixels, and calibration always sees one pixel at 0 and one at 255 (see
 :func:`with_full_pixel_range`), so the input gets scale 1 and zero point 0
@@ -47,14 +49,6 @@ from rlperf.tflite import TfliteError
 
 VARIANTS = ("fp32", "fp16", "dynamic", "int8", "int16x8", "qat")
 INT8_IO = ("uint8", "int8")
-#: Which TFLite variant each backend (edge and serve stages) runs.
-BACKEND_VARIANTS = {
-    "tflite_fp32": "fp32",
-    "tflite_fp16": "fp16",
-    "tflite_dynamic": "dynamic",
-    "tflite_int8": "int8",
-    "edgetpu": "int8",
-}
 
 
 def import_tensorflow() -> Any:

@@ -1,0 +1,145 @@
+"""Resolve an edge cell: its policy (``run`` / ``checkpoint``), its file (``model_path``),
+its backend and its env — the first step of :func:`rlperf.edge.job.run_edge`.
+
+Config keys: ``run`` / ``checkpoint``, ``model_path``, ``backend.name``, ``env.*``
+(only keys given on the command line override the run's env), ``edge.cache_dir``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gymnasium import spaces
+from omegaconf import DictConfig
+
+from rlperf.edge import EdgeInputError
+from rlperf.envs.factory import describe_env, env_spaces
+from rlperf.envs.from_config import play_env
+from rlperf.models.spaces import describe_space
+from rlperf.runs.checkpoint import TrainedRun
+from rlperf.runs.merge import upstream_run, write_effective_config
+from rlperf.runs.probe import check_probe
+from rlperf.tflite.artifacts import VariantBuild
+from rlperf.tflite.backends import POST_TRAINING_BACKENDS
+from rlperf.tflite.cache import ArtifactCache, resolve_cache_root
+from rlperf.tflite.export import policy_input_shape, torch_outputs
+from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
+
+
+@dataclass
+class EdgeCell:
+    """What the steps of one edge cell share."""
+
+    cfg: DictConfig
+    out_dir: Path
+    backend: str
+    cache_root: Path
+    # The "source" entry of summary.json: policy, run, model_path (and the policy's checks).
+    source: dict[str, Any] = field(
+        default_factory=lambda: {"policy": None, "run": None, "model_path": None}
+    )
+    trained: TrainedRun | None = None  # run= / checkpoint=
+    net: Any = None  # its torch policy (VisionNet)
+    model: dict[str, Any] | None = None  # the "model" entry of summary.json
+    cache: Any = None  # the policy's ArtifactCache
+    model_file: Path | None = None  # model_path=
+    file_info: Any = None  # what read_tflite says about model_path=
+    env: dict[str, Any] = field(default_factory=dict)
+    num_actions: int = 0
+    obs_space: Any = None  # the env's observation space
+    edgetpu: dict[str, Any] | None = None  # runtime and device, for backend=edgetpu
+    fidelity: Any = None  # the fidelity ObservationSet with the torch logits
+    fidelity_name: str | None = None
+    variant: VariantBuild | None = None
+
+    @property
+    def benchmarked_file(self) -> Path:
+        """``rlperf_policy.pt`` for ``backend=rllib``, else the variant's ``.tflite``."""
+        if self.backend == "rllib":
+            assert self.trained is not None
+            return self.trained.policy_path
+        assert self.variant is not None
+        return self.variant.path
+
+
+def resolve_cell(cfg: DictConfig, out_dir: Path) -> EdgeCell:
+    """The cell's policy (``run`` / ``checkpoint``), file (``model_path``), backend and env."""
+    cell = EdgeCell(cfg, out_dir, str(cfg.backend.name), resolve_cache_root(cfg.edge.cache_dir))
+    if cfg.model_path:
+        cell.model_file = Path(str(cfg.model_path))
+        if not cell.model_file.is_file():
+            raise EdgeInputError(f"model_path={cfg.model_path}: no such file")
+    cell.source["model_path"] = str(cell.model_file) if cell.model_file else None
+    ecfg = load_trained_policy(cell) if cfg.run or cfg.checkpoint else cfg
+    if cell.model_file is not None:
+        inspect_model_file(cell)
+    if cell.file_info is not None:
+        obs_shape = cell.file_info.inputs[0].shape[1:]
+    else:
+        obs_shape = cell.net.obs_shape
+    cell.env = play_env(ecfg, tuple(obs_shape))
+    obs_space, action_space = env_spaces(cell.env)
+    if not isinstance(action_space, spaces.Discrete):
+        raise EdgeInputError(
+            f"the edge stage benchmarks policies with Discrete actions (the greedy action is the "
+            f"argmax of the logits); {describe_space(action_space)} actions of "
+            f"{describe_env(cell.env)} are not supported"
+        )
+    cell.num_actions = int(action_space.n)
+    cell.obs_space = obs_space
+    return cell
+
+
+def load_trained_policy(cell: EdgeCell) -> DictConfig:
+    """Load and check the run's policy (``probe.npz`` too); write ``effective_config.yaml``.
+
+    Returns the effective config: the run's model, env and algo, with ``env.*``
+    of the command line on top.
+    """
+    # rlperf.models.policy_file imports torch: only a cell with a policy needs it.
+    from rlperf.models.policy_file import count_trainable_params, load_policy
+
+    trained, ecfg = upstream_run(cell.cfg, rllib=False)
+    net = load_policy(trained.policy_path)
+    probe = check_probe(trained.probe, lambda obs: torch_outputs(net, obs)[0])
+    cell.trained, cell.net = trained, net
+    cell.cache = ArtifactCache.for_policy(cell.cache_root, trained.policy_path)
+    name = str(trained.config.model.name)
+    cell.model = {"name": name, **net.model_config(), "params": count_trainable_params(net)}
+    cell.source.update(
+        policy=str(trained.policy_path),
+        run=str(trained.run_dir),
+        model=name,
+        policy_sha256_16=cell.cache.key,
+        probe=probe,
+        **trained.job_identity(),
+    )
+    write_effective_config(cell.out_dir, ecfg)
+    return ecfg
+
+
+def inspect_model_file(cell: EdgeCell) -> None:
+    """``model_path``: the backend for it, runnable there, the policy's input shape."""
+    assert cell.model_file is not None
+    cell.file_info = info = read_tflite(cell.model_file)
+    cell.backend = _backend_for_file(cell.backend, info)
+    if cell.backend != "edgetpu":
+        ensure_cpu_runnable(info, cell.backend)
+    in_shape = info.inputs[0].shape[1:]
+    if cell.net is not None and policy_input_shape(cell.net) != tuple(in_shape):
+        raise EdgeInputError(
+            f"model_path input {list(in_shape)} does not match the policy's "
+            f"observation shape {list(policy_input_shape(cell.net))}"
+        )
+
+
+def _backend_for_file(backend: str, info: Any) -> str:
+    """``backend=rllib`` (the default) with ``model_path``: pick the backend from the file."""
+    if backend != "rllib":
+        return backend
+    if info.is_edgetpu_compiled:
+        return "edgetpu"
+    by_variant = f"tflite_{info.variant}"
+    return by_variant if by_variant in POST_TRAINING_BACKENDS else "tflite_fp32"
