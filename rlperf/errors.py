@@ -145,6 +145,34 @@ class FigureNotApplicable(Exception):
     """The data holds nothing this report figure could show (the reason is the message)."""
 
 
+# The report's errors (rlperf.report): it reads result files and raises these; rlperf-report
+# maps NoRunsFoundError, MixedFingerprintsError, BaselineError and GateError to exit 2.
+
+
+class NoRunsFoundError(RuntimeError):
+    """A path handed to the report holds no cell of any recognised kind."""
+
+
+class CellError(RuntimeError):
+    """A cell's files are missing, corrupt or inconsistent (the report skips the cell)."""
+
+
+class MixedFingerprintsError(RuntimeError):
+    """``--strict`` and cells of one comparison come from different machines or software."""
+
+
+class BaselineError(ValueError):
+    """``--baseline`` matches no cell, or several cells of one model."""
+
+
+class GateError(ValueError):
+    """A gate that cannot be run: a bad tolerance, or nothing to compare."""
+
+
+class FigureNotApplicable(Exception):
+    """The data holds nothing this report figure could show (the reason is the message)."""
+
+
 def exit_code_of(exc: BaseException) -> int:
     """The exit status of a command that ended with ``exc`` (see the module docstring)."""
     if isinstance(exc, KeyboardInterrupt):

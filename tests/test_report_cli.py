@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from support import synthetic
 
-from rlperf.report import MixedFingerprintsError, build_report
+from rlperf.errors import MixedFingerprintsError
+from rlperf.report import build_report
 from rlperf.report.cli import main
 
 THESIS = Path(__file__).parent / "data" / "thesis"

@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 from support import synthetic
 
+from rlperf.errors import GateError
 from rlperf.report import build_report
 from rlperf.report.cli import main
-from rlperf.report.gate import DEFAULT_TOLERANCE, GateError, parse_tolerance
+from rlperf.report.gate import DEFAULT_TOLERANCE, parse_tolerance
 from rlperf.results.columns import PHASES
 
 THESIS = Path(__file__).parent / "data" / "thesis"

@@ -289,3 +289,35 @@ def test_all_empty_excluded_column_keeps_every_row(tmp_path):
         cell = load_rlperf_cell(CellRef(tmp_path, "rlperf", "c", "g"))
     assert cell.iterations["excluded"].tolist() == ["", ""]
     assert len(included(cell.iterations)) == 2
+
+
+def test_serve_cell_levels_are_read_tabled_and_drawn(tmp_path):
+    """A serve job folder's levels.csv is read with the cell (rlperf.report.load), written as
+    serve_levels / serve_max_rate, drawn, and the max rate is the one summary.json names."""
+    cfg = synthetic.resolved_config(stage="serve")
+    levels = pd.DataFrame({
+        "loop": ["closed", "open", "open", "open"], "phase": ["load"] * 4,
+        "offered_rps": [None, 10.0, 20.0, 40.0], "on_schedule": [True, True, True, False],
+        "excluded": ["", "", "", ""], "model_busy_share": [0.1, 0.2, 0.4, 0.9],
+        "p50_ms": [1.0, 1.1, 1.3, 9.0], "p50_lo_ms": [0.9, 1.0, 1.2, 8.0],
+        "p50_hi_ms": [1.1, 1.2, 1.4, 10.0], "p99_ms": [2.0, 2.2, 3.0, 50.0],
+        "p99_lo_ms": [1.8, 2.0, 2.8, 40.0], "p99_hi_ms": [2.2, 2.4, 3.3, float("inf")],
+    })  # fmt: skip
+    summary = {
+        "status": "completed", "stage": "serve",
+        "max_rate_under_slo": {"slo_ms": 5.0, "max_rate_rps": 20.0, "bounded": True},
+        "baseline": {"inprocess_p50_ms": 0.5, "http_p50_ms": 1.0, "serve_added_http_ms": 0.5},
+        "serve": {"replicas": 1, "max_batch_size": 1, "transport": "http"},
+    }  # fmt: skip
+    cell = tmp_path / "runs" / "0"
+    synthetic.write_cell(cell, synthetic.CellSpec(cfg, [], None, summary))
+    levels.to_csv(cell / "levels.csv", index=False)
+    res = build_report([tmp_path / "runs"], tmp_path / "out")
+    assert len(res.serve.levels) == 4 and res.serve.levels["slo_ms"].eq(5.0).all()
+    row = res.serve.max_rate.iloc[0]
+    assert (row["max_rate_rps"], row["model_busy_share_at_max"]) == (20.0, 0.4)
+    assert {"serve_levels.csv", "serve_max_rate.csv"} <= {p.name for p in res.files}
+    assert res.figures["serve_latency_vs_load"].stat().st_size > 10_000
+    assert "highest Poisson rate meeting the p99 bound of 5 ms is 20 req/s" in (
+        res.markdown.read_text()
+    )

@@ -2,8 +2,7 @@
 tidy tables, figures and findings.
 
 The library entry point is :func:`build_report`; ``rlperf-report`` (:mod:`rlperf.report.cli`)
-is a thin shell around it. pandas, scipy and seaborn are imported lazily so that
-``rlperf-report --help`` stays fast.
+is a thin shell around it. Its errors live in :mod:`rlperf.errors`.
 """
 
 from __future__ import annotations
@@ -12,17 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rlperf.report.build import build_report
-    from rlperf.report.discover import NoRunsFoundError
-    from rlperf.report.fingerprints import MixedFingerprintsError
     from rlperf.report.result import ReportResult
 
-__all__ = ["MixedFingerprintsError", "NoRunsFoundError", "ReportResult", "build_report"]
+__all__ = ["ReportResult", "build_report"]
 
+# Resolved on first use: the report's modules import pandas, numpy and scipy, and
+# `rlperf-report --help` (which imports this package) must load none of them.
 _LAZY = {
     "build_report": "rlperf.report.build",
     "ReportResult": "rlperf.report.result",
-    "NoRunsFoundError": "rlperf.report.discover",
-    "MixedFingerprintsError": "rlperf.report.fingerprints",
 }
 
 

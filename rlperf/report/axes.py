@@ -17,12 +17,9 @@ from typing import Any
 
 import pandas as pd
 
+from rlperf.errors import BaselineError
 from rlperf.report.cells import PRIMARY_AXES, Cell
 from rlperf.report.repeats import Configuration, is_identity_key, run_suffixes
-
-
-class BaselineError(ValueError):
-    """``--baseline`` matches no cell, or several cells of one model."""
 
 
 @dataclass

@@ -14,7 +14,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rlperf.errors import ExitCode
+from rlperf.errors import (
+    BaselineError,
+    ExitCode,
+    GateError,
+    MixedFingerprintsError,
+    NoRunsFoundError,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,11 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     # The report's modules import pandas, numpy and scipy: deferred so that `--help` loads
     # none of them (tests/test_report_cli.py).
-    from rlperf.report.axes import BaselineError
     from rlperf.report.build import build_report
-    from rlperf.report.discover import NoRunsFoundError
-    from rlperf.report.fingerprints import MixedFingerprintsError
-    from rlperf.report.gate import GateError, lines, parse_tolerance
+    from rlperf.report.gate import lines, parse_tolerance
 
     def progress(msg: str) -> None:
         print(f"rlperf-report: {msg}", file=sys.stderr, flush=True)

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rlperf.report.axes import AxisPlan, BaselineError, parse_baseline, plan_axes, select_baselines
+from rlperf.errors import BaselineError, MixedFingerprintsError
+from rlperf.report.axes import AxisPlan, parse_baseline, plan_axes, select_baselines
 from rlperf.report.cells import Cell
 from rlperf.report.findings import FamilyAnalysis, analyse_family
-from rlperf.report.fingerprints import FingerprintGroup, MixedFingerprintsError, group_cells
+from rlperf.report.fingerprints import FingerprintGroup, group_cells
 from rlperf.report.repeats import Configuration, group_repeats
 from rlperf.report.serve import FAMILY as SERVE_FAMILY
 

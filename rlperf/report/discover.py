@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlperf.errors import NoRunsFoundError
 from rlperf.runs.layout import CELL_FILE, CONFIG_FILE, METRICS_FILE, STEPS_FILE, SUMMARY_FILE
 
 RESULT_FILES = (SUMMARY_FILE, METRICS_FILE, STEPS_FILE)
@@ -34,10 +35,6 @@ LEGACY_ROLLOUT_HEADERS = {
 
 # Folders never holding cells; walking them only costs time.
 _PRUNE = {".hydra", ".tune", ".git", "__pycache__", ".venv", "node_modules", ".ruff_cache"}
-
-
-class NoRunsFoundError(RuntimeError):
-    """A path handed to the report holds no cell of any recognised kind."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlperf.errors import FigureNotApplicable
 from rlperf.report import energy
 from rlperf.report.axes import AxisPlan
 from rlperf.report.compare import Comparison
@@ -38,7 +39,6 @@ from rlperf.report.findings import FamilyAnalysis, level
 from rlperf.report.objectives import objective_of
 from rlperf.report.plot import (
     FigureContext,
-    NotApplicable,
     completed_configurations,
     config_palette,
     grid,
@@ -60,7 +60,7 @@ def intervals(ctx: FigureContext, out: Path) -> Path:
     filled markers are run-to-run intervals (n runs in the label), open ones within one run."""
     df = completed_configurations(ctx)
     if df.empty:
-        raise NotApplicable("no completed configuration with an estimate")
+        raise FigureNotApplicable("no completed configuration with an estimate")
     pairs = {(str(f), str(m)) for f, m in zip(df["family"], df["model"], strict=True)}
     facets = sorted(pairs, key=lambda fm: (fm[0] != "training", fm))
     with style():
@@ -95,7 +95,7 @@ def gpu_power(ctx: FigureContext, out: Path) -> Path:
     """GPU board power over each run (``telemetry.csv``, monitored GPUs summed)."""
     df = ctx.power
     if df.empty:
-        raise NotApplicable(ctx.power_note or "no GPU power in any telemetry.csv")
+        raise FigureNotApplicable(ctx.power_note or "no GPU power in any telemetry.csv")
     facets = sorted({(str(f), str(m)) for f, m in zip(df["family"], df["model"], strict=True)})
     from matplotlib.figure import Figure
 
@@ -141,7 +141,7 @@ def draw_all(ctx: FigureContext, out: Path) -> tuple[dict[str, Path], dict[str, 
     for name, (func, _title) in FIGURES.items():
         try:
             drawn[name] = func(ctx, out)
-        except NotApplicable as exc:
+        except FigureNotApplicable as exc:
             skipped[name] = str(exc)
         except Exception as exc:  # noqa: BLE001 - one broken figure must not lose the report
             skipped[name] = f"failed: {exc.__class__.__name__}: {exc}"

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlperf.errors import FigureNotApplicable
 from rlperf.report.plot import (
     BACKEND_ORDER,
     FigureContext,
-    NotApplicable,
     backend_palette,
     grid,
     kept,
@@ -35,7 +35,7 @@ def latency(ctx: FigureContext, out: Path) -> Path:
     """Latency per action per configuration as box plots, p50 and p99 marked."""
     df = kept(ctx.latency) if not ctx.latency.empty else ctx.latency
     if df.empty:
-        raise NotApplicable("no completed rollout / edge cells")
+        raise FigureNotApplicable("no completed rollout / edge cells")
     metric = "action_ms" if df["action_ms"].notna().any() else "forward_ms"
     df = df[df[metric].notna()]
     models = models_of(df)
@@ -121,13 +121,13 @@ def fidelity_latency(ctx: FigureContext, out: Path) -> Path:
 
     runs = ctx.runs
     if "fidelity_agreement" not in runs or runs["fidelity_agreement"].notna().sum() == 0:
-        raise NotApplicable("no cell recorded fidelity (exported variants only)")
+        raise FigureNotApplicable("no cell recorded fidelity (exported variants only)")
     metric = "action_ms_p50" if "action_ms_p50" in runs else "forward_ms_p50"
     df = runs[
         runs["fidelity_agreement"].notna() & runs[metric].notna() & (runs["status"] == "completed")
     ].copy()
     if df.empty:
-        raise NotApplicable("no completed cell with both fidelity and latency")
+        raise FigureNotApplicable("no completed cell with both fidelity and latency")
     df["agreement_pct"] = df["fidelity_agreement"].astype(float) * 100
     pal = backend_palette(df["backend"].astype(str).unique())
     with style():
@@ -181,10 +181,10 @@ def compression_tradeoff(ctx: FigureContext, out: Path) -> Path:
     metric = "action_ms_p50" if "action_ms_p50" in runs else "forward_ms_p50"
     need = ("return_mean", "model_size_bytes", metric)
     if any(c not in runs for c in need):
-        raise NotApplicable("no edge cell with return, latency and model size")
+        raise FigureNotApplicable("no edge cell with return, latency and model size")
     df = runs[runs[list(need)].notna().all(axis=1) & (runs["status"] == "completed")].copy()
     if df.empty:
-        raise NotApplicable("no completed edge cell with return, latency and model size")
+        raise FigureNotApplicable("no completed edge cell with return, latency and model size")
     df["size_kb"] = df["model_size_bytes"].astype(float) / 1024
     pal = backend_palette(df["backend"].astype(str).unique())
     with style():

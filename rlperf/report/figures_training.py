@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlperf.errors import FigureNotApplicable
 from rlperf.report.findings import level
 from rlperf.report.plot import (
     PHASE_COLORS,
     PHASE_NAMES,
     RESOURCE_COLORS,
     FigureContext,
-    NotApplicable,
     completed_configurations,
     config_palette,
     grid,
@@ -46,7 +46,7 @@ def phase_times(ctx: FigureContext, out: Path) -> Path:
     """
     df = kept(ctx.iterations) if not ctx.iterations.empty else ctx.iterations
     if df.empty:
-        raise NotApplicable("no completed training cells")
+        raise FigureNotApplicable("no completed training cells")
     models = models_of(df)
     means = df.groupby(["model", "config"], observed=True)[list(PHASE_NAMES)].mean()
     with style():
@@ -189,7 +189,7 @@ def phase_breakdown(ctx: FigureContext, out: Path) -> Path:
     all its runs)."""
     df = kept(ctx.iterations) if not ctx.iterations.empty else ctx.iterations
     if df.empty:
-        raise NotApplicable("no completed training cells")
+        raise FigureNotApplicable("no completed training cells")
     cols = [
         (p, f"{PHASE_NAMES[p]} time (s)", PHASE_COLORS[p])
         for p in ("sample_s", "load_s", "learn_s", "sync_s")
@@ -211,7 +211,7 @@ def utilisation(ctx: FigureContext, out: Path) -> Path:
     iterations of all its runs)."""
     df = kept(ctx.iterations) if not ctx.iterations.empty else ctx.iterations
     if df.empty:
-        raise NotApplicable("no completed training cells")
+        raise FigureNotApplicable("no completed training cells")
     cols: list[tuple[str, str, Any]] = [
         ("cpu_util_pct", "CPU utilisation (%)", RESOURCE_COLORS["CPU"]),
         ("ram_util_pct", "RAM in use (%)", RESOURCE_COLORS["RAM"]),
@@ -229,7 +229,7 @@ def utilisation(ctx: FigureContext, out: Path) -> Path:
         ]
     cols = [(c, t, k) for c, t, k in cols if c in df and df[c].notna().any()]
     if not cols:
-        raise NotApplicable("no utilisation columns recorded")
+        raise FigureNotApplicable("no utilisation columns recorded")
     return _bar_grid(
         ctx,
         out,
@@ -249,14 +249,14 @@ def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
     several times)."""
     df = completed_configurations(ctx, "training")
     if df.empty or "workers" not in df:
-        raise NotApplicable("no completed training cells with a workers axis")
+        raise FigureNotApplicable("no completed training cells with a workers axis")
     spread = df.groupby(["model", "config_wo_workers"], observed=True)["workers"].transform(
         "nunique"
     )
     df = df[spread > 1]
     models = sorted(df["model"].astype(str).unique())
     if not models:
-        raise NotApplicable("no configuration was run with more than one number of workers")
+        raise FigureNotApplicable("no configuration was run with more than one number of workers")
     from matplotlib.figure import Figure
 
     ncols = min(3, len(models))

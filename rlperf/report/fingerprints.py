@@ -63,10 +63,6 @@ IGNORED_WORDS = frozenset(
 )
 
 
-class MixedFingerprintsError(RuntimeError):
-    """``--strict`` and cells of one comparison come from different machines or software."""
-
-
 def flatten_all(tree: Any, prefix: str = "") -> dict[str, Any]:
     """Like :func:`~rlperf.report.cells.flatten`, but lists are expanded too (``gpus.0.name``),
     so that per-item fields such as a GPU's UUID can be left out of the comparison."""

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rlperf.errors import GateError, MixedFingerprintsError
 from rlperf.report import stats
 from rlperf.report.findings import FamilyAnalysis
-from rlperf.report.fingerprints import MixedFingerprintsError
 from rlperf.report.repeats import Configuration
 
 #: Default ``--tolerance``: slowdowns within 5 % never fail the gate.
@@ -39,10 +39,6 @@ DEFAULT_TOLERANCE = 0.05
 
 #: Verdicts that fail the gate.
 FAILING = ("regression", "missing")
-
-
-class GateError(ValueError):
-    """A gate that cannot be run: a bad tolerance, or nothing to compare."""
 
 
 def parse_tolerance(text: str | float) -> float:

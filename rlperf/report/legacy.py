@@ -66,11 +66,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlperf.errors import CellError
 from rlperf.report import fingerprints
 from rlperf.report.cells import Cell, match_model
 from rlperf.report.discover import CellRef
 from rlperf.report.load import (
-    CellError,
     canonical_iterations,
     first_episode_warmup,
     flags_to_exclusion,

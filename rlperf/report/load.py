@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from rlperf.errors import CellError
 from rlperf.report import fingerprints
 from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten
 from rlperf.report.discover import CellRef
@@ -49,10 +50,6 @@ AXIS_KEYS = {
     "algo": "algo.name",
     "env": "env.id",
 }
-
-
-class CellError(RuntimeError):
-    """A cell's files are missing, corrupt or inconsistent."""
 
 
 def read_yaml(path: Path) -> Any:

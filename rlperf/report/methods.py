@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from rlperf.errors import CellError
 from rlperf.report import render
 from rlperf.report.cells import Cell
 from rlperf.report.energy import energy_text
 from rlperf.report.findings import FamilyAnalysis, level
-from rlperf.report.load import CellError, read_yaml
+from rlperf.report.load import read_yaml
 from rlperf.report.result import ReportResult
 from rlperf.report.stats import N_RESAMPLES
 

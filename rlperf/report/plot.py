@@ -53,10 +53,6 @@ RESOURCE_COLORS = {"CPU": "#0173b2", "RAM": "#949494", "GPU": "#029e73", "GPU me
 DPI = 110
 
 
-class NotApplicable(Exception):
-    """The data holds nothing this figure could show (the reason is the message)."""
-
-
 @dataclass
 class FigureContext:
     """What every figure function needs: tidy data, orders, palettes, warnings."""

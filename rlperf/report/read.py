@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from rlperf.errors import CellError, NoRunsFoundError
 from rlperf.report.cells import Cell
-from rlperf.report.discover import CellRef, Discovery, NoRunsFoundError, Skipped, discover
+from rlperf.report.discover import CellRef, Discovery, Skipped, discover
 from rlperf.report.legacy import is_legacy, load_legacy
-from rlperf.report.load import CellError, load_rlperf_cell
+from rlperf.report.load import load_rlperf_cell
 
 Progress = Callable[[str], None]
 

@@ -460,9 +460,9 @@ def overrides_for(config: dict[str, Any]) -> list[str]:
 
 
 def _legacy_cells(thesis: Path) -> list[Any]:
+    from rlperf.errors import CellError
     from rlperf.report.discover import discover
     from rlperf.report.legacy import load_legacy
-    from rlperf.report.load import CellError
 
     cells = []
     for ref in discover([thesis]).refs:
