@@ -84,8 +84,7 @@ def compose(*overrides: str) -> Any:
 
 def algo_config(cfg: Any, steps: int, env_runner_cls: type | None = None) -> Any:
     """rlperf's PPO config for ``cfg`` with a batch of ``steps`` (optionally another runner)."""
-    from rlperf.algos import build_algo_config
-    from rlperf.resources.plan import plan_resources
+    from rlperf.algos import build_algo_config, plan_resources
 
     cfg.algo.train_batch_size = steps
     cfg.algo.minibatch_size = min(int(cfg.algo.minibatch_size), steps)

@@ -136,8 +136,9 @@ def bench_overhead(overrides: list[str], rounds: int) -> None:
     import ray
     from hydra import compose, initialize_config_module
 
+    from rlperf.algos import plan_resources
     from rlperf.config.schema import register_configs
-    from rlperf.resources.plan import detect_machine, plan_resources, ray_cpu_count
+    from rlperf.resources.plan import detect_machine, ray_cpu_count
     from rlperf.resources.ray_session import init_ray
 
     register_configs()

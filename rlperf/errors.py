@@ -79,6 +79,26 @@ class ModelSpaceError(ValueError):
     (``rlperf.models.spaces``)."""
 
 
+class EnvCheckError(ConfigError):
+    """The env of the config would fail training; the message names the env and the call
+    (``rlperf.envs.check``)."""
+
+
+class EntryPointError(ImportError):
+    """``env.entry_point`` does not name an importable class; the message says why
+    (``rlperf.envs.entry_point``)."""
+
+
+class ConvStackError(ValueError):
+    """A ``model.conv_filters`` stack that does not reduce the input to 1x1
+    (``rlperf.models.shapes``)."""
+
+
+class ModelSpaceError(ValueError):
+    """The model cannot take the env's observations or produce its actions
+    (``rlperf.models.spaces``)."""
+
+
 class CheckpointError(UserError, ValueError):
     """A run folder or checkpoint that cannot be used; the message says why and where (exit 2)."""
 

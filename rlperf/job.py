@@ -28,6 +28,7 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlperf.algos import plan_resources
 from rlperf.console import TERMINAL, current
 from rlperf.console.deprecations import watching
 from rlperf.errors import UserError, error_line, raise_if_interrupted
@@ -38,7 +39,6 @@ from rlperf.resources.plan import (
     check_feasible,
     check_serve_feasible,
     detect_machine,
-    plan_resources,
 )
 from rlperf.resources.ray_session import applied_placement
 from rlperf.results.summary import write_json

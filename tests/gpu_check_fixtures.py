@@ -33,11 +33,12 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from rlperf.algos import plan_resources
 from rlperf.config.schema import register_configs
 from rlperf.gpu_check.checks import MANIFEST_FILE
 from rlperf.gpu_check.sequence import Step, sequence, step_record
 from rlperf.resources.placement import plan_record
-from rlperf.resources.plan import ResourcePlan, plan_resources
+from rlperf.resources.plan import ResourcePlan
 from rlperf.results.columns import ALGO_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import write_json

@@ -6,6 +6,7 @@ point (slow), asserting which timing columns each fills and which stay empty
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +14,11 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from rlperf.algos import SPECS
+from rlperf.config.schema_algo import ALGO_SCHEMAS, AlgoName
 from rlperf.config.validate import validate_config
 from rlperf.errors import ConfigError
-from tests.conftest import group_options, run_rlperf
+from tests.conftest import CONF, group_options, run_rlperf
 
 PHASES = ["sample_s", "load_s", "learn_s", "sync_s", "other_s"]
 ASYNC_ONLY = ["learner_queue_size", "policy_lag"]
@@ -38,6 +41,29 @@ def test_every_algorithm_has_an_option_with_its_schema(compose_cfg) -> None:
     assert compose_cfg("algo=impala").algo.train_batch_size == 500
     cfg = compose_cfg("algo=dqn")
     assert OmegaConf.to_container(cfg.algo.epsilon) == [[0, 1.0], [10000, 0.05]]
+
+
+def test_specs_schemas_and_options_name_the_same_algorithms() -> None:
+    """One spec per algorithm (rlperf.algos.SPECS); its keys' schema and its option agree,
+    and the option gives every key of the schema a value (the schema carries types only)."""
+    assert list(SPECS) == list(ALGO_SCHEMAS) == [m.value for m in AlgoName]
+    assert sorted(SPECS) == group_options("algo")
+    for name, spec in SPECS.items():
+        assert spec.name == name
+        option = OmegaConf.load(CONF / "algo" / f"{name}.yaml")
+        keys = {f.name for f in fields(ALGO_SCHEMAS[name])}
+        assert keys == set(option) - {"defaults"}, name
+    assert {n: s.default_learners for n, s in SPECS.items()} == {
+        "ppo": 0,
+        "appo": 1,
+        "impala": 1,
+        "dqn": 0,
+        "sac": 0,
+    }
+    assert {n: s.actions.space for n, s in SPECS.items() if s.actions} == {
+        "dqn": "Discrete",
+        "sac": "Box",
+    }
 
 
 @pytest.mark.parametrize(

@@ -28,10 +28,11 @@ from omegaconf import DictConfig
 from support.docs import DocItem, collect, problems, rlperf_argv
 from support.search import search_corners
 
+from rlperf.algos import plan_resources
 from rlperf.config.schema import register_configs
 from rlperf.config.validate import validate_config
 from rlperf.errors import ConfigError
-from rlperf.resources.plan import InfeasibleError, check_feasible, detect_machine, plan_resources
+from rlperf.resources.plan import InfeasibleError, check_feasible, detect_machine
 from tests.conftest import run_rlperf
 
 REPO = Path(__file__).resolve().parents[1]

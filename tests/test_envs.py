@@ -17,7 +17,7 @@ from rlperf.envs import check
 from rlperf.envs.ceiling import env_ceiling
 from rlperf.envs.factory import env_spaces, make_env
 from rlperf.envs.frozenlake import FrozenLake
-from rlperf.errors import ConfigError
+from rlperf.errors import ConfigError, EnvCheckError
 from tests.conftest import REPO, run_rlperf
 
 BAD = "support.bad_envs"
@@ -56,21 +56,21 @@ def test_bad_user_env_is_refused_naming_entry_point_call_and_fault(compose_cfg, 
     with pytest.raises(ConfigError) as err:
         validate_config(custom(compose_cfg, f"{BAD}:{name}"))
     msg = str(err.value)
-    assert isinstance(err.value, check.EnvCheckError)
+    assert isinstance(err.value, EnvCheckError)
     assert msg.startswith(f"env.entry_point={BAD}:{name}: ")
     assert call in msg and fault in msg, msg
 
 
 def test_import_errors_name_the_module_and_where_it_was_looked_for(compose_cfg) -> None:
-    with pytest.raises(check.EnvCheckError, match="import support.bad_env_import raised "
+    with pytest.raises(EnvCheckError, match="import support.bad_env_import raised "
                        "ImportError: this env needs the package 'gridworld_physics'"):  # fmt: skip
         validate_config(custom(compose_cfg, "support.bad_env_import:GridWorld"))
-    with pytest.raises(check.EnvCheckError) as err:
+    with pytest.raises(EnvCheckError) as err:
         validate_config(custom(compose_cfg, "no_such_envs.grid:GridWorld"))
     assert "no module named 'no_such_envs' in the working directory" in str(err.value)
-    with pytest.raises(check.EnvCheckError, match="has no attribute 'GridWorld'"):
+    with pytest.raises(EnvCheckError, match="has no attribute 'GridWorld'"):
         validate_config(custom(compose_cfg, f"{BAD}:GridWorld"))
-    with pytest.raises(check.EnvCheckError, match="not of the form package.module:Class"):
+    with pytest.raises(EnvCheckError, match="not of the form package.module:Class"):
         validate_config(custom(compose_cfg, "support.bad_envs.Walk"))
 
 

@@ -24,8 +24,8 @@ import pandas as pd
 import psutil
 import pytest
 
+from rlperf.algos import plan_resources
 from rlperf.resources.listeners import Listener, is_loopback, listeners
-from rlperf.resources.plan import plan_resources
 from rlperf.runs.layout import EXCLUDED_COLUMN, Exclusion
 from rlperf.training import faults
 from tests.conftest import TINY_TRAIN

@@ -6,13 +6,13 @@ import os
 
 import pytest
 
+from rlperf.algos import plan_resources
 from rlperf.resources.plan import (
     InfeasibleError,
     Machine,
     check_feasible,
     floor_to_ray_unit,
     gpu_fractions,
-    plan_resources,
     ray_cpu_count,
 )
 from rlperf.resources.ray_session import applied_placement, ray_init_kwargs

@@ -14,12 +14,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from rlperf.algos import plan_resources
 from rlperf.config.validate import validate_config
 from rlperf.errors import CheckpointError, ConfigError
 from rlperf.job import SkipCell
 from rlperf.models.policy_file import save_policy
 from rlperf.models.vision_net import VisionNet
-from rlperf.resources.plan import Machine, plan_resources
+from rlperf.resources.plan import Machine
 from rlperf.results.latency import LatencyRecorder
 from rlperf.rollout.job import check_hardware, play
 from rlperf.rollout.timing import measure_timer

@@ -116,8 +116,7 @@ ALGO_TARGETS = {
 
 @pytest.mark.parametrize("algo", sorted(ALGO_TARGETS))
 def test_algo_targets_preset_gives_rllib_the_tuned_settings(compose_cfg, algo: str) -> None:
-    from rlperf.algos import build_algo_config
-    from rlperf.resources.plan import plan_resources
+    from rlperf.algos import build_algo_config, plan_resources
 
     overrides, expected = ALGO_TARGETS[algo]
     cfg = compose_cfg("experiment=algo_targets", f"algo={algo}", *overrides)

@@ -1,43 +1,42 @@
-"""RLlib algorithm configs, one module per ``algo.name``.
+"""RLlib algorithm configs: one :class:`~rlperf.algos.spec.AlgoSpec` per ``algo.name``.
 
 :func:`build_algo_config` turns the composed config and a resource plan into an
 RLlib ``AlgorithmConfig`` (nothing started). The training job trains with it,
 the rollout restores its checkpoint into it, and the sweep pre-flight asks it
-which resources a cell needs. To add an algorithm: a module beside
-:mod:`rlperf.algos.ppo` with a ``build_config(cfg, plan)`` (the settings all share are
-:mod:`rlperf.algos.common`), its line in :data:`ALGORITHMS`, its member in ``AlgoName``
-and its schema in ``KIND_SCHEMAS["algo"]`` (:mod:`rlperf.config.schema`, which make
-composition accept the name and its keys), ``conf/algo/<name>.yaml``, and its timing in
-:data:`rlperf.algos.timing.TIMINGS`. Importing this package is cheap: RLlib is imported by the
-algorithm's module.
+which resources a cell needs. An algorithm is its spec (its RLlib class, the
+actions it takes, RLlib's default learners, its timing, validator and builder),
+defined in its module (:mod:`rlperf.algos.ppo`, ...) and listed in :data:`SPECS`;
+its keys are its schema (:mod:`rlperf.config.schema_algo`) and their values
+``conf/algo/<name>.yaml`` (docs/algorithms.md). Importing this package is cheap:
+RLlib is imported when a config is built.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
+from rlperf.algos import appo, impala, ppo, replay
+from rlperf.algos.spec import AlgoSpec
+from rlperf.errors import ConfigError
+from rlperf.resources.plan import resource_plan
+
 if TYPE_CHECKING:
     from rlperf.resources.plan import ResourcePlan
 
-#: ``algo.name`` -> ``module:function``, the ``function(cfg, plan)`` that builds its
-#: AlgorithmConfig.
-ALGORITHMS = {
-    "ppo": "rlperf.algos.ppo:build_config",
-    "appo": "rlperf.algos.appo:build_config",
-    "impala": "rlperf.algos.impala:build_config",
-    "dqn": "rlperf.algos.replay:build_dqn_config",
-    "sac": "rlperf.algos.replay:build_sac_config",
+#: ``algo.name`` -> its spec.
+SPECS: dict[str, AlgoSpec] = {
+    s.name: s for s in (ppo.SPEC, appo.SPEC, impala.SPEC, replay.DQN_SPEC, replay.SAC_SPEC)
 }
 
-#: RLlib 2.60's default ``num_learners`` per algorithm, what ``learners=null`` gives
-#: (without a multi-GPU layout). PPO, DQN and SAC learn in the driver (0). APPO and
-#: IMPALA default to one remote learner actor (a CPU of its own) and become
-#: *synchronous* with ``num_learners=0`` (``do_async_updates = num_learners > 0`` in
-#: RLlib's IMPALA.training_step): ``learners=0`` changes what they measure.
-RLLIB_DEFAULT_LEARNERS = {"ppo": 0, "appo": 1, "impala": 1, "dqn": 0, "sac": 0}
+
+def spec_of(cfg: DictConfig) -> AlgoSpec:
+    """The spec of ``cfg.algo.name``."""
+    name = str(cfg.algo.name)
+    if name not in SPECS:
+        raise ConfigError(f"algo.name={name!r} is not valid; choose one of: {', '.join(SPECS)}")
+    return SPECS[name]
 
 
 def build_algo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
@@ -46,15 +45,14 @@ def build_algo_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
     Config subtrees used: ``algo``, ``model``, ``env``, ``seed`` (and what the
     algorithm's module documents); ``plan`` gives env runners, learners and GPUs.
     """
-    from rlperf.errors import ConfigError
-
-    name = str(cfg.algo.name)
-    if name not in ALGORITHMS:
-        raise ConfigError(
-            f"algo.name={name!r} is not valid; choose one of: {', '.join(ALGORITHMS)}"
-        )
-    module, function = ALGORITHMS[name].split(":")
-    return getattr(import_module(module), function)(cfg, plan)
+    spec = spec_of(cfg)
+    return spec.builder(spec.rllib_config(), cfg, plan)
 
 
-__all__ = ["ALGORITHMS", "RLLIB_DEFAULT_LEARNERS", "build_algo_config"]
+def plan_resources(cfg: DictConfig) -> ResourcePlan:
+    """The resource plan of ``cfg`` (:func:`rlperf.resources.plan.resource_plan`) with its
+    algorithm's RLlib default learners (what ``learners=null`` gives)."""
+    return resource_plan(cfg, spec_of(cfg).default_learners)
+
+
+__all__ = ["SPECS", "AlgoSpec", "build_algo_config", "plan_resources", "spec_of"]

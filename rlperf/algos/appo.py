@@ -8,23 +8,26 @@ Config subtrees used: ``algo`` (``conf/algo/appo.yaml``), ``model``, ``env``,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
-from rlperf.resources.plan import ResourcePlan
+from rlperf.algos.common import common_config, optional_reporting, rlperf_module_spec
+from rlperf.algos.impala import impala_training, validate_async
+from rlperf.algos.spec import AlgoSpec
+from rlperf.checks import fraction, positive
+
+if TYPE_CHECKING:
+    from rlperf.resources.plan import ResourcePlan
 
 
-def build_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
-    """An ``APPOConfig`` for the composed config and resource plan (nothing started yet)."""
-    from ray.rllib.algorithms.appo import APPOConfig
-
-    from rlperf.algos.common import common_config, optional_reporting, rlperf_module_spec
-    from rlperf.algos.impala import impala_training
+def build_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
+    """RLlib's ``APPOConfig`` ``config`` with the composed config and resource plan."""
+    # rlperf's RLModules subclass RLlib's: deferred, importing rlperf.algos must not import Ray.
     from rlperf.models.rl_module import APPO_RL_MODULES
 
     a = cfg.algo
-    config = common_config(APPOConfig(), cfg, plan).env_runners(
+    config = common_config(config, cfg, plan).env_runners(
         use_env_runner_state_server=bool(a.use_env_runner_state_server)
     )
     return (
@@ -43,3 +46,24 @@ def build_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
         )
         .rl_module(rl_module_spec=rlperf_module_spec(cfg, APPO_RL_MODULES))
     )
+
+
+def validate(cfg: DictConfig) -> None:
+    """``algo.*`` of APPO: what it shares with IMPALA, its clip and target network."""
+    validate_async(cfg)
+    a = cfg.algo
+    positive("algo.clip_param", a.clip_param)
+    fraction("algo.tau", a.tau, low_open=True)
+    positive("algo.target_network_update_freq", a.target_network_update_freq)
+    positive("algo.circular_buffer_num_batches", a.circular_buffer_num_batches)
+    positive("algo.circular_buffer_iterations_per_batch", a.circular_buffer_iterations_per_batch)
+
+
+SPEC = AlgoSpec(
+    name="appo",
+    rllib_class="ray.rllib.algorithms.appo:APPO",
+    builder=build_config,
+    validator=validate,
+    timing="rlperf.algos.timing:AsyncTiming",
+    default_learners=1,  # as IMPALA: one remote learner; 0 makes it synchronous
+)

@@ -4,11 +4,16 @@ training keys and its RLModule."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
-from rlperf.resources.plan import ResourcePlan
+from rlperf.algos.env_runner import env_runner_class
+from rlperf.envs.factory import register_rllib_env
+from rlperf.envs.from_config import env_config
+
+if TYPE_CHECKING:
+    from rlperf.resources.plan import ResourcePlan
 
 
 def common_config(
@@ -17,10 +22,6 @@ def common_config(
     """``config`` (an RLlib ``AlgorithmConfig``) with the settings every rlperf algorithm
     shares: new API stack, torch, the env, env runners and learners of ``plan``,
     ``algo.rollout_fragment_length``, ``seed``."""
-    from rlperf.algos.env_runner import env_runner_class
-    from rlperf.envs.factory import register_rllib_env
-    from rlperf.envs.from_config import env_config
-
     learners: dict[str, Any] = {}
     if learner_class is not None:
         learners["learner_class"] = learner_class
@@ -49,6 +50,8 @@ def common_config(
 def rlperf_module_spec(cfg: DictConfig, modules: dict[str, type] | None = None) -> Any:
     """The ``RLModuleSpec`` of rlperf's network for ``model.kind`` (from ``modules``,
     default :data:`rlperf.models.rl_module.RL_MODULES`)."""
+    # RLlib, and rlperf's RLModules that subclass its: deferred (importing rlperf.algos
+    # must not import Ray or torch).
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from rlperf.models.rl_module import RL_MODULES, rl_module_model_config

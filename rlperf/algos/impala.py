@@ -9,11 +9,17 @@ asynchronous; ``learners=0`` makes it synchronous) and GPUs. Its timing is
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
-from rlperf.resources.plan import ResourcePlan
+from rlperf.algos.common import common_config, optional_reporting, rlperf_module_spec
+from rlperf.algos.spec import AlgoSpec
+from rlperf.checks import positive
+from rlperf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlperf.resources.plan import ResourcePlan
 
 
 def impala_training(a: DictConfig, plan: ResourcePlan) -> dict[str, Any]:
@@ -33,14 +39,10 @@ def impala_training(a: DictConfig, plan: ResourcePlan) -> dict[str, Any]:
     }
 
 
-def build_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
-    """An ``IMPALAConfig`` for the composed config and resource plan (nothing started yet)."""
-    from ray.rllib.algorithms.impala import IMPALAConfig
-
-    from rlperf.algos.common import common_config, optional_reporting, rlperf_module_spec
-
+def build_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
+    """RLlib's ``IMPALAConfig`` ``config`` with the composed config and resource plan."""
     a = cfg.algo
-    config = common_config(IMPALAConfig(), cfg, plan).env_runners(
+    config = common_config(config, cfg, plan).env_runners(
         use_env_runner_state_server=bool(a.use_env_runner_state_server)
     )
     return (
@@ -48,3 +50,40 @@ def build_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
         .training(**impala_training(a, plan), learner_queue_size=int(a.learner_queue_size))
         .rl_module(rl_module_spec=rlperf_module_spec(cfg))
     )
+
+
+def validate_async(cfg: DictConfig) -> None:
+    """``algo.*`` IMPALA and APPO share: iteration bounds, epochs, the minibatch."""
+    a = cfg.algo
+    positive("algo.min_time_s_per_iteration", a.min_time_s_per_iteration, allow_zero=True)
+    positive("algo.min_sample_timesteps_per_iteration", a.min_sample_timesteps_per_iteration, True)
+    positive("algo.num_epochs", a.num_epochs)
+    positive("algo.broadcast_interval", a.broadcast_interval)
+    mb = a.minibatch_size
+    rfl = a.rollout_fragment_length
+    fits = isinstance(mb, int) and 0 < mb <= a.train_batch_size and isinstance(rfl, int)
+    if mb is not None and not (fits and mb % rfl == 0):
+        raise ConfigError(
+            f"algo.minibatch_size={mb!r} must be null (the whole batch) or a multiple of "
+            f"algo.rollout_fragment_length={a.rollout_fragment_length} up to "
+            f"algo.train_batch_size={a.train_batch_size}"
+        )
+
+
+def validate(cfg: DictConfig) -> None:
+    """``algo.*`` of IMPALA: what it shares with APPO, and its learner queue."""
+    validate_async(cfg)
+    positive("algo.learner_queue_size", cfg.algo.learner_queue_size)
+
+
+SPEC = AlgoSpec(
+    name="impala",
+    rllib_class="ray.rllib.algorithms.impala:IMPALA",
+    builder=build_config,
+    validator=validate,
+    timing="rlperf.algos.timing:AsyncTiming",
+    # One remote learner actor (a CPU of its own); with num_learners=0 IMPALA is
+    # synchronous (do_async_updates = num_learners > 0 in RLlib's training_step), so
+    # learners=0 changes what it measures.
+    default_learners=1,
+)

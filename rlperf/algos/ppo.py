@@ -7,23 +7,27 @@ runners (with ``env_runner.*``), learners and GPUs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
-from rlperf.resources.plan import ResourcePlan
+from rlperf.algos.common import common_config, rlperf_module_spec
+from rlperf.algos.spec import AlgoSpec
+from rlperf.checks import positive
+from rlperf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlperf.resources.plan import ResourcePlan
 
 
-def build_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
-    """A ``PPOConfig`` for the composed config and resource plan (nothing started yet)."""
-    from ray.rllib.algorithms.ppo import PPOConfig
-
-    from rlperf.algos.common import common_config, rlperf_module_spec
+def build_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
+    """RLlib's ``PPOConfig`` ``config`` with the composed config and resource plan."""
+    # RLlib's module: deferred, importing rlperf.algos must not import Ray.
     from rlperf.algos.timed_learner import TimedPPOTorchLearner
 
     a = cfg.algo
     return (
-        common_config(PPOConfig(), cfg, plan, TimedPPOTorchLearner)
+        common_config(config, cfg, plan, TimedPPOTorchLearner)
         .training(
             train_batch_size_per_learner=int(a.train_batch_size) // max(plan.num_learners, 1),
             minibatch_size=int(a.minibatch_size),
@@ -41,3 +45,25 @@ def build_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
         )
         .rl_module(rl_module_spec=rlperf_module_spec(cfg))
     )
+
+
+def validate(cfg: DictConfig) -> None:
+    """``algo.*`` of PPO: the minibatch fits in the train batch."""
+    a = cfg.algo
+    positive("algo.minibatch_size", a.minibatch_size)
+    positive("algo.num_epochs", a.num_epochs)
+    if a.minibatch_size > a.train_batch_size:
+        raise ConfigError(
+            f"algo.minibatch_size={a.minibatch_size} exceeds algo.train_batch_size="
+            f"{a.train_batch_size}"
+        )
+
+
+SPEC = AlgoSpec(
+    name="ppo",
+    rllib_class="ray.rllib.algorithms.ppo:PPO",
+    builder=build_config,
+    validator=validate,
+    timing="rlperf.algos.timing:SequentialTiming",
+    default_learners=0,  # the learner runs in the driver
+)

@@ -4,17 +4,23 @@ replay buffer in the driver, on RLlib's default RLModules shaped by the MLP mode
 Config subtrees used: ``algo`` (``conf/algo/dqn.yaml``, ``conf/algo/sac.yaml``),
 ``model`` (``kind=mlp``: ``hiddens`` and ``activation`` become RLlib's
 ``fcnet_hiddens``/``fcnet_activation``), ``env``, ``seed``. DQN needs ``Discrete``
-actions, SAC a ``Box`` (checked before Ray starts: :mod:`rlperf.config.validate`).
-Their timing is :class:`rlperf.algos.timing.ReplayTiming`.
+actions, SAC a ``Box`` (their specs' ``actions``, checked on the built env before Ray
+starts). Their timing is :class:`rlperf.algos.timing.ReplayTiming`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from rlperf.resources.plan import ResourcePlan
+from rlperf.algos.common import common_config, optional_reporting, rllib_mlp_module_spec
+from rlperf.algos.spec import ActionSpace, AlgoSpec
+from rlperf.checks import fraction, positive
+from rlperf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlperf.resources.plan import ResourcePlan
 
 
 def _replay_training(a: DictConfig, plan: ResourcePlan) -> dict[str, Any]:
@@ -34,14 +40,10 @@ def _replay_training(a: DictConfig, plan: ResourcePlan) -> dict[str, Any]:
     }
 
 
-def build_dqn_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
-    """A ``DQNConfig`` for the composed config and resource plan (nothing started yet)."""
-    from ray.rllib.algorithms.dqn import DQNConfig
-
-    from rlperf.algos.common import common_config, optional_reporting, rllib_mlp_module_spec
-
+def build_dqn_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
+    """RLlib's ``DQNConfig`` ``config`` with the composed config and resource plan."""
     a = cfg.algo
-    config = common_config(DQNConfig(), cfg, plan)
+    config = common_config(config, cfg, plan)
     return (
         optional_reporting(config, a)
         .training(
@@ -55,15 +57,11 @@ def build_dqn_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
     )
 
 
-def build_sac_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
-    """A ``SACConfig`` for the composed config and resource plan (nothing started yet)."""
-    from ray.rllib.algorithms.sac import SACConfig
-
-    from rlperf.algos.common import common_config, optional_reporting, rllib_mlp_module_spec
-
+def build_sac_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
+    """RLlib's ``SACConfig`` ``config`` with the composed config and resource plan."""
     a = cfg.algo
     te = a.target_entropy
-    config = common_config(SACConfig(), cfg, plan)
+    config = common_config(config, cfg, plan)
     return (
         optional_reporting(config, a)
         .training(
@@ -77,3 +75,75 @@ def build_sac_config(cfg: DictConfig, plan: ResourcePlan) -> Any:
         )
         .rl_module(rl_module_spec=rllib_mlp_module_spec(cfg))
     )
+
+
+def validate_replay(cfg: DictConfig) -> None:
+    """``algo.*`` DQN and SAC share: replay keys, and RLlib's MLP modules (``model.kind=mlp``)."""
+    a = cfg.algo
+    kind = str(OmegaConf.select(cfg, "model.kind", default=None) or "vision")
+    if kind != "mlp":
+        raise ConfigError(
+            f"algo={a.name} with model={cfg.model.name} (kind {kind}): rlperf runs {a.name} on "
+            f"RLlib's own networks shaped by an MLP model; use model=mlp64 (or mlp256). "
+            f"Image observations (Atari) with {a.name} are not supported yet"
+        )
+    if a.replay_buffer_capacity < a.train_batch_size:
+        raise ConfigError(
+            f"algo.replay_buffer_capacity={a.replay_buffer_capacity} is smaller than "
+            f"algo.train_batch_size={a.train_batch_size}; it must hold at least one batch"
+        )
+    positive("algo.n_step", a.n_step)
+    fraction("algo.tau", a.tau, low_open=True)
+    for key in ("num_steps_sampled_before_learning_starts", "target_network_update_freq"):
+        positive(f"algo.{key}", a[key], allow_zero=True)
+    positive("algo.min_sample_timesteps_per_iteration", a.min_sample_timesteps_per_iteration, True)
+    for key in ("training_intensity", "min_time_s_per_iteration"):
+        if a[key] is not None:
+            positive(f"algo.{key}", a[key], allow_zero=key != "training_intensity")
+
+
+def validate_dqn(cfg: DictConfig) -> None:
+    """``algo.*`` of DQN: the replay keys and the epsilon schedule."""
+    validate_replay(cfg)
+    schedule = list(cfg.algo.epsilon)
+    ok = bool(schedule) and all(
+        len(p) == 2 and isinstance(p[0], int) and isinstance(p[1], int | float) and 0 <= p[1] <= 1
+        for p in schedule
+    )
+    ok = ok and all(a[0] < b[0] for a, b in zip(schedule, schedule[1:], strict=False))
+    if not ok:
+        raise ConfigError(
+            f"algo.epsilon={schedule} must be [[env_step, epsilon], ...] with increasing "
+            f"steps and epsilon in [0, 1] (e.g. [[0, 1.0], [10000, 0.05]])"
+        )
+
+
+def validate_sac(cfg: DictConfig) -> None:
+    """``algo.*`` of SAC: the replay keys and the target entropy."""
+    validate_replay(cfg)
+    te = cfg.algo.target_entropy
+    if te != "auto" and not isinstance(te, int | float):
+        raise ConfigError(f"algo.target_entropy={te!r} must be 'auto' (-dim(actions)) or a number")
+
+
+DQN_SPEC = AlgoSpec(
+    name="dqn",
+    rllib_class="ray.rllib.algorithms.dqn:DQN",
+    builder=build_dqn_config,
+    validator=validate_dqn,
+    timing="rlperf.algos.timing:ReplayTiming",
+    default_learners=0,  # the learner runs in the driver
+    actions=ActionSpace(
+        "Discrete", "env=cartpole (or frozenlake)", "algo=sac for continuous actions"
+    ),
+)
+
+SAC_SPEC = AlgoSpec(
+    name="sac",
+    rllib_class="ray.rllib.algorithms.sac:SAC",
+    builder=build_sac_config,
+    validator=validate_sac,
+    timing="rlperf.algos.timing:ReplayTiming",
+    default_learners=0,  # the learner runs in the driver
+    actions=ActionSpace("Box", "env=pendulum", "algo=dqn or ppo for discrete actions"),
+)

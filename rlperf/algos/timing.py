@@ -1,7 +1,7 @@
 """What each algorithm's iteration measures truly: its timing columns of ``metrics.csv``.
 
-One :class:`Timing` per algorithm family (:data:`TIMINGS`, by ``algo.name``), built on
-the started Algorithm; :meth:`Timing.columns` gives one iteration's timing columns
+One :class:`Timing` per algorithm family (each algorithm's spec names its ``timing``),
+built on the started Algorithm; :meth:`Timing.columns` gives one iteration's timing columns
 (docs/results.md#timing-per-algorithm says which each fills, and why the others stay
 empty — NaN, written as an empty cell, never 0):
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rlperf.algos import SPECS
 from rlperf.algos.timed_learner import PhaseClock
 from rlperf.results.columns import PHASES
 
@@ -157,16 +158,9 @@ class ReplayTiming(Timing):
         }
 
 
-#: ``algo.name`` -> its :class:`Timing`.
-TIMINGS: dict[str, type[Timing]] = {
-    "ppo": SequentialTiming,
-    "appo": AsyncTiming,
-    "impala": AsyncTiming,
-    "dqn": ReplayTiming,
-    "sac": ReplayTiming,
-}
-
-
 def instrument_timing(algo: Any, name: str) -> Timing:
-    """The :class:`Timing` of ``algo.name`` ``name`` on the built ``algo``."""
-    return TIMINGS[name](algo)
+    """The :class:`Timing` of ``algo.name`` ``name`` (its spec's ``timing``) on the built
+    ``algo``."""
+    timing = SPECS[name].timing_class()(algo)
+    assert isinstance(timing, Timing)
+    return timing

@@ -2,7 +2,9 @@
 
 The primary schema types every group, so each YAML option under
 ``conf/<group>/`` is merged into its group's dataclass: a misspelt key or a
-wrong type fails at composition time with Hydra's message naming the key. Cross-group checks
+wrong type fails at composition time with Hydra's message naming the key. The groups
+with kinds have a module each (:mod:`rlperf.config.schema_env`,
+:mod:`~rlperf.config.schema_model`, :mod:`~rlperf.config.schema_algo`). Cross-group checks
 (conv stack vs input size, GPU layout vs machine) live in
 :mod:`rlperf.config.validate`.
 """
@@ -15,6 +17,11 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from rlperf.config.schema_algo import ALGO_SCHEMAS, AlgoConfig
+from rlperf.config.schema_env import ENV_SCHEMAS, EnvConfig
+from rlperf.config.schema_model import MODEL_SCHEMAS, ModelConfig
+from rlperf.errors import add_message_hint
 
 # Options that take one of a few values are Enum fields: composition rejects any
 # other value with Hydra's message naming the key and the valid values. Each
@@ -48,7 +55,8 @@ class CpuAffinityMode(StrEnum):
 
 
 class Backend(StrEnum):
-    """``backend.name``: what executes the policy."""
+    """``backend.name``: what executes the policy. One member per spec of
+    :data:`rlperf.tflite.backends.BACKEND_SPECS` (tests/test_edge_config.py checks)."""
 
     rllib = "rllib"
     tflite_fp32 = "tflite_fp32"
@@ -56,23 +64,13 @@ class Backend(StrEnum):
     tflite_dynamic = "tflite_dynamic"
     tflite_fp16 = "tflite_fp16"
     edgetpu = "edgetpu"
-    # Compressed variants, fine-tuned by distillation (rlperf/tflite/compress.py).
+    # Compressed variants, fine-tuned by distillation (rlperf/tflite/backends.py recipes).
     tflite_qat = "tflite_qat"
     tflite_prune50 = "tflite_prune50"
     tflite_prune75 = "tflite_prune75"
     tflite_prune90 = "tflite_prune90"
     tflite_prune75_int8 = "tflite_prune75_int8"
     tflite_struct50 = "tflite_struct50"
-
-
-class AlgoName(StrEnum):
-    """``algo.name``: the RLlib algorithm; each has its own keys (its dataclass below)."""
-
-    ppo = "ppo"
-    appo = "appo"  # asynchronous PPO (V-trace, a target network), IMPALA's architecture
-    impala = "impala"  # asynchronous actor-learner with V-trace
-    dqn = "dqn"  # Q-learning from a replay buffer: Discrete actions
-    sac = "sac"  # soft actor-critic from a replay buffer: Box actions
 
 
 class TargetJudge(StrEnum):
@@ -162,56 +160,6 @@ class Verbosity(StrEnum):
 OnFault = StrEnum("OnFault", [("continue", "continue"), ("fail", "fail")])  # type: ignore[misc]
 
 
-class ModelKind(StrEnum):
-    """``model.kind``: the network family; each kind has its own keys (its dataclass below)."""
-
-    vision = "vision"  # the study's conv VisionNetwork, for image observations
-    mlp = "mlp"  # fully connected layers, for vector and Discrete observations
-
-
-class Activation(StrEnum):
-    """``model.activation`` of an MLP."""
-
-    tanh = "tanh"
-    relu = "relu"
-    elu = "elu"
-    silu = "silu"
-
-
-@dataclass
-class ModelConfig:
-    """``model``: what every kind of network has. An option extends one kind's schema
-    (``defaults: [/schema/model/<kind>@_here_, _self_]``), so a key of another kind is
-    an error at composition."""
-
-    name: str = MISSING
-    kind: ModelKind = MISSING
-
-
-@dataclass
-class VisionModelConfig(ModelConfig):
-    """``model.kind=vision``: the study's VisionNetwork geometry (image observations)."""
-
-    kind: ModelKind = ModelKind.vision
-    dim: int = 84
-    framestack: int = 4
-    # [[out_channels, [kh, kw], stride], ...]; the last layer is 'valid' and must reach 1x1.
-    conv_filters: list[Any] = MISSING
-
-
-@dataclass
-class MlpModelConfig(ModelConfig):
-    """``model.kind=mlp``: policy and value MLPs of their own (vector / Discrete observations).
-
-    ``Discrete`` observations are one-hot encoded inside the network; a ``Box``
-    action space gets a Gaussian head (mean and log-std), a ``Discrete`` one logits.
-    """
-
-    kind: ModelKind = ModelKind.mlp
-    hiddens: list[int] = field(default_factory=lambda: [64, 64])
-    activation: Activation = Activation.tanh
-
-
 @dataclass
 class GpuLayoutConfig:
     """``gpu_layout``: which GPUs Ray sees and how driver (learner) and workers share them."""
@@ -259,198 +207,6 @@ class BackendConfig:
     """``backend``: what executes the policy (training always uses rllib)."""
 
     name: Backend = Backend.rllib
-
-
-class EnvKind(StrEnum):
-    """``env.kind``: how the environment is built; each kind has its own keys."""
-
-    atari = "atari"  # an ALE game with DeepMind-style preprocessing (rlperf.envs.atari)
-    gym = "gym"  # any registered gymnasium id, as gymnasium makes it
-    custom = "custom"  # a gymnasium.Env class named by entry point (docs/custom-env.md)
-
-
-@dataclass
-class EnvConfig:
-    """``env``: what every kind of environment has. An option extends one kind's schema
-    (``defaults: [/schema/env/<kind>@_here_, _self_]``), so ``env=cartpole`` shows and
-    accepts no Atari key."""
-
-    kind: EnvKind = MISSING
-    # Agent steps per episode before a truncation (gymnasium TimeLimit); null = the env's own.
-    max_episode_steps: int | None = None
-
-
-@dataclass
-class AtariEnvConfig(EnvConfig):
-    """``env.kind=atari``: an ALE game and its preprocessing (docs/environment.md)."""
-
-    kind: EnvKind = EnvKind.atari
-    id: str = "ALE/Pong-v5"
-    dim: int = "${model.dim}"  # type: ignore[assignment]
-    framestack: int = "${model.framestack}"  # type: ignore[assignment]
-    # ALE-level frameskip: an int, or [low, high] for a random low..high-1 per step
-    # (the study's Pong-v0 used [2, 5]); checked by rlperf.config.validate.
-    frameskip: Any = 1
-    skip: int = 4
-    repeat_action_probability: float = 0.0
-    noop_max: int = 30
-    episodic_life: bool = True
-    fire_reset: bool = True
-
-
-@dataclass
-class GymEnvConfig(EnvConfig):
-    """``env.kind=gym``: a registered gymnasium id, no preprocessing."""
-
-    kind: EnvKind = EnvKind.gym
-    id: str = MISSING
-    # Keyword arguments of gymnasium.make (e.g. {g: 9.81} for Pendulum-v1); null = none.
-    # Any rather than a dict field: env.config={...} on the command line must be able to
-    # set keys the option does not list (a typed dict node refuses new keys).
-    config: Any = None
-
-
-@dataclass
-class CustomEnvConfig(EnvConfig):
-    """``env.kind=custom``: the user's gymnasium.Env class (docs/custom-env.md)."""
-
-    kind: EnvKind = EnvKind.custom
-    # package.module:Class, importable from the working directory or installed.
-    entry_point: str = MISSING
-    # Passed to the class as its only argument: Class(config); null = {}. Any, as for gym.
-    config: Any = None
-
-
-@dataclass
-class AlgoConfig:
-    """``algo``: what every algorithm has. An option extends its algorithm's schema
-    (``defaults: [/schema/algo/<name>@_here_, _self_]``), so a PPO key given to DQN is
-    an error at composition. Keys carry RLlib's names (docs/configuration.md#algo)."""
-
-    name: AlgoName = MISSING
-    gamma: float = 0.99
-    grad_clip: float | None = None
-
-
-@dataclass
-class PpoAlgoConfig(AlgoConfig):
-    """``algo=ppo``: the study's hyperparameters (RLlib 1.1 defaults)."""
-
-    name: AlgoName = AlgoName.ppo
-    train_batch_size: int = 4000
-    rollout_fragment_length: Any = "auto"  # int or "auto" (the study's 200: see algo/ppo.yaml)
-    minibatch_size: int = 128
-    num_epochs: int = 30
-    lr: float = 5e-5
-    lambda_: float = 1.0
-    clip_param: float = 0.3
-    vf_clip_param: float = 10.0
-    kl_coeff: float = 0.2
-    kl_target: float = 0.01
-    entropy_coeff: float = 0.0
-    vf_loss_coeff: float = 1.0
-
-
-@dataclass
-class AsyncAlgoConfig(AlgoConfig):
-    """What IMPALA and APPO share: asynchronous actor-learner with V-trace (RLlib 2.60
-    defaults)."""
-
-    train_batch_size: int = 500  # env steps per learner update (all learners together)
-    rollout_fragment_length: Any = 50  # int or "auto"
-    # train() loops training_step for at least this long (RLlib: 10 s) and at least
-    # until this many env steps are sampled (RLlib: 0).
-    min_time_s_per_iteration: float = 10.0
-    min_sample_timesteps_per_iteration: int = 0
-    lr: float = 5e-4
-    grad_clip: float | None = 40.0
-    vtrace_clip_rho_threshold: float = 1.0
-    vtrace_clip_pg_rho_threshold: float = 1.0
-    vf_loss_coeff: float = 0.5
-    entropy_coeff: float = 0.01
-    broadcast_interval: int = 1  # training_step calls between weight broadcasts
-    num_epochs: int = 1
-    # null = the whole batch; else a multiple of rollout_fragment_length.
-    minibatch_size: int | None = None
-    # RLlib 2.60 defaults to true (env runners pull weights from a state-server actor);
-    # false: the driver pushes them. Measured on 2 cores: with true, no env steps in 16 s.
-    use_env_runner_state_server: bool = False
-
-
-@dataclass
-class ImpalaAlgoConfig(AsyncAlgoConfig):
-    """``algo=impala``: asynchronous actor-learner with V-trace."""
-
-    name: AlgoName = AlgoName.impala
-    learner_queue_size: int = 3  # batches waiting for a remote learner's thread
-
-
-@dataclass
-class AppoAlgoConfig(AsyncAlgoConfig):
-    """``algo=appo``: asynchronous PPO (IMPALA's architecture plus PPO's clipped
-    surrogate against a target network; batches are reused from a circular buffer)."""
-
-    name: AlgoName = AlgoName.appo
-    entropy_coeff: float = 0.0
-    lambda_: float = 1.0
-    clip_param: float = 0.4
-    use_kl_loss: bool = False
-    kl_coeff: float = 1.0
-    kl_target: float = 0.01
-    target_network_update_freq: int = 2
-    tau: float = 1.0
-    circular_buffer_num_batches: int = 8
-    circular_buffer_iterations_per_batch: int = 2
-
-
-@dataclass
-class ReplayAlgoConfig(AlgoConfig):
-    """What DQN and SAC share: an episode replay buffer in the driver."""
-
-    train_batch_size: int = 32
-    rollout_fragment_length: Any = "auto"
-    replay_buffer_capacity: int = 50000  # RLlib: replay_buffer_config.capacity (env steps)
-    num_steps_sampled_before_learning_starts: int = 1000
-    # Trained / sampled steps; null = one update per sampled batch (RLlib's default).
-    training_intensity: float | None = None
-    n_step: int = 1
-    target_network_update_freq: int = 500
-    tau: float = 1.0
-    min_sample_timesteps_per_iteration: int = 1000
-    min_time_s_per_iteration: float | None = None
-
-
-@dataclass
-class DqnAlgoConfig(ReplayAlgoConfig):
-    """``algo=dqn``: (double, dueling) Q-learning; ``Discrete`` actions (RLlib 2.60 defaults)."""
-
-    name: AlgoName = AlgoName.dqn
-    lr: float = 5e-4
-    grad_clip: float | None = 40.0
-    double_q: bool = True
-    dueling: bool = True
-    # epsilon-greedy schedule, [[env_step, epsilon], ...] interpolated linearly.
-    epsilon: list[Any] = field(default_factory=lambda: [[0, 1.0], [10000, 0.05]])
-
-
-@dataclass
-class SacAlgoConfig(ReplayAlgoConfig):
-    """``algo=sac``: soft actor-critic; ``Box`` actions (RLlib 2.60 defaults)."""
-
-    name: AlgoName = AlgoName.sac
-    train_batch_size: int = 256
-    replay_buffer_capacity: int = 1000000
-    num_steps_sampled_before_learning_starts: int = 1500
-    target_network_update_freq: int = 0
-    tau: float = 0.005
-    min_sample_timesteps_per_iteration: int = 100
-    min_time_s_per_iteration: float | None = 1.0
-    actor_lr: float = 3e-5
-    critic_lr: float = 3e-4
-    alpha_lr: float = 3e-4
-    initial_alpha: float = 1.0
-    target_entropy: Any = "auto"  # a float, or "auto" (-|A|)
-    twin_q: bool = True
 
 
 @dataclass
@@ -574,7 +330,7 @@ class EdgeConfig:
     edgetpu_library: str = "libedgetpu.so.1"
     edgetpu_device: str | None = None  # e.g. ":0", "usb", "pci:0"; null = first found
     # The full-integer variant backend=edgetpu compiles (EDGETPU_SOURCES in
-    # rlperf/config/validate.py): post-training int8, QAT, or 75 % pruning then int8.
+    # rlperf/tflite/backends.py): post-training int8, QAT, or 75 % pruning then int8.
     edgetpu_source: str = "tflite_int8"
     # Fine-tuning of the compressed backends (tflite_qat, tflite_prune*, tflite_struct50):
     # distillation from the torch policy on the calibration set (docs/compression.md).
@@ -659,29 +415,35 @@ class RlperfConfig:
 #: The schema of each kind of a group with kinds, stored as ``schema/<group>/<kind>``
 #: for the options' defaults lists (``- /schema/env/atari@_here_``).
 KIND_SCHEMAS: dict[str, dict[str, type]] = {
-    "env": {
-        EnvKind.atari: AtariEnvConfig,
-        EnvKind.gym: GymEnvConfig,
-        EnvKind.custom: CustomEnvConfig,
-    },
-    "model": {ModelKind.vision: VisionModelConfig, ModelKind.mlp: MlpModelConfig},
-    "algo": {
-        AlgoName.ppo: PpoAlgoConfig,
-        AlgoName.appo: AppoAlgoConfig,
-        AlgoName.impala: ImpalaAlgoConfig,
-        AlgoName.dqn: DqnAlgoConfig,
-        AlgoName.sac: SacAlgoConfig,
-    },
+    "env": dict(ENV_SCHEMAS),
+    "model": dict(MODEL_SCHEMAS),
+    "algo": dict(ALGO_SCHEMAS),
 }
+
+
+def kind_schema_hint(cause: BaseException | None) -> str:
+    """A key unknown to a group's base schema (``ModelConfig``, ``EnvConfig``, ...): the
+    option does not name the schema of its kind first (docs/configuration.md)."""
+    object_type = getattr(cause, "object_type", None)
+    for group, schemas in KIND_SCHEMAS.items():
+        bases = {base for schema in schemas.values() for base in schema.__bases__}
+        if object_type in bases:
+            kinds = ", ".join(f"/schema/{group}/{kind}@_here_" for kind in schemas)
+            return (f"; a {group} option starts with 'defaults: [<its kind's schema>, _self_]'"
+                    f" naming one of {kinds} (docs/configuration.md)")  # fmt: skip
+    return ""
+
 
 _registered = False
 
 
 def register_configs() -> None:
-    """Register the primary schema, which types every config group."""
+    """Register the primary schema, which types every config group, and the hint a
+    composition error gets when an option lacks its kind's schema."""
     global _registered
     if _registered:
         return
+    add_message_hint(kind_schema_hint)
     cs = ConfigStore.instance()
     cs.store(name="rlperf_schema", node=RlperfConfig)
     for group, schemas in KIND_SCHEMAS.items():

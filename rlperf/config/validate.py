@@ -16,16 +16,13 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlperf.errors import ConfigError
-from rlperf.models.shapes import ConvStackError, conv_stack_shapes
-
-
-def _positive(key: str, value: Any, allow_zero: bool = False) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    ok = ok and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(f"{key}={value!r} is not valid; it must be a number {bound}")
+from rlperf.algos import spec_of
+from rlperf.checks import fraction, positive
+from rlperf.envs.check import check_env
+from rlperf.errors import ConfigError, ConvStackError, ModelSpaceError
+from rlperf.models.shapes import conv_stack_shapes
+from rlperf.models.spaces import check_model_spaces, describe_space
+from rlperf.resources.plan import gpu_fractions, learner_split
 
 
 def validate_model(cfg: DictConfig) -> None:
@@ -39,8 +36,8 @@ def validate_model(cfg: DictConfig) -> None:
                 f"model.hiddens={hiddens} must be a list of positive layer sizes (e.g. [64, 64])"
             )
         return
-    _positive("model.dim", cfg.model.dim)
-    _positive("model.framestack", cfg.model.framestack)
+    positive("model.dim", cfg.model.dim)
+    positive("model.framestack", cfg.model.framestack)
     try:
         conv_stack_shapes(cfg.model.dim, cfg.model.framestack, list(cfg.model.conv_filters))
     except ConvStackError as exc:
@@ -68,7 +65,7 @@ def validate_env(cfg: DictConfig) -> None:
     kind = _env_kind(cfg)
     env = cfg.env
     if env.get("max_episode_steps") is not None:
-        _positive("env.max_episode_steps", env.max_episode_steps)
+        positive("env.max_episode_steps", env.max_episode_steps)
     if kind == "atari":
         fs = env.frameskip
         pair = OmegaConf.is_list(fs) or isinstance(fs, list | tuple)
@@ -97,12 +94,9 @@ def validate_env_model(cfg: DictConfig) -> None:
     """Build and check the env (:func:`rlperf.envs.check.check_env`: ids, a user's class,
     its spaces, reset and step), then check the model against its spaces.
 
-    Imports gymnasium (and the user's module); no Ray. Raises :class:`ConfigError`
-    (an :class:`~rlperf.envs.check.EnvCheckError` for the env) naming the keys.
+    Imports the user's module; no Ray. Raises :class:`ConfigError` (an
+    :class:`~rlperf.errors.EnvCheckError` for the env) naming the keys.
     """
-    from rlperf.envs.check import check_env
-    from rlperf.models.spaces import ModelSpaceError, check_model_spaces
-
     model_kind = str(OmegaConf.select(cfg, "model.kind", default=None) or "vision")
     if _env_kind(cfg) == "atari" and model_kind != "vision":
         # Checked before the env is resolved: its frame size follows model.dim.
@@ -152,11 +146,9 @@ def validate_gpu_layout(cfg: DictConfig) -> None:
                 f"gpu_layout={gl.name} (mode=shared) with workers=0: there are no workers to "
                 f"share the GPUs with; use gpu_layout={gl.name}_driver or workers >= 1"
             )
-    from rlperf.resources.plan import gpu_fractions, learner_split
-
     driver, _ = gpu_fractions(gl.mode, len(visible), float(gl.driver_gpus), int(cfg.workers))
     try:
-        learner_split(driver, cfg.learners, str(cfg.algo.name))
+        learner_split(driver, cfg.learners, spec_of(cfg).default_learners)
     except ValueError as exc:
         raise ConfigError(f"gpu_layout={gl.name}: {exc}") from exc
 
@@ -165,10 +157,10 @@ def validate_resources(cfg: DictConfig) -> None:
     """``workers``, ``env_runner.*``, ``cpu_affinity.*``."""
     if not isinstance(cfg.workers, int) or cfg.workers < 0:
         raise ConfigError(f"workers={cfg.workers!r} must be an integer >= 0")
-    _positive("env_runner.num_envs", cfg.env_runner.num_envs)
-    _positive("env_runner.num_cpus", cfg.env_runner.num_cpus, allow_zero=True)
+    positive("env_runner.num_envs", cfg.env_runner.num_envs)
+    positive("env_runner.num_cpus", cfg.env_runner.num_cpus, allow_zero=True)
     if cfg.env_runner.torch_threads is not None:
-        _positive("env_runner.torch_threads", cfg.env_runner.torch_threads)
+        positive("env_runner.torch_threads", cfg.env_runner.torch_threads)
     if cfg.learners is not None and (
         not isinstance(cfg.learners, int) or isinstance(cfg.learners, bool) or cfg.learners < 0
     ):
@@ -178,8 +170,8 @@ def validate_resources(cfg: DictConfig) -> None:
         )
     aff = cfg.cpu_affinity
     if aff.num_cpus is not None:
-        _positive("cpu_affinity.num_cpus", aff.num_cpus)
-    _positive("cpu_affinity.first_cpu", aff.first_cpu, allow_zero=True)
+        positive("cpu_affinity.num_cpus", aff.num_cpus)
+    positive("cpu_affinity.first_cpu", aff.first_cpu, allow_zero=True)
     if cfg.ray.address is not None and aff.mode != "unrestricted":
         raise ConfigError(
             f"cpu_affinity={aff.name} changes how Ray is started, but ray.address="
@@ -187,17 +179,10 @@ def validate_resources(cfg: DictConfig) -> None:
         )
 
 
-def _fraction(key: str, value: Any, low_open: bool = False) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    ok = ok and (0 < value <= 1 if low_open else 0 <= value <= 1)
-    if not ok:
-        raise ConfigError(f"{key}={value!r} must be in {'(0, 1]' if low_open else '[0, 1]'}")
-
-
 def validate_algo(cfg: DictConfig) -> None:
-    """``algo.*``: what every algorithm has, then its own keys (:data:`ALGO_VALIDATORS`)."""
+    """``algo.*``: what every algorithm has, then its own keys (its spec's ``validator``)."""
     a = cfg.algo
-    _positive("algo.train_batch_size", a.train_batch_size)
+    positive("algo.train_batch_size", a.train_batch_size)
     rfl = a.rollout_fragment_length
     if rfl != "auto" and not (isinstance(rfl, int) and rfl > 0):
         raise ConfigError(
@@ -205,132 +190,29 @@ def validate_algo(cfg: DictConfig) -> None:
         )
     for key in ("lr", "actor_lr", "critic_lr", "alpha_lr"):
         if key in a:
-            _positive(f"algo.{key}", a[key])
+            positive(f"algo.{key}", a[key])
     for key in ("gamma", "lambda_"):
         if key in a:
-            _fraction(f"algo.{key}", a[key])
+            fraction(f"algo.{key}", a[key])
     if a.grad_clip is not None:
-        _positive("algo.grad_clip", a.grad_clip)
-    ALGO_VALIDATORS[str(a.name)](cfg)
-
-
-def _validate_ppo(cfg: DictConfig) -> None:
-    a = cfg.algo
-    _positive("algo.minibatch_size", a.minibatch_size)
-    _positive("algo.num_epochs", a.num_epochs)
-    if a.minibatch_size > a.train_batch_size:
-        raise ConfigError(
-            f"algo.minibatch_size={a.minibatch_size} exceeds algo.train_batch_size="
-            f"{a.train_batch_size}"
-        )
-
-
-def _validate_async(cfg: DictConfig) -> None:
-    """IMPALA and APPO."""
-    a = cfg.algo
-    _positive("algo.min_time_s_per_iteration", a.min_time_s_per_iteration, allow_zero=True)
-    _positive("algo.min_sample_timesteps_per_iteration", a.min_sample_timesteps_per_iteration, True)
-    _positive("algo.num_epochs", a.num_epochs)
-    _positive("algo.broadcast_interval", a.broadcast_interval)
-    mb = a.minibatch_size
-    rfl = a.rollout_fragment_length
-    fits = isinstance(mb, int) and 0 < mb <= a.train_batch_size and isinstance(rfl, int)
-    if mb is not None and not (fits and mb % rfl == 0):
-        raise ConfigError(
-            f"algo.minibatch_size={mb!r} must be null (the whole batch) or a multiple of "
-            f"algo.rollout_fragment_length={a.rollout_fragment_length} up to "
-            f"algo.train_batch_size={a.train_batch_size}"
-        )
-    if "learner_queue_size" in a:
-        _positive("algo.learner_queue_size", a.learner_queue_size)
-    if a.name == "appo":
-        _positive("algo.clip_param", a.clip_param)
-        _fraction("algo.tau", a.tau, low_open=True)
-        _positive("algo.target_network_update_freq", a.target_network_update_freq)
-        _positive("algo.circular_buffer_num_batches", a.circular_buffer_num_batches)
-        _positive(
-            "algo.circular_buffer_iterations_per_batch", a.circular_buffer_iterations_per_batch
-        )
-
-
-def _validate_replay(cfg: DictConfig) -> None:
-    """DQN and SAC: replay keys, and RLlib's MLP modules (``model.kind=mlp``)."""
-    a = cfg.algo
-    kind = str(OmegaConf.select(cfg, "model.kind", default=None) or "vision")
-    if kind != "mlp":
-        raise ConfigError(
-            f"algo={a.name} with model={cfg.model.name} (kind {kind}): rlperf runs {a.name} on "
-            f"RLlib's own networks shaped by an MLP model; use model=mlp64 (or mlp256). "
-            f"Image observations (Atari) with {a.name} are not supported yet"
-        )
-    if a.replay_buffer_capacity < a.train_batch_size:
-        raise ConfigError(
-            f"algo.replay_buffer_capacity={a.replay_buffer_capacity} is smaller than "
-            f"algo.train_batch_size={a.train_batch_size}; it must hold at least one batch"
-        )
-    _positive("algo.n_step", a.n_step)
-    _fraction("algo.tau", a.tau, low_open=True)
-    for key in ("num_steps_sampled_before_learning_starts", "target_network_update_freq"):
-        _positive(f"algo.{key}", a[key], allow_zero=True)
-    _positive("algo.min_sample_timesteps_per_iteration", a.min_sample_timesteps_per_iteration, True)
-    for key in ("training_intensity", "min_time_s_per_iteration"):
-        if a[key] is not None:
-            _positive(f"algo.{key}", a[key], allow_zero=key != "training_intensity")
-    if a.name == "dqn":
-        _validate_epsilon(list(a.epsilon))
-    elif a.target_entropy != "auto" and not isinstance(a.target_entropy, int | float):
-        raise ConfigError(
-            f"algo.target_entropy={a.target_entropy!r} must be 'auto' (-dim(actions)) or a number"
-        )
-
-
-def _validate_epsilon(schedule: list[Any]) -> None:
-    ok = bool(schedule) and all(
-        len(p) == 2 and isinstance(p[0], int) and isinstance(p[1], int | float) and 0 <= p[1] <= 1
-        for p in schedule
-    )
-    ok = ok and all(a[0] < b[0] for a, b in zip(schedule, schedule[1:], strict=False))
-    if not ok:
-        raise ConfigError(
-            f"algo.epsilon={schedule} must be [[env_step, epsilon], ...] with increasing "
-            f"steps and epsilon in [0, 1] (e.g. [[0, 1.0], [10000, 0.05]])"
-        )
-
-
-#: The algorithm's own checks (``algo.name``), after the ones every algorithm has.
-ALGO_VALIDATORS: dict[str, Callable[[DictConfig], None]] = {
-    "ppo": _validate_ppo,
-    "appo": _validate_async,
-    "impala": _validate_async,
-    "dqn": _validate_replay,
-    "sac": _validate_replay,
-}
-
-#: The action space each algorithm needs: (space class name, a fitting env, another algo).
-ALGO_ACTIONS = {
-    "dqn": ("Discrete", "env=cartpole (or frozenlake)", "algo=sac for continuous actions"),
-    "sac": ("Box", "env=pendulum", "algo=dqn or ppo for discrete actions"),
-}
+        positive("algo.grad_clip", a.grad_clip)
+    spec_of(cfg).validator(cfg)
 
 
 def validate_algo_actions(cfg: DictConfig, action_space: Any, env_name: str) -> None:
-    """DQN needs ``Discrete`` actions, SAC a ``Box`` (checked on the built env's space)."""
-    from rlperf.models.spaces import describe_space
-
-    name = str(cfg.algo.name)
-    if name not in ALGO_ACTIONS:
-        return
-    needed, env_hint, algo_hint = ALGO_ACTIONS[name]
-    if type(action_space).__name__ != needed:
+    """The algorithm's action space (its spec's ``actions``: DQN needs ``Discrete``, SAC a
+    ``Box``), checked on the built env's space."""
+    needs = spec_of(cfg).actions
+    if needs is not None and type(action_space).__name__ != needs.space:
         raise ConfigError(
-            f"algo={name} needs {needed} actions, but {env_name} has actions "
-            f"{describe_space(action_space)}; use {env_hint}, or {algo_hint}"
+            f"algo={cfg.algo.name} needs {needs.space} actions, but {env_name} has actions "
+            f"{describe_space(action_space)}; use {needs.env_hint}, or {needs.algo_hint}"
         )
 
 
 def validate_telemetry(cfg: DictConfig) -> None:
     """``telemetry.*``."""
-    _positive("telemetry.interval_s", cfg.telemetry.interval_s)
+    positive("telemetry.interval_s", cfg.telemetry.interval_s)
 
 
 def validate_train(cfg: DictConfig) -> None:
@@ -340,12 +222,12 @@ def validate_train(cfg: DictConfig) -> None:
             f"backend={cfg.backend.name} with stage=train: training runs in RLlib; "
             f"use backend=rllib, or stage=edge to benchmark {cfg.backend.name}"
         )
-    _positive("train.iterations", cfg.train.iterations)
-    _positive("train.warmup_iterations", cfg.train.warmup_iterations, allow_zero=True)
-    _positive("train.checkpoint_every", cfg.train.checkpoint_every, allow_zero=True)
+    positive("train.iterations", cfg.train.iterations)
+    positive("train.warmup_iterations", cfg.train.warmup_iterations, allow_zero=True)
+    positive("train.checkpoint_every", cfg.train.checkpoint_every, allow_zero=True)
     if cfg.train.torch_threads is not None:
-        _positive("train.torch_threads", cfg.train.torch_threads)
-    _positive("train.env_ceiling.duration_s", cfg.train.env_ceiling.duration_s)
+        positive("train.torch_threads", cfg.train.torch_threads)
+    positive("train.env_ceiling.duration_s", cfg.train.env_ceiling.duration_s)
     validate_stop(cfg)
     validate_env_model(cfg)
 
@@ -361,10 +243,10 @@ def validate_stop(cfg: DictConfig) -> None:
         )
     for key in ("env_steps", "time_s"):
         if stop[key] is not None:
-            _positive(f"train.stop.{key}", stop[key])
+            positive(f"train.stop.{key}", stop[key])
     if str(stop.judge) == "eval" and ret is not None:
-        _positive("train.evaluation.interval", cfg.train.evaluation.interval)
-        _positive("train.evaluation.episodes", cfg.train.evaluation.episodes)
+        positive("train.evaluation.interval", cfg.train.evaluation.interval)
+        positive("train.evaluation.episodes", cfg.train.evaluation.episodes)
 
 
 def validate_rollout(cfg: DictConfig) -> None:
@@ -377,11 +259,11 @@ def validate_rollout(cfg: DictConfig) -> None:
             f"backend={cfg.backend.name} with stage=rollout: the rollout stage runs the policy "
             f"in RLlib; use backend=rllib, or stage=edge to benchmark {cfg.backend.name}"
         )
-    _positive("rollout.episodes", r.episodes)
-    _positive("rollout.warmup_steps", r.warmup_steps, allow_zero=True)
-    _positive("rollout.torch_threads", r.torch_threads)
+    positive("rollout.episodes", r.episodes)
+    positive("rollout.warmup_steps", r.warmup_steps, allow_zero=True)
+    positive("rollout.torch_threads", r.torch_threads)
     if r.steps is not None:
-        _positive("rollout.steps", r.steps)
+        positive("rollout.steps", r.steps)
         if r.warmup_steps >= r.steps:
             raise ConfigError(
                 f"rollout.warmup_steps={r.warmup_steps} >= rollout.steps={r.steps}: every step "
@@ -491,9 +373,9 @@ def validate_serve(cfg: DictConfig) -> None:
         if not isinstance(s[key], int) or s[key] < 1:
             raise ConfigError(f"serve.{key}={s[key]!r} must be an integer >= 1")
     for key in ("cpus_per_replica", "request_timeout_s", "max_send_lag_ms", "slo_ms"):
-        _positive(f"serve.{key}", s[key])
-    _positive("serve.batch_wait_timeout_s", s.batch_wait_timeout_s, allow_zero=True)
-    _positive("serve.warmup_requests", s.warmup_requests, allow_zero=True)
+        positive(f"serve.{key}", s[key])
+    positive("serve.batch_wait_timeout_s", s.batch_wait_timeout_s, allow_zero=True)
+    positive("serve.warmup_requests", s.warmup_requests, allow_zero=True)
     if s.max_queued_requests < -1:
         raise ConfigError(
             f"serve.max_queued_requests={s.max_queued_requests} must be -1 (unbounded) or >= 0"

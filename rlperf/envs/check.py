@@ -13,7 +13,7 @@ names the entry point (or id), the call and what was wrong:
   ``(obs, reward, terminated: bool, truncated: bool, info: dict)``, and both
   observations lie inside ``observation_space``.
 
-Only what breaks training is refused (:class:`EnvCheckError`, a
+Only what breaks training is refused (:class:`~rlperf.errors.EnvCheckError`, a
 :class:`~rlperf.errors.ConfigError`). An env that does not seed its
 ``np_random`` on ``reset(seed=...)`` (gymnasium's strict ``check_env``
 complains) still runs: its report carries a warning, which is logged.
@@ -35,18 +35,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlperf.envs.entry_point import EntryPointError, load_entry_point
+from rlperf.envs.entry_point import load_entry_point
 from rlperf.envs.factory import describe_env, env_kind, env_spaces, make_env
-from rlperf.errors import ConfigError
+from rlperf.errors import EntryPointError, EnvCheckError
 
 log = logging.getLogger(__name__)
 
 #: The seed the check resets with (any fixed value).
 CHECK_SEED = 123
-
-
-class EnvCheckError(ConfigError):
-    """The env of the config would fail training; the message names the env and the call."""
 
 
 @dataclass

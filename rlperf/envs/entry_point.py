@@ -26,9 +26,7 @@ import os
 import sys
 from typing import Any
 
-
-class EntryPointError(ImportError):
-    """``env.entry_point`` does not name an importable class; the message says why."""
+from rlperf.errors import EntryPointError
 
 
 def parse_entry_point(spec: str) -> tuple[str, str]:

@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
-class ConvStackError(ValueError):
-    """A ``model.conv_filters`` stack that does not reduce the input to 1x1."""
+from rlperf.errors import ConvStackError
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,10 @@ from typing import Any
 
 from gymnasium import spaces
 
+from rlperf.errors import ModelSpaceError
+
 #: Shipped options of each kind, named by errors that suggest a compatible model.
 SUGGESTED_MODELS = {"vision": "model1 (or tiny, model2..model6)", "mlp": "mlp64 (or mlp256)"}
-
-
-class ModelSpaceError(ValueError):
-    """The model cannot take the env's observations or produce its actions."""
 
 
 def is_image_space(space: Any) -> bool:

@@ -8,8 +8,9 @@ every visible GPU and the workers none.
 
 Learners (RLlib ``num_learners``): ``learners=null`` keeps the default — one
 learner per GPU where the layout gives the learner side several GPUs, else the
-algorithm's RLlib default (:data:`rlperf.algos.RLLIB_DEFAULT_LEARNERS`: 0 for
-PPO, the learner in the driver; 1 for APPO/IMPALA). An explicit ``learners=N``
+algorithm's RLlib default (its spec's ``default_learners``, which
+:func:`rlperf.algos.plan_resources` passes in: 0 for PPO, the learner in the driver;
+1 for APPO/IMPALA). An explicit ``learners=N``
 shares the layout's learner GPUs among N learner actors (with several GPUs, one
 each: ``N`` must equal their number). Like RLlib (``num_cpus_per_learner=auto``),
 a learner actor without a GPU takes a CPU of its own, on top of the driver's.
@@ -124,14 +125,15 @@ class ResourcePlan:
         return learners + self.num_env_runners * self.gpus_per_worker_scheduled
 
 
-def learner_split(driver_gpus: float, learners: int | None, algo: str) -> tuple[int, float]:
-    """(num_learners, GPUs per learner) of the learner side's ``driver_gpus`` and ``learners``.
+def learner_split(
+    driver_gpus: float, learners: int | None, default_learners: int
+) -> tuple[int, float]:
+    """(num_learners, GPUs per learner) of the learner side's ``driver_gpus`` and ``learners``
+    (null: ``default_learners``, the algorithm's RLlib default, on at most one GPU).
 
     Raises:
         ValueError: a split RLlib cannot make (the message names the keys).
     """
-    from rlperf.algos import RLLIB_DEFAULT_LEARNERS
-
     if driver_gpus > 1 and driver_gpus != int(driver_gpus):
         raise ValueError(f"gpu_layout.driver_gpus={driver_gpus}: above 1 it must be whole GPUs")
     if learners is None:
@@ -139,8 +141,7 @@ def learner_split(driver_gpus: float, learners: int | None, algo: str) -> tuple[
         # remote learners with one GPU each.
         if driver_gpus > 1:
             return int(driver_gpus), 1.0
-        default = RLLIB_DEFAULT_LEARNERS.get(algo, 0)
-        return default, driver_gpus / max(default, 1)
+        return default_learners, driver_gpus / max(default_learners, 1)
     if driver_gpus > 1 and learners != int(driver_gpus):
         raise ValueError(
             f"learners={learners} with a GPU layout that gives the learners "
@@ -150,16 +151,17 @@ def learner_split(driver_gpus: float, learners: int | None, algo: str) -> tuple[
     return learners, (driver_gpus / learners if learners else driver_gpus)
 
 
-def plan_resources(cfg: DictConfig) -> ResourcePlan:
+def resource_plan(cfg: DictConfig, default_learners: int) -> ResourcePlan:
     """Resource plan of ``workers``, ``learners``, ``env_runner``, ``gpu_layout``,
-    ``cpu_affinity`` (and ``algo.name`` for its default learners)."""
+    ``cpu_affinity``; ``default_learners``: the algorithm's RLlib default (what
+    ``learners=null`` gives on at most one GPU; :func:`rlperf.algos.plan_resources`)."""
     gl = cfg.gpu_layout
     visible = tuple(int(i) for i in gl.visible_gpus)
     workers = int(cfg.workers)
     driver, per_worker = gpu_fractions(gl.mode, len(visible), float(gl.driver_gpus), workers)
     learners = cfg.get("learners")
     num_learners, per_learner = learner_split(
-        driver, None if learners is None else int(learners), str(cfg.algo.name)
+        driver, None if learners is None else int(learners), default_learners
     )
     aff = cfg.cpu_affinity
     ray_num_cpus: int | None = None
