@@ -42,6 +42,10 @@ TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in ("iteration", "time_s
 #: Stage → comparison family. New stages slot in here; unknown stages get their own family.
 STAGE_FAMILY = {"train": "training", "rollout": "inference", "edge": "inference"}
 
+#: The comparison family of serve cells (``family_of("serve")``): judged by their rate
+#: under the latency bound (rlperf.report.serve), not ranked by a time.
+SERVE_FAMILY = "serve"
+
 #: The 2021 study's models (docs/study.md): name → (input dim, conv_filters), to name the
 #: model of a legacy run from the conv stack its params.json holds. Written here, not read
 #: from conf/model: the report reads result files only, and the study's folders keep these

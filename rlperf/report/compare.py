@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 
 from rlperf.errors import BaselineError, MixedFingerprintsError
 from rlperf.report.axes import AxisPlan, parse_baseline, plan_axes, select_baselines
-from rlperf.report.cells import Cell
+from rlperf.report.cells import SERVE_FAMILY, Cell
 from rlperf.report.findings import FamilyAnalysis, analyse_family
 from rlperf.report.fingerprints import FingerprintGroup, group_cells
 from rlperf.report.repeats import Configuration, group_repeats
-from rlperf.report.serve import FAMILY as SERVE_FAMILY
 
 
 @dataclass

@@ -17,6 +17,7 @@ import pandas as pd
 
 from rlperf.report import gate, render
 from rlperf.report.axes import AxisPlan
+from rlperf.report.cells import SERVE_FAMILY
 from rlperf.report.family_tables import family_section, fmt_ci, fmt_count
 from rlperf.report.figures import FIGURES
 from rlperf.report.findings import level
@@ -26,7 +27,6 @@ from rlperf.report.objectives import OBJECTIVES
 from rlperf.report.result import ReportResult
 from rlperf.report.search import search_section
 from rlperf.report.serve import CAPTION as SERVE_CAPTION
-from rlperf.report.serve import FAMILY as SERVE_FAMILY
 from rlperf.report.serve import FIGURE as SERVE_FIGURE
 from rlperf.report.serve import serve_findings, serve_section
 

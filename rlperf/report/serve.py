@@ -28,9 +28,6 @@ from rlperf.report.plot import DPI, save
 from rlperf.report.tables import write_table
 from rlperf.runs.layout import is_excluded
 
-#: The comparison family of serve cells (rlperf.report.cells.family_of("serve")).
-FAMILY = "serve"
-
 #: The figure this module draws, and its caption.
 FIGURE = "serve_latency_vs_load"
 CAPTION = (
