@@ -27,7 +27,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
-from hydra.test_utils.launcher_common_tests import LauncherTestSuite
+from hydra.test_utils.launcher_common_tests import IntegrationTestSuite, LauncherTestSuite
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from support.search import search_corners
@@ -710,3 +710,37 @@ class TestHydraLauncherSuite(LauncherTestSuite):
             yield
         finally:
             VersionBase.set_instance(saved)
+
+
+@pytest.fixture(scope="module")
+def shared_ray_address() -> Iterator[str]:
+    """A Ray in this process whose address the suite's apps join (``+ray.address=``): one
+    Ray start for the whole suite instead of one per app."""
+    import ray
+
+    ray.init(
+        num_cpus=2,
+        num_gpus=0,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
+    try:
+        yield str(ray.get_runtime_context().gcs_address)
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+class TestHydraIntegrationSuite(IntegrationTestSuite):
+    """Hydra's IntegrationTestSuite: each case runs a plain Hydra app as a subprocess with
+    ``-m hydra/launcher=rlperf_tune``; its cells run on the module's one Ray."""
+
+    @pytest.fixture
+    def task_launcher_cfg(self, shared_ray_address: str) -> dict[str, Any]:
+        # In the app's config file, not an override: it stays out of override_dirname.
+        return {"ray": {"address": shared_ray_address}}
+
+    @pytest.fixture
+    def extra_flags(self) -> list[str]:
+        return ["-m", "hydra/launcher=rlperf_tune"]

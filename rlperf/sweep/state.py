@@ -93,9 +93,14 @@ class Sweep:
 
 
 def ray_options(config: DictConfig) -> DictConfig:
-    """The ``ray`` node of the sweep's config; RayConfig's defaults for other Hydra apps."""
+    """The ``ray`` node of the sweep's config (rlperf's :class:`RayConfig`); for another
+    Hydra app, RayConfig's defaults under whatever ``ray`` keys it set (``+ray.address=...``
+    sends its cells to an existing cluster)."""
     node = OmegaConf.select(config, "ray")
-    return node if node is not None else OmegaConf.structured(RayConfig)
+    if node is not None and OmegaConf.get_type(node) is RayConfig:
+        return node
+    defaults = OmegaConf.structured(RayConfig)
+    return defaults if node is None else OmegaConf.merge(defaults, node)  # type: ignore[return-value]
 
 
 def check_options(opts: DictConfig) -> None:
