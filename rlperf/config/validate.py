@@ -18,11 +18,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.algos import spec_of
 from rlperf.checks import fraction, positive
+from rlperf.config.validate_edge import validate_edge
 from rlperf.envs.check import check_env
 from rlperf.errors import ConfigError, ConvStackError, ModelSpaceError
 from rlperf.models.shapes import conv_stack_shapes
 from rlperf.models.spaces import check_model_spaces, describe_space
 from rlperf.resources.plan import gpu_fractions, learner_split
+from rlperf.tflite.backends import COMPRESSION_BACKENDS
 
 
 def validate_model(cfg: DictConfig) -> None:
@@ -278,69 +280,6 @@ def validate_rollout(cfg: DictConfig) -> None:
         raise ConfigError(
             f"rollout.start_algorithm=false with workers={cfg.workers}: env runners exist only "
             f"in a started Algorithm; use workers=0 or rollout.start_algorithm=null"
-        )
-
-
-def validate_edge(cfg: DictConfig) -> None:
-    """``stage=edge``: a policy or a model file, and ``edge.*``."""
-    if cfg.run is None and cfg.checkpoint is None and cfg.model_path is None:
-        raise ConfigError(
-            "stage=edge needs run=<training job folder>, checkpoint=<path> or "
-            "model_path=<file.tflite>"
-        )
-    if not 0 <= cfg.edge.fidelity_threshold <= 1:
-        raise ConfigError(
-            f"edge.fidelity_threshold={cfg.edge.fidelity_threshold} must be in [0, 1]"
-        )
-    _validate_compression(cfg)
-    source = str(cfg.edge.edgetpu_source)
-    if source not in EDGETPU_SOURCES:
-        raise ConfigError(
-            f"edge.edgetpu_source={source} is not an int8 variant the Edge TPU compiler takes; "
-            f"valid: {', '.join(EDGETPU_SOURCES)}"
-        )
-    if cfg.backend.name == "edgetpu" and source != "tflite_int8" and cfg.model_path is not None:
-        raise ConfigError(
-            f"edge.edgetpu_source={source} builds that variant from the trained policy: give "
-            "run=<training job folder> or checkpoint=<path> instead of model_path"
-        )
-
-
-#: The full-integer variants ``backend=edgetpu`` can compile (``edge.edgetpu_source``).
-EDGETPU_SOURCES = ("tflite_int8", "tflite_qat", "tflite_prune75_int8")
-
-#: Backends that compress the trained policy (rlperf/tflite/compress.py RECIPES).
-COMPRESSION_BACKENDS = ("tflite_qat", "tflite_prune50", "tflite_prune75", "tflite_prune90",
-                        "tflite_prune75_int8", "tflite_struct50")  # fmt: skip
-
-
-def _validate_compression(cfg: DictConfig) -> None:
-    """A compression backend needs the torch policy and positive fine-tuning settings."""
-    name = str(cfg.backend.name)
-    if name == "edgetpu" and cfg.model_path is None:
-        name = str(cfg.edge.edgetpu_source)  # the variant compiled is built here
-    if name not in COMPRESSION_BACKENDS:
-        return
-    if cfg.run is None and cfg.checkpoint is None:
-        raise ConfigError(
-            f"backend={name} compresses the trained policy (fine-tuned by distillation from "
-            f"it): give run=<training job folder> or checkpoint=<path>, not only model_path"
-        )
-    for key in ("finetune_steps", "finetune_batch"):
-        if not cfg.edge[key] > 0:
-            raise ConfigError(f"edge.{key}={cfg.edge[key]} must be > 0 for backend={name}")
-    from rlperf.tflite.compress import learning_rates
-
-    lr = cfg.edge.finetune_lr
-    shown = lr if isinstance(lr, (int, float, str)) else list(lr)
-    try:
-        rates = learning_rates(lr)
-    except (TypeError, ValueError):
-        rates = []
-    if not rates or not all(r > 0 for r in rates):
-        raise ConfigError(
-            f"edge.finetune_lr={shown} must be a learning rate > 0 or a non-empty list of "
-            f"them (e.g. [3e-3,1e-3,3e-4]) for backend={name}"
         )
 
 
