@@ -4,7 +4,7 @@ A *configuration* is what a cell measures: its axes and every config leaf
 except the keys in :data:`REPEAT_KEYS` (what differs between repeats), the
 keys that say where a stage found its input (:data:`LOCATION_KEYS`), the
 nodes that never make two cells different (``hydra``, ``ray``:
-:data:`rlperf.sweep.cells.NON_IDENTITY_KEYS`) and the sweep folder. Cells of one
+:data:`rlperf.runs.layout.NON_IDENTITY_KEYS`) and the sweep folder. Cells of one
 configuration recorded on the same hardware and software (one fingerprint
 group) are its runs; the report pools them (:func:`group_repeats`), ranks the
 configuration on its runs' values (:func:`rlperf.report.stats.across_runs`)
