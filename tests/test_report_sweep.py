@@ -321,3 +321,27 @@ def test_serve_cell_levels_are_read_tabled_and_drawn(tmp_path):
     assert "highest Poisson rate meeting the p99 bound of 5 ms is 20 req/s" in (
         res.markdown.read_text()
     )
+
+
+def test_a_failing_figure_is_listed_and_the_others_are_drawn(tmp_path, monkeypatch):
+    """The registry draws each figure on its own: one that raises is listed with its error,
+    one with nothing to show with its reason, and the rest are still drawn."""
+    from rlperf.errors import FigureNotApplicable
+    from rlperf.report import figures
+
+    def broken(ctx, out):
+        raise ValueError("bad data")
+
+    def empty(ctx, out):
+        raise FigureNotApplicable("nothing to show")
+
+    def fine(ctx, out):
+        (out / "fine.png").write_bytes(b"png")
+        return out / "fine.png"
+
+    registry = {"broken": (broken, ""), "empty": (empty, ""), "fine": (fine, "")}
+    monkeypatch.setattr(figures, "FIGURES", registry)
+    ctx = figures.FigureContext(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {}, {})
+    drawn, skipped = figures.draw_all(ctx, tmp_path / "figures")
+    assert drawn == {"fine": tmp_path / "figures" / "fine.png"}
+    assert skipped == {"broken": "failed: ValueError: bad data", "empty": "nothing to show"}
