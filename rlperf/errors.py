@@ -79,26 +79,6 @@ class ModelSpaceError(ValueError):
     (``rlperf.models.spaces``)."""
 
 
-class EnvCheckError(ConfigError):
-    """The env of the config would fail training; the message names the env and the call
-    (``rlperf.envs.check``)."""
-
-
-class EntryPointError(ImportError):
-    """``env.entry_point`` does not name an importable class; the message says why
-    (``rlperf.envs.entry_point``)."""
-
-
-class ConvStackError(ValueError):
-    """A ``model.conv_filters`` stack that does not reduce the input to 1x1
-    (``rlperf.models.shapes``)."""
-
-
-class ModelSpaceError(ValueError):
-    """The model cannot take the env's observations or produce its actions
-    (``rlperf.models.spaces``)."""
-
-
 class CheckpointError(UserError, ValueError):
     """A run folder or checkpoint that cannot be used; the message says why and where (exit 2)."""
 
@@ -165,32 +145,41 @@ class FigureNotApplicable(Exception):
     """The data holds nothing this report figure could show (the reason is the message)."""
 
 
-# The report's errors (rlperf.report): it reads result files and raises these; rlperf-report
-# maps NoRunsFoundError, MixedFingerprintsError, BaselineError and GateError to exit 2.
+class InfeasibleError(UserError, RuntimeError):
+    """The experiment asks for resources this machine (or Ray) does not have (exit 2)."""
 
 
-class NoRunsFoundError(RuntimeError):
-    """A path handed to the report holds no cell of any recognised kind."""
+class TrialStopped(SystemExit):
+    """Ray Tune stopped this run's trial (a search's scheduler): status ``stopped_early``.
+
+    Raised where Tune's ``report`` ends a stopped trial's thread (with SystemExit, as
+    Tune does), so the job wrapper records the outcome before the thread ends; the
+    launcher then writes the scheduler's own reason into ``summary.json``.
+    """
 
 
-class CellError(RuntimeError):
-    """A cell's files are missing, corrupt or inconsistent (the report skips the cell)."""
+class SkipCell(UserError):
+    """Raised by a stage that cannot run here (missing hardware or runtime): status ``skipped``.
+
+    In a sweep the cell is recorded as skipped and the sweep goes on; a single
+    run ends with exit status 2 (docs/exit-codes.md).
+    """
 
 
-class MixedFingerprintsError(RuntimeError):
-    """``--strict`` and cells of one comparison come from different machines or software."""
+class RunFault(ReportedError):
+    """``train.on_fault=fail`` and an iteration was touched by a fault (exit 1)."""
 
 
-class BaselineError(ValueError):
-    """``--baseline`` matches no cell, or several cells of one model."""
+class NvmlUnavailableError(RuntimeError):
+    """Raised by :meth:`NvmlSession.open` when NVML cannot be used on this machine."""
 
 
-class GateError(ValueError):
-    """A gate that cannot be run: a bad tolerance, or nothing to compare."""
+class ServeError(RuntimeError):
+    """A serve-stage failure with a message that says what to do."""
 
 
-class FigureNotApplicable(Exception):
-    """The data holds nothing this report figure could show (the reason is the message)."""
+class PayloadError(ValueError):
+    """A request body that is not one observation of the expected shape and dtype."""
 
 
 def exit_code_of(exc: BaseException) -> int:

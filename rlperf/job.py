@@ -31,9 +31,15 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.algos import plan_resources
 from rlperf.console import TERMINAL, current
 from rlperf.console.deprecations import watching
-from rlperf.errors import UserError, error_line, raise_if_interrupted
-from rlperf.resources.plan import (
+from rlperf.errors import (
     InfeasibleError,
+    SkipCell,
+    TrialStopped,
+    UserError,
+    error_line,
+    raise_if_interrupted,
+)
+from rlperf.resources.plan import (
     Machine,
     ResourcePlan,
     check_feasible,
@@ -54,23 +60,6 @@ IN_TRIAL_ENV = "RLPERF_IN_TUNE_TRIAL"
 def running_in_trial() -> bool:
     """Whether this process runs a cell of a sweep (a Ray Tune trial of the launcher)."""
     return os.environ.get(IN_TRIAL_ENV) == "1"
-
-
-class SkipCell(UserError):
-    """Raised by a stage that cannot run here (missing hardware or runtime): status ``skipped``.
-
-    In a sweep the cell is recorded as skipped and the sweep goes on; a single
-    run ends with exit status 2 (docs/exit-codes.md).
-    """
-
-
-class TrialStopped(SystemExit):
-    """Ray Tune stopped this run's trial (a search's scheduler): status ``stopped_early``.
-
-    Raised where Tune's ``report`` ends a stopped trial's thread (with SystemExit, as
-    Tune does), so the job wrapper records the outcome before the thread ends; the
-    launcher then writes the scheduler's own reason into ``summary.json``.
-    """
 
 
 @dataclass

@@ -31,8 +31,8 @@ from support.search import search_corners
 from rlperf.algos import plan_resources
 from rlperf.config.schema import register_configs
 from rlperf.config.validate import validate_config
-from rlperf.errors import ConfigError
-from rlperf.resources.plan import InfeasibleError, check_feasible, detect_machine
+from rlperf.errors import ConfigError, InfeasibleError
+from rlperf.resources.plan import check_feasible, detect_machine
 from tests.conftest import run_rlperf
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from support.edge_kit import build_stub_runtime, install_fake_compiler, study_reference_file
 
-from rlperf.edge import SkipCell
 from rlperf.edge.edgetpu import (
     EDGETPU_LIBRARY,
     INSTALL_HINT,
@@ -26,6 +25,7 @@ from rlperf.edge.edgetpu import (
     load_edgetpu_delegate,
     parse_compiler_output,
 )
+from rlperf.errors import SkipCell
 
 STUB_SOURCE = Path(__file__).parent / "data" / "edgetpu_stub.c"
 

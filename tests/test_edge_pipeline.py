@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import yaml
 
-from rlperf.edge import EdgeTpuModelOnCpuError, ExportVerificationError, SkipCell
+from rlperf.edge import EdgeTpuModelOnCpuError, ExportVerificationError
+from rlperf.errors import SkipCell
 
 pytestmark = pytest.mark.slow
 

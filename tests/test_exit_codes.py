@@ -20,13 +20,13 @@ from rlperf import cli, stages
 from rlperf.config import schema
 from rlperf.errors import (
     ExitCode,
+    RunFault,
     SweepIncomplete,
     UserError,
     error_line,
     exit_code_of,
     run_command,
 )
-from rlperf.training.faults import RunFault
 
 
 def run_cli(
@@ -130,9 +130,7 @@ def test_failures_exit_1_and_ctrl_c_130(
 
 
 def test_exit_status_by_exception_type(capfd: pytest.CaptureFixture[str]) -> None:
-    from rlperf.errors import CheckpointError, ConfigError
-    from rlperf.job import SkipCell
-    from rlperf.resources.plan import InfeasibleError
+    from rlperf.errors import CheckpointError, ConfigError, InfeasibleError, SkipCell
 
     for user_error in (ConfigError, InfeasibleError, CheckpointError, SkipCell):
         assert issubclass(user_error, UserError) and exit_code_of(user_error("x")) == 2

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from rlperf.algos import plan_resources
+from rlperf.errors import InfeasibleError
 from rlperf.resources.plan import (
-    InfeasibleError,
     Machine,
     check_feasible,
     floor_to_ray_unit,

@@ -16,8 +16,7 @@ from omegaconf import OmegaConf
 
 from rlperf.algos import plan_resources
 from rlperf.config.validate import validate_config
-from rlperf.errors import CheckpointError, ConfigError
-from rlperf.job import SkipCell
+from rlperf.errors import CheckpointError, ConfigError, SkipCell
 from rlperf.models.policy_file import save_policy
 from rlperf.models.vision_net import VisionNet
 from rlperf.resources.plan import Machine

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from rlperf.config.validate import validate_config
-from rlperf.errors import ConfigError
+from rlperf.errors import ConfigError, PayloadError
 from rlperf.serve.levels import level_row, max_rate_under_slo, quantile_ci
 from rlperf.serve.loadgen import Reply, Target, closed_loop, open_loop, poisson_schedule
-from rlperf.serve.payload import PayloadError, decode_observation, encode_observation
+from rlperf.serve.payload import decode_observation, encode_observation
 
 # --------------------------------------------------------------------------
 # Wire format
@@ -192,8 +192,8 @@ def test_serve_needs_a_policy(compose_cfg) -> None:
 def test_too_many_replica_cpus_are_refused_before_ray_starts(compose_cfg, tmp_path: Path) -> None:
     import os
 
+    from rlperf.errors import InfeasibleError
     from rlperf.job import execute_stage
-    from rlperf.resources.plan import InfeasibleError
 
     cpus = len(os.sched_getaffinity(0))
     cfg = compose_cfg("stage=serve", "run=/some/run", f"serve.replicas={cpus + 1}")

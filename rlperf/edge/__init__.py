@@ -12,7 +12,7 @@ by the functions that use them.
 from __future__ import annotations
 
 # One skip signal for every stage: the job wrapper records it as status "skipped".
-from rlperf.job import SkipCell
+from rlperf.errors import SkipCell
 from rlperf.tflite import (
     EdgeTpuModelOnCpuError,
     ExportVerificationError,

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlperf.edge import SkipCell
+from rlperf.errors import SkipCell
 
 EDGETPU_LIBRARY = "libedgetpu.so.1"
 COMPILER = "edgetpu_compiler"

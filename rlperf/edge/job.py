@@ -34,7 +34,6 @@ import numpy as np
 from gymnasium import spaces
 from omegaconf import DictConfig
 
-from rlperf.edge import SkipCell
 from rlperf.edge.benchmark import BenchmarkSpec, random_returns, reference_returns, run_isolated
 from rlperf.edge.cell import EdgeCell, resolve_cell
 from rlperf.edge.fidelity import (
@@ -45,6 +44,7 @@ from rlperf.edge.fidelity import (
     verdict,
 )
 from rlperf.edge.prepare import edgetpu_preflight, prepare_variant
+from rlperf.errors import SkipCell
 from rlperf.tflite.cache import settings_hash
 from rlperf.tflite.tflite_model import gzip_size, input_distortion, read_tflite, weight_sparsity
 

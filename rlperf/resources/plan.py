@@ -26,7 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from rlperf.errors import UserError
+from rlperf.errors import InfeasibleError
 from rlperf.telemetry.fingerprint import compact_ranges as _ranges
 
 # Ray accounts resources in units of 1e-4 (ray_constants.MIN_RESOURCE_GRANULARITY).
@@ -35,10 +35,6 @@ from rlperf.telemetry.fingerprint import compact_ranges as _ranges
 # up past the card (8 x 0.125 + 0.0001 > 1 would never fit); the exact value by the rule
 # is recorded next to it.
 RAY_RESOURCE_UNIT = 1e-4
-
-
-class InfeasibleError(UserError, RuntimeError):
-    """The experiment asks for resources this machine (or Ray) does not have (exit 2)."""
 
 
 def gpu_fractions(

@@ -65,7 +65,7 @@ def check_hardware(cfg: DictConfig, ctx: Any) -> Any:
     """The torch device of ``rollout.device``; :class:`SkipCell` where the GPUs are absent."""
     import torch
 
-    from rlperf.job import SkipCell
+    from rlperf.errors import SkipCell
     from rlperf.rollout.policy import resolve_device
 
     plan, machine = ctx.plan, ctx.machine

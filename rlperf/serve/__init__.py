@@ -16,9 +16,6 @@ policy as a batch function, in-process and in a replica),
 
 from __future__ import annotations
 
-
-class ServeError(RuntimeError):
-    """A serve-stage failure with a message that says what to do."""
-
+from rlperf.errors import ServeError
 
 __all__ = ["ServeError"]

@@ -21,8 +21,9 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from rlperf.errors import PayloadError
 from rlperf.serve.model import ModelSpec, load_model
-from rlperf.serve.payload import PayloadError, decode_observation
+from rlperf.serve.payload import decode_observation
 
 #: Name of the deployment inside each application.
 DEPLOYMENT = "PolicyServer"

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rlperf.errors import PayloadError
+
 #: Content type of a request body.
 CONTENT_TYPE = "application/x-npy"
 
@@ -22,10 +24,6 @@ _HEADER_READERS = {
     (1, 0): np.lib.format.read_array_header_1_0,
     (2, 0): np.lib.format.read_array_header_2_0,
 }
-
-
-class PayloadError(ValueError):
-    """A request body that is not one observation of the expected shape and dtype."""
 
 
 def encode_observation(obs: np.ndarray) -> bytes:

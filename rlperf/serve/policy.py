@@ -69,7 +69,7 @@ def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
     """The model file of the backend: the torch policy, ``model_path``, or a cached variant."""
     from rlperf.envs.factory import env_spaces
     from rlperf.envs.from_config import env_for_policy
-    from rlperf.serve import ServeError
+    from rlperf.errors import ServeError
 
     threads, xnnpack = int(cfg.serve.threads), bool(cfg.edge.xnnpack)
     model_path = Path(str(cfg.model_path)) if cfg.model_path else None
@@ -100,7 +100,7 @@ def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
 
 
 def _tflite_input_shape(path: Path) -> tuple[int, ...]:
-    from rlperf.serve import ServeError
+    from rlperf.errors import ServeError
     from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
 
     if not path.is_file():

@@ -26,13 +26,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlperf.algos import plan_resources
-from rlperf.resources.plan import (
-    InfeasibleError,
-    Machine,
-    ResourcePlan,
-    _ranges,
-    check_feasible,
-)
+from rlperf.errors import InfeasibleError
+from rlperf.resources.plan import Machine, ResourcePlan, _ranges, check_feasible
 from rlperf.sweep.cells import is_rlperf_config
 
 Bundle = dict[str, float]

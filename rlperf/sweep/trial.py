@@ -29,8 +29,8 @@ from hydra.core.utils import JobReturn, JobRuntime, JobStatus, run_job, setup_gl
 from omegaconf import DictConfig, OmegaConf
 from ray import tune
 
-from rlperf.errors import CellFailed
-from rlperf.job import IN_TRIAL_ENV, STEP_SINKS, TrialStopped
+from rlperf.errors import CellFailed, TrialStopped
+from rlperf.job import IN_TRIAL_ENV, STEP_SINKS
 from rlperf.results.summary import write_json
 from rlperf.runs.layout import SUMMARY_FILE, RunStatus
 from rlperf.sweep.cells import is_rlperf_config

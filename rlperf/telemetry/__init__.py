@@ -6,6 +6,7 @@ session is opened, and Ray / torch / TensorFlow never are. See ``docs/telemetry.
 
 from __future__ import annotations
 
+from rlperf.errors import NvmlUnavailableError
 from rlperf.telemetry.cpu import CpuWindow
 from rlperf.telemetry.fingerprint import (
     FINGERPRINT_LIBRARIES,
@@ -16,13 +17,7 @@ from rlperf.telemetry.fingerprint import (
     library_versions,
     write_fingerprint,
 )
-from rlperf.telemetry.nvml import (
-    GpuInfo,
-    NvmlSession,
-    NvmlUnavailableError,
-    nvml_unavailable_reason,
-    open_nvml,
-)
+from rlperf.telemetry.nvml import GpuInfo, NvmlSession, nvml_unavailable_reason, open_nvml
 from rlperf.telemetry.sampler import (
     GPU_METRICS,
     SYSTEM_COLUMNS,

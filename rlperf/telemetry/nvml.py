@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any
 
+from rlperf.errors import NvmlUnavailableError
+
 log = logging.getLogger(__name__)
 
 NAN = math.nan
@@ -43,10 +45,6 @@ READ_FIELDS: tuple[str, ...] = (
 
 _reason_lock = threading.Lock()
 _unavailable_reason: str | None = None
-
-
-class NvmlUnavailableError(RuntimeError):
-    """Raised by :meth:`NvmlSession.open` when NVML cannot be used on this machine."""
 
 
 @dataclass(frozen=True)

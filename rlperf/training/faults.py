@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from rlperf.errors import ReportedError
+from rlperf.errors import RunFault
 from rlperf.resources.plan import ResourcePlan
 from rlperf.results.columns import FAULT_COLUMNS
 from rlperf.runs.layout import EXCLUDED_COLUMN, Exclusion
@@ -28,10 +28,6 @@ log = logging.getLogger(__name__)
 
 #: Exclusions that are faults (``train.on_fault`` applies to them).
 FAULT_EXCLUSIONS = (Exclusion.fault, Exclusion.no_samples)
-
-
-class RunFault(ReportedError):
-    """``train.on_fault=fail`` and an iteration was touched by a fault (exit 1)."""
 
 
 def _learner_counts(algo: Any, learners: int) -> tuple[int, int]:
