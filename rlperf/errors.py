@@ -182,6 +182,26 @@ class PayloadError(ValueError):
     """A request body that is not one observation of the expected shape and dtype."""
 
 
+class TfliteError(RuntimeError):
+    """A failure to build or run a TFLite policy, with a message that says what to do."""
+
+
+class TfliteInputError(TfliteError, UserError):
+    """A model file or policy the stage cannot use as given (exit 2, docs/exit-codes.md)."""
+
+
+class ExportVerificationError(TfliteError):
+    """The exported model does not reproduce the torch policy within the tolerance."""
+
+
+class EdgeTpuModelOnCpuError(TfliteInputError):
+    """An Edge-TPU-compiled ``.tflite`` was given to a CPU backend."""
+
+
+class EdgeTpuUnavailable(SkipCell):
+    """No usable Edge TPU here (runtime, device or compiler missing); the message says which."""
+
+
 def exit_code_of(exc: BaseException) -> int:
     """The exit status of a command that ended with ``exc`` (see the module docstring)."""
     if isinstance(exc, KeyboardInterrupt):

@@ -19,13 +19,12 @@ from support.edge_kit import build_stub_runtime, install_fake_compiler, study_re
 from rlperf.edge.edgetpu import (
     EDGETPU_LIBRARY,
     INSTALL_HINT,
-    EdgeTpuUnavailable,
     compile_model,
     find_runtime,
     load_edgetpu_delegate,
     parse_compiler_output,
 )
-from rlperf.errors import SkipCell
+from rlperf.errors import EdgeTpuUnavailable, SkipCell
 
 STUB_SOURCE = Path(__file__).parent / "data" / "edgetpu_stub.c"
 

@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 import yaml
 
-from rlperf.edge import EdgeTpuModelOnCpuError, ExportVerificationError
-from rlperf.errors import SkipCell
+from rlperf.errors import EdgeTpuModelOnCpuError, ExportVerificationError, SkipCell
 
 pytestmark = pytest.mark.slow
 

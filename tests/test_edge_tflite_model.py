@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from support.edge_kit import study_reference_file
 
-from rlperf.edge import EdgeTpuModelOnCpuError
+from rlperf.errors import EdgeTpuModelOnCpuError
 from rlperf.tflite.tflite_model import (
     TensorInfo,
     dequantize_output,

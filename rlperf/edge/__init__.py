@@ -8,27 +8,3 @@ and :mod:`~rlperf.edge.fidelity`. :func:`rlperf.edge.job.run_edge` is the Hydra
 job. Importing this package is cheap: TensorFlow, LiteRT and torch are imported
 by the functions that use them.
 """
-
-from __future__ import annotations
-
-# One skip signal for every stage: the job wrapper records it as status "skipped".
-from rlperf.errors import SkipCell
-from rlperf.tflite import (
-    EdgeTpuModelOnCpuError,
-    ExportVerificationError,
-    TfliteError,
-    TfliteInputError,
-)
-
-#: The edge stage's failures are the shared TFLite package's (one class: a caller
-#: catching either name catches an export that fails verification too).
-EdgeError = TfliteError
-EdgeInputError = TfliteInputError
-
-__all__ = [
-    "EdgeError",
-    "EdgeInputError",
-    "EdgeTpuModelOnCpuError",
-    "ExportVerificationError",
-    "SkipCell",
-]

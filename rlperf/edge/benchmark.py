@@ -201,7 +201,7 @@ def run_isolated(spec: BenchmarkSpec, isolate: bool = True) -> dict[str, Any]:
     The child is ``python -m rlperf.edge.benchmark SPEC RESULT`` (not
     ``multiprocessing``: that would re-import the caller's main module, which
     breaks unguarded scripts and Ray workers). An exception of the child (e.g.
-    :class:`~rlperf.edge.edgetpu.EdgeTpuUnavailable`) is raised here.
+    :class:`~rlperf.errors.EdgeTpuUnavailable`) is raised here.
     """
     if not isolate:
         return run_benchmark(spec)

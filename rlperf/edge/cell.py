@@ -14,9 +14,9 @@ from typing import Any
 from gymnasium import spaces
 from omegaconf import DictConfig
 
-from rlperf.edge import EdgeInputError
 from rlperf.envs.factory import describe_env, env_spaces
 from rlperf.envs.from_config import play_env
+from rlperf.errors import TfliteInputError
 from rlperf.models.spaces import describe_space
 from rlperf.runs.checkpoint import TrainedRun
 from rlperf.runs.merge import upstream_run, write_effective_config
@@ -70,7 +70,7 @@ def resolve_cell(cfg: DictConfig, out_dir: Path) -> EdgeCell:
     if cfg.model_path:
         cell.model_file = Path(str(cfg.model_path))
         if not cell.model_file.is_file():
-            raise EdgeInputError(f"model_path={cfg.model_path}: no such file")
+            raise TfliteInputError(f"model_path={cfg.model_path}: no such file")
     cell.source["model_path"] = str(cell.model_file) if cell.model_file else None
     ecfg = load_trained_policy(cell) if cfg.run or cfg.checkpoint else cfg
     if cell.model_file is not None:
@@ -82,7 +82,7 @@ def resolve_cell(cfg: DictConfig, out_dir: Path) -> EdgeCell:
     cell.env = play_env(ecfg, tuple(obs_shape))
     obs_space, action_space = env_spaces(cell.env)
     if not isinstance(action_space, spaces.Discrete):
-        raise EdgeInputError(
+        raise TfliteInputError(
             f"the edge stage benchmarks policies with Discrete actions (the greedy action is the "
             f"argmax of the logits); {describe_space(action_space)} actions of "
             f"{describe_env(cell.env)} are not supported"
@@ -129,7 +129,7 @@ def inspect_model_file(cell: EdgeCell) -> None:
         ensure_cpu_runnable(info, cell.backend)
     in_shape = info.inputs[0].shape[1:]
     if cell.net is not None and policy_input_shape(cell.net) != tuple(in_shape):
-        raise EdgeInputError(
+        raise TfliteInputError(
             f"model_path input {list(in_shape)} does not match the policy's "
             f"observation shape {list(policy_input_shape(cell.net))}"
         )

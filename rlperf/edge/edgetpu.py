@@ -16,7 +16,7 @@ Two failure modes, reported differently:
   device is held by another process); LiteRT raises ``ValueError`` with the
   library's error text.
 
-Both raise :class:`EdgeTpuUnavailable`, a :class:`~rlperf.edge.SkipCell`:
+Both raise :class:`EdgeTpuUnavailable`, a :class:`~rlperf.errors.SkipCell`:
 the cell is skipped with the reason and :data:`INSTALL_HINT`.
 
 Compiler: ``edgetpu_compiler`` (Debian package ``edgetpu-compiler``, x86-64
@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlperf.errors import SkipCell
+from rlperf.errors import EdgeTpuUnavailable
 
 EDGETPU_LIBRARY = "libedgetpu.so.1"
 COMPILER = "edgetpu_compiler"
@@ -54,10 +54,6 @@ Install the Coral Edge TPU runtime and compiler from Coral's own apt repository
 install gasket-dkms and add your user to the apex group; plug a USB
 Accelerator in after installing the runtime. See https://coral.ai/docs/.
 Do not `pip install pycoral` from PyPI: that name is an unrelated package."""
-
-
-class EdgeTpuUnavailable(SkipCell):
-    """No usable Edge TPU here (runtime, device or compiler missing); the message says which."""
 
 
 @dataclass

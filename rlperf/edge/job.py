@@ -285,7 +285,7 @@ def run_edge(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
 
     Raises:
         SkipCell: ``backend=edgetpu`` without runtime, device or compiler.
-        EdgeError: bad inputs, an export that fails verification, an Edge-TPU
+        TfliteError: bad inputs, an export that fails verification, an Edge-TPU
             file given to a CPU backend.
         rlperf.errors.CheckpointError: a run or checkpoint that cannot be used.
     """

@@ -22,12 +22,12 @@ from omegaconf import DictConfig
 from rlperf.edge.cell import EdgeCell
 from rlperf.edge.edgetpu import (
     INSTALL_HINT,
-    EdgeTpuUnavailable,
     compile_model,
     find_runtime,
     parse_compiler_output,
     probe_delegate,
 )
+from rlperf.errors import EdgeTpuUnavailable
 from rlperf.tflite.artifacts import VariantBuild, build_variant, fidelity_set
 from rlperf.tflite.backends import BACKENDS
 from rlperf.tflite.cache import ArtifactCache, file_sha256

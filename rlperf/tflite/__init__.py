@@ -10,26 +10,3 @@ into the content-addressed :mod:`~rlperf.tflite.cache` by
 interpreter, delegates) or with the torch policy. Importing this package is
 cheap: TensorFlow, LiteRT and torch are imported by the functions that use them.
 """
-
-from __future__ import annotations
-
-from rlperf.errors import UserError
-
-
-class TfliteError(RuntimeError):
-    """A failure to build or run a TFLite policy, with a message that says what to do."""
-
-
-class TfliteInputError(TfliteError, UserError):
-    """A model file or policy the stage cannot use as given (exit 2, docs/exit-codes.md)."""
-
-
-class ExportVerificationError(TfliteError):
-    """The exported model does not reproduce the torch policy within the tolerance."""
-
-
-class EdgeTpuModelOnCpuError(TfliteInputError):
-    """An Edge-TPU-compiled ``.tflite`` was given to a CPU backend."""
-
-
-__all__ = ["EdgeTpuModelOnCpuError", "ExportVerificationError", "TfliteError", "TfliteInputError"]

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from rlperf.tflite import TfliteError
+from rlperf.errors import TfliteError
 
 VARIANTS = ("fp32", "fp16", "dynamic", "int8", "int16x8", "qat")
 INT8_IO = ("uint8", "int8")

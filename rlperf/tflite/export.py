@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from rlperf.tflite import ExportVerificationError
+from rlperf.errors import ExportVerificationError
 
 if TYPE_CHECKING:
     from rlperf.models.mlp_net import MlpNet

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rlperf.tflite import EdgeTpuModelOnCpuError
+from rlperf.errors import EdgeTpuModelOnCpuError
 
 EDGETPU_CUSTOM_OP = "edgetpu-custom-op"
 
