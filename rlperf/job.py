@@ -2,7 +2,7 @@
 
 It validates the config before anything expensive starts, checks feasibility,
 writes ``fingerprint.json``, runs background telemetry, and always writes
-``summary.json`` with a :class:`~rlperf.runs.layout.RunStatus`: ``completed``;
+``summary.json`` with a :class:`~rlperf.layout.RunStatus`: ``completed``;
 ``invalid`` or ``skipped`` when the run is refused before it starts (a wrong
 config; a machine that cannot run it), with the reason and ``preflight: true``;
 ``skipped`` when the stage finds it cannot run here (:class:`SkipCell`);
@@ -32,6 +32,7 @@ from rlperf.algos import plan_resources
 from rlperf.console import TERMINAL, current
 from rlperf.console.deprecations import watching
 from rlperf.errors import (
+    ConfigError,
     InfeasibleError,
     SkipCell,
     TrialStopped,
@@ -39,6 +40,7 @@ from rlperf.errors import (
     error_line,
     raise_if_interrupted,
 )
+from rlperf.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunStatus
 from rlperf.resources.plan import (
     Machine,
     ResourcePlan,
@@ -48,7 +50,8 @@ from rlperf.resources.plan import (
 )
 from rlperf.resources.ray_session import applied_placement
 from rlperf.results.summary import write_json
-from rlperf.runs.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunStatus
+from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
+from rlperf.telemetry.sampler import TelemetrySampler
 
 log = logging.getLogger("rlperf")
 
@@ -163,8 +166,6 @@ def execute_stage(
     applied nor re-checked here (re-applying would undo Ray's GPU assignment).
     """
     from rlperf.config.validate import validate_config
-    from rlperf.errors import ConfigError
-    from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
 
     if in_trial is None:
         in_trial = running_in_trial()
@@ -261,7 +262,6 @@ def _start_telemetry(
 ) -> Any | None:
     if not cfg.telemetry.enabled:
         return None
-    from rlperf.telemetry.sampler import TelemetrySampler
 
     sampler = TelemetrySampler(
         out_dir / TELEMETRY_FILE,

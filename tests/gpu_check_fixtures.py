@@ -37,12 +37,12 @@ from rlperf.algos import plan_resources
 from rlperf.config.schema import register_configs
 from rlperf.gpu_check.checks import MANIFEST_FILE
 from rlperf.gpu_check.sequence import Step, sequence, step_record
+from rlperf.layout import FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.resources.placement import plan_record
 from rlperf.resources.plan import ResourcePlan
 from rlperf.results.columns import ALGO_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import write_json
-from rlperf.runs.layout import FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.telemetry.sampler import TelemetrySampler, gpu_columns
 from rlperf.training.target import StopCheck
 

@@ -438,8 +438,8 @@ def test_sweep_through_entry_point_reuses_cache(trained_run, tmp_path) -> None:
 def test_probe_of_the_training_job_is_checked(trained_run, tmp_path) -> None:
     """probe.npz (logits saved at training time) must match the reloaded policy."""
     from rlperf.errors import CheckpointError
+    from rlperf.layout import PROBE_ATOL
     from rlperf.models.policy_file import load_policy
-    from rlperf.runs.layout import PROBE_ATOL
     from rlperf.runs.probe import check_probe, read_probe
     from rlperf.tflite.export import torch_outputs
 

@@ -25,8 +25,8 @@ import psutil
 import pytest
 
 from rlperf.algos import plan_resources
+from rlperf.layout import EXCLUDED_COLUMN, Exclusion
 from rlperf.resources.listeners import Listener, is_loopback, listeners
-from rlperf.runs.layout import EXCLUDED_COLUMN, Exclusion
 from rlperf.training import faults
 from tests.conftest import TINY_TRAIN
 

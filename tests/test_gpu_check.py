@@ -39,8 +39,8 @@ from rlperf.gpu_check.sequence import (
     run_sequence,
     sequence,
 )
+from rlperf.layout import METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.results.columns import TRAIN_COLUMNS
-from rlperf.runs.layout import METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.telemetry.sampler import gpu_columns, telemetry_columns
 
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"

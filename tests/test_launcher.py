@@ -39,8 +39,8 @@ from rlperf.config.search_path import SHIPPED_CONF
 from rlperf.config.validate import validate_config
 from rlperf.console import Console
 from rlperf.errors import SweepIncomplete
+from rlperf.layout import NON_IDENTITY_KEYS
 from rlperf.resources.plan import Machine
-from rlperf.runs.layout import NON_IDENTITY_KEYS
 from rlperf.sweep.cells import cell_hash, identity_config
 from rlperf.sweep.index import CellRecord, SweepIndex, jsonable_return
 from rlperf.sweep.progress import SweepProgress, format_duration, format_table

@@ -1,7 +1,7 @@
 """Folders written before conf/'s groups were renamed read as folders written today.
 
 ``study_training_row`` became ``study/training_row`` (and ``study_rollout_row``,
-``algo_sizes`` likewise, rlperf.runs.layout.RENAMED_GROUPS). A training sweep recorded
+``algo_sizes`` likewise, rlperf.layout.RENAMED_GROUPS). A training sweep recorded
 before keeps the old name in ``.hydra/hydra.yaml`` and ``.hydra/overrides.yaml``: its
 jobs must still match ``run_match``, and get the same labels downstream and in the report.
 """
@@ -14,10 +14,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from rlperf.report.discover import CellRef
-from rlperf.report.load import load_rlperf_cell
-from rlperf.runs.jobs import JobQuery, UpstreamJob
-from rlperf.runs.layout import (
+from rlperf.layout import (
     CONFIG_FILE,
     HYDRA_FILE,
     METRICS_FILE,
@@ -26,6 +23,9 @@ from rlperf.runs.layout import (
     SUMMARY_FILE,
     current_group,
 )
+from rlperf.report.discover import CellRef
+from rlperf.report.load import load_rlperf_cell
+from rlperf.runs.jobs import JobQuery, UpstreamJob
 from tests.conftest import CONF
 
 

@@ -14,10 +14,10 @@ import torch
 
 from rlperf.envs.atari import make_atari_env
 from rlperf.errors import CheckpointError
+from rlperf.layout import POLICY_FILE
 from rlperf.models.policy_file import load_policy
 from rlperf.resources.plan import count_nvidia_gpus
 from rlperf.runs.checkpoint import load_trained_run
-from rlperf.runs.layout import POLICY_FILE
 from tests.conftest import run_rlperf
 
 pytestmark = pytest.mark.slow

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from rlperf.algos import plan_resources
 from rlperf.config.validate import validate_config
 from rlperf.errors import CheckpointError, ConfigError, SkipCell
+from rlperf.layout import POLICY_FILE
 from rlperf.models.policy_file import save_policy
 from rlperf.models.vision_net import VisionNet
 from rlperf.resources.plan import Machine
@@ -25,7 +26,6 @@ from rlperf.rollout.job import check_hardware, play
 from rlperf.rollout.timing import measure_timer
 from rlperf.runs.checkpoint import load_trained_run
 from rlperf.runs.jobs import JobQuery
-from rlperf.runs.layout import POLICY_FILE
 from rlperf.runs.locate import resolve_paths
 from rlperf.runs.merge import merge_run_config
 from tests.conftest import CONF, group_options

@@ -1,7 +1,7 @@
 """Downstream sweeps over upstream sweeps: which jobs a cell takes, and the cells the sweeper adds.
 
 Fast tests on sweep folders written here (training jobs as the training stage
-leaves them, rlperf.runs.layout's file names); the real sweeps are in
+leaves them, rlperf.layout's file names); the real sweeps are in
 tests/test_upstream_sweep.py.
 """
 
@@ -19,15 +19,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.config.schema import RunMatchConfig, RunSelect
 from rlperf.errors import CheckpointError
-from rlperf.runs.checkpoint import load_trained_run
-from rlperf.runs.jobs import IDENTITY_KEYS, JobQuery, job_query, pick_jobs, select_job, sweep_jobs
-from rlperf.runs.layout import (
+from rlperf.layout import (
     CONFIG_FILE,
     FINGERPRINT_FILE,
     METRICS_FILE,
     MULTIRUN_FILE,
     SUMMARY_FILE,
 )
+from rlperf.runs.checkpoint import load_trained_run
+from rlperf.runs.jobs import IDENTITY_KEYS, JobQuery, job_query, pick_jobs, select_job, sweep_jobs
 from rlperf.runs.locate import find_run_dir
 from rlperf.sweep.upstream import expand_batch, upstream_label, with_run
 from tests.test_rollout_loader import make_run

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rlperf.runs.layout import STEPS_FILE, SUMMARY_FILE
+from rlperf.layout import STEPS_FILE, SUMMARY_FILE
 from rlperf.sweep.index import SweepIndex
 from tests.conftest import run_rlperf
 

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlperf.results.latency import LatencyRecorder, timer_overhead_ns
+from rlperf.tflite.runtime import TfliteActor, TorchActor
+
 MIB = 2**20
 
 
@@ -74,7 +77,6 @@ def peak_rss_bytes() -> int:
 
 def make_actor(spec: BenchmarkSpec) -> Any:
     """The :class:`~rlperf.tflite.runtime.TfliteActor` or ``TorchActor`` for ``spec``."""
-    from rlperf.tflite.runtime import TfliteActor, TorchActor
 
     if spec.kind == "torch":
         return TorchActor(spec.model_path, spec.threads)
@@ -154,7 +156,6 @@ def run_benchmark(spec: BenchmarkSpec) -> dict[str, Any]:
 
     Writes ``steps.csv`` and ``episodes.csv`` into ``spec.out_dir`` (when set).
     """
-    from rlperf.results.latency import LatencyRecorder, timer_overhead_ns
 
     overhead = timer_overhead_ns()
     env = make_env(spec)
@@ -256,7 +257,6 @@ def reference_returns(
     threads: int = 1,
 ) -> list[float]:
     """Returns of the torch policy on the benchmark's seeded episodes (no timing, no files)."""
-    from rlperf.tflite.runtime import TorchActor
 
     spec = BenchmarkSpec(
         "torch", str(policy_path), dict(env_config), 0, None, episodes, steps, 0, seed, threads

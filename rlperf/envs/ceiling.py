@@ -31,6 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rlperf import __version__
+from rlperf.telemetry.fingerprint import compact_ranges, cpu_model
+
 #: Default ``train.env_ceiling.cache_dir`` (null in the config).
 DEFAULT_CACHE_DIR = Path("~/.cache/rlperf/env_ceiling")
 #: Libraries whose version is part of the cache key.
@@ -81,9 +84,6 @@ def _step_for(env: Any, seconds: float) -> tuple[int, int, float]:
 def cache_key(env_config: Mapping[str, Any], duration_s: float) -> dict[str, Any]:
     """What a cached ceiling is valid for (see the module docstring)."""
     from importlib import metadata
-
-    from rlperf import __version__
-    from rlperf.telemetry.fingerprint import compact_ranges, cpu_model
 
     versions: dict[str, str | None] = {}
     for name in KEY_LIBRARIES:

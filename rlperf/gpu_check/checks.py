@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlperf.runs.layout import (
+from rlperf.layout import (
     EXCLUDED_COLUMN,
     FINGERPRINT_FILE,
     METRICS_FILE,
@@ -77,7 +77,7 @@ EXCLUSION_MARK = str(Exclusion.warmup)
 
 
 def _number(text: str) -> float:
-    if text == EXCLUSION_MARK:  # a row the writer excluded (rlperf.runs.layout.EXCLUDED_COLUMN)
+    if text == EXCLUSION_MARK:  # a row the writer excluded (rlperf.layout.EXCLUDED_COLUMN)
         return 1.0
     if text in ("True", "False"):
         return float(text == "True")

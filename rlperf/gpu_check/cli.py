@@ -21,8 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rlperf.config.schema import register_configs
 from rlperf.gpu_check.checks import Check, check_results, failed, format_table
 from rlperf.gpu_check.sequence import command, run_sequence, sequence
+from rlperf.resources.plan import count_nvidia_gpus
 
 #: The table of the last check, written into the output folder.
 TABLE_FILE = "gpu_check_table.txt"
@@ -60,7 +62,6 @@ def _compose_check(gpus: int) -> Check:
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from rlperf.config.schema import register_configs
     from rlperf.config.validate import validate_config
 
     steps = sequence(gpus)
@@ -124,7 +125,6 @@ def _print_table(checks: list[Check], out: Path | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlperf.resources.plan import count_nvidia_gpus
 
     args = parse_args(argv)
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")

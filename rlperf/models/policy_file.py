@@ -28,7 +28,7 @@ from torch import nn
 
 from rlperf import __version__
 from rlperf.errors import CheckpointError, PolicyLoadError
-from rlperf.runs.layout import POLICY_FILE, compatible_version, major_minor
+from rlperf.layout import POLICY_FILE, compatible_version, major_minor
 
 #: Written by :func:`save_policy`.
 POLICY_FORMAT_VERSION = 2

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.report import gate as gate_mod
 from rlperf.report import render, tables
 from rlperf.report.cells import Cell
@@ -29,7 +30,6 @@ from rlperf.report.result import ReportResult, Tables
 from rlperf.report.search import draw_search_figures, read_searches
 from rlperf.report.serve import draw_serve_figures, write_serve_tables
 from rlperf.report.targets import targets_table
-from rlperf.runs.layout import EXCLUDED_COLUMN
 
 log = logging.getLogger("rlperf")
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.results.columns import PHASES as TIMED_PHASES
 from rlperf.results.columns import TRAIN_COLUMNS
-from rlperf.runs.layout import EXCLUDED_COLUMN
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlperf.errors import NoRunsFoundError
-from rlperf.runs.layout import CELL_FILE, CONFIG_FILE, METRICS_FILE, STEPS_FILE, SUMMARY_FILE
+from rlperf.layout import CELL_FILE, CONFIG_FILE, METRICS_FILE, STEPS_FILE, SUMMARY_FILE
 
 RESULT_FILES = (SUMMARY_FILE, METRICS_FILE, STEPS_FILE)
 # A sweep cell also has the launcher's cell.json (status pending / skipped / ...).

@@ -67,6 +67,7 @@ import numpy as np
 import pandas as pd
 
 from rlperf.errors import CellError
+from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.report import fingerprints
 from rlperf.report.cells import Cell, match_model
 from rlperf.report.discover import CellRef
@@ -77,7 +78,6 @@ from rlperf.report.load import (
     read_csv,
     read_json,
 )
-from rlperf.runs.layout import EXCLUDED_COLUMN
 
 #: Machines of the 2021 study (reference/thesis/README.md). Their fingerprints are not
 #: in the run folders, so the importer supplies what the study's README says.

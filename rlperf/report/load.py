@@ -18,12 +18,7 @@ import pandas as pd
 import yaml
 
 from rlperf.errors import CellError
-from rlperf.report import fingerprints
-from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten
-from rlperf.report.discover import CellRef
-from rlperf.report.energy import add_energy_columns
-from rlperf.results.columns import LATENCY_COLUMNS
-from rlperf.runs.layout import (
+from rlperf.layout import (
     CELL_FILE,
     CONFIG_FILE,
     EFFECTIVE_CONFIG_FILE,
@@ -38,6 +33,11 @@ from rlperf.runs.layout import (
     Exclusion,
     current_group,
 )
+from rlperf.report import fingerprints
+from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten
+from rlperf.report.discover import CellRef
+from rlperf.report.energy import add_energy_columns
+from rlperf.results.columns import LATENCY_COLUMNS
 
 #: Canonical axis → where it sits in the resolved config of an rlperf job.
 AXIS_KEYS = {

@@ -4,7 +4,7 @@ A *configuration* is what a cell measures: its axes and every config leaf
 except the keys in :data:`REPEAT_KEYS` (what differs between repeats), the
 keys that say where a stage found its input (:data:`LOCATION_KEYS`), the
 nodes that never make two cells different (``hydra``, ``ray``:
-:data:`rlperf.runs.layout.NON_IDENTITY_KEYS`) and the sweep folder. Cells of one
+:data:`rlperf.layout.NON_IDENTITY_KEYS`) and the sweep folder. Cells of one
 configuration recorded on the same hardware and software (one fingerprint
 group) are its runs; the report pools them (:func:`group_repeats`), ranks the
 configuration on its runs' values (:func:`rlperf.report.stats.across_runs`)
@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlperf.layout import NON_IDENTITY_KEYS
 from rlperf.report.cells import Cell
-from rlperf.runs.layout import NON_IDENTITY_KEYS
 
 #: Config keys that differ between repeats of one configuration.
 REPEAT_KEYS: tuple[str, ...] = ("seed",)

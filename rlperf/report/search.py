@@ -15,9 +15,9 @@ from typing import Any
 
 import pandas as pd
 
+from rlperf.layout import SEARCH_FILE
 from rlperf.report import render
 from rlperf.report.plot import save, style
-from rlperf.runs.layout import SEARCH_FILE
 
 FIGURE_PREFIX = "search"
 

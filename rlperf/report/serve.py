@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlperf.layout import is_excluded
 from rlperf.report import render
 from rlperf.report.axes import AxisPlan
 from rlperf.report.cells import Cell
 from rlperf.report.plot import DPI, save
 from rlperf.report.tables import write_table
-from rlperf.runs.layout import is_excluded
 
 #: The figure this module draws, and its caption.
 FIGURE = "serve_latency_vs_load"

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlperf.layout import EXCLUDED_COLUMN, Exclusion
 from rlperf.report.axes import AxisPlan
 from rlperf.report.cells import PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell, included
 from rlperf.report.energy import energy_summary
@@ -21,7 +22,6 @@ from rlperf.report.legacy_compare import study_way_means
 from rlperf.report.load import as_text
 from rlperf.report.stats import Estimate
 from rlperf.results.columns import LATENCY_COLUMNS
-from rlperf.runs.layout import EXCLUDED_COLUMN, Exclusion
 
 _ID_COLUMNS = ("cell", "label", "config")
 

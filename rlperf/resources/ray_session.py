@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rlperf.resources.listeners import ray_listeners
 from rlperf.resources.plan import Machine, ResourcePlan, ray_cpu_count
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,6 @@ def check_exposure() -> list[str]:
     A warning (on the terminal too) names every socket bound beyond loopback and
     says when Ray's token authentication is off (``RAY_AUTH_MODE=disabled``).
     """
-    from rlperf.resources.listeners import ray_listeners
 
     found = ray_listeners()
     exposed = [str(x) for x in found if not x.loopback]

@@ -32,7 +32,7 @@ TRAIN_COLUMNS = (
     "time_s",
     # training seconds since the algorithm was built, evaluation left out (rlperf.training.target)
     "train_time_s",
-    "excluded",  # empty, or why the row is left out (rlperf.runs.layout.Exclusion)
+    "excluded",  # empty, or why the row is left out (rlperf.layout.Exclusion)
     *PHASES,
     "iter_s",
     "other_s",

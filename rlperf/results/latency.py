@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from rlperf.layout import EPISODES_FILE, EXCLUDED_COLUMN, STEPS_FILE, Exclusion
 from rlperf.results.columns import LATENCY_COLUMNS
 from rlperf.results.csvlog import CsvLog
-from rlperf.runs.layout import EPISODES_FILE, EXCLUDED_COLUMN, STEPS_FILE, Exclusion
 
 STEP_COLUMNS = ("episode", "step", EXCLUDED_COLUMN, *LATENCY_COLUMNS, "action")
 EPISODE_COLUMNS = ("episode", "return", "length", "wall_s")

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rlperf.runs.layout import EXCLUDED_COLUMN, is_excluded
+from rlperf.layout import EXCLUDED_COLUMN, is_excluded
 
 
 def describe(values: Sequence[float]) -> dict[str, float | int]:

@@ -31,8 +31,14 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from rlperf.errors import CheckpointError
+from rlperf.errors import CheckpointError, SkipCell
+from rlperf.resources.placement import env_runner_state, learner_placement
+from rlperf.resources.plan import check_feasible
+from rlperf.resources.ray_session import ray_session
+from rlperf.results.latency import LatencyRecorder
+from rlperf.rollout.timing import measure_timer
 from rlperf.runs.checkpoint import TrainedRun
+from rlperf.runs.probe import check_probe
 
 PROGRESS_EVERY_S = 30.0
 
@@ -65,7 +71,6 @@ def check_hardware(cfg: DictConfig, ctx: Any) -> Any:
     """The torch device of ``rollout.device``; :class:`SkipCell` where the GPUs are absent."""
     import torch
 
-    from rlperf.errors import SkipCell
     from rlperf.rollout.policy import resolve_device
 
     plan, machine = ctx.plan, ctx.machine
@@ -91,7 +96,6 @@ def check_hardware(cfg: DictConfig, ctx: Any) -> Any:
 
 def _runner_state(runner: Any) -> dict[str, Any]:
     """Runs inside each env runner actor: where it runs and what it sampled so far."""
-    from rlperf.resources.placement import env_runner_state
 
     return {
         **env_runner_state(runner),
@@ -301,9 +305,7 @@ def restore_policy(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
     from the checkpoint alone.
     """
     from rlperf.models.policy_file import count_trainable_params
-    from rlperf.resources.placement import learner_placement
     from rlperf.rollout.policy import DriverPolicy
-    from rlperf.runs.probe import check_probe
 
     ckpt, explore = rollout.trained.checkpoint_dir, bool(rollout.cfg.rollout.explore)
     if rollout.start_algorithm:
@@ -334,8 +336,6 @@ def play_timed(rollout: Rollout, policy: Any, ctx: Any, stack: ExitStack) -> Non
 
     from rlperf.envs.factory import make_env
     from rlperf.envs.from_config import env_config
-    from rlperf.results.latency import LatencyRecorder
-    from rlperf.rollout.timing import measure_timer
 
     cfg, r, summary = rollout.cfg, rollout.cfg.rollout, ctx.summary
     torch.set_num_threads(int(r.torch_threads))
@@ -413,8 +413,6 @@ def _start_algorithm(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
     import ray
 
     from rlperf.algos import build_algo_config
-    from rlperf.resources.plan import check_feasible
-    from rlperf.resources.ray_session import ray_session
 
     if not ray.is_initialized():
         # A Ray we start ourselves; in a sweep trial the launcher checked its Ray.

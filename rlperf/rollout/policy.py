@@ -29,6 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlperf.errors import CheckpointError
+from rlperf.layout import ENV_TO_MODULE_DIR, MODULE_TO_ENV_DIR, RL_MODULE_DIR
+
 ACTION_SELECTION = {
     False: "greedy: argmax of the logits (forward_inference, GetActions.to_deterministic())",
     True: "sampled from Categorical(logits) (forward_exploration, torch seeded with `seed`)",
@@ -120,9 +123,6 @@ class DriverPolicy:
         from ray.rllib.connectors.env_to_module import EnvToModulePipeline
         from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
         from ray.rllib.core.rl_module.rl_module import RLModule
-
-        from rlperf.errors import CheckpointError
-        from rlperf.runs.layout import ENV_TO_MODULE_DIR, MODULE_TO_ENV_DIR, RL_MODULE_DIR
 
         def restore(kind: Any, rel: Path, what: str) -> Any:
             path = checkpoint_dir / rel

@@ -1,12 +1,13 @@
 """The run-folder contract every stage shares: what a job folder holds, and how a downstream
 stage (rollout, edge, serve) finds, checks and reuses a training run.
 
-One module per concern, from the bottom up (import the module you need; this
-package imports none of them, so reading a file name never pulls the rest):
+The names themselves (files and folders of job, sweep and checkpoint folders,
+:class:`~rlperf.layout.RunStatus`, the exclusion column, the probe tolerance) are
+:mod:`rlperf.layout`, at the bottom of the package with :mod:`rlperf.errors`: the
+models, the results and the report read them without this package. Here, one module
+per concern, from the bottom up (import the module you need; this package imports
+none of them):
 
-- :mod:`~rlperf.runs.layout`: the file and folder names of job, sweep and checkpoint
-  folders, :class:`~rlperf.runs.layout.RunStatus` and the exclusion column, the probe
-  tolerance and the version rule of checkpoints (standard library only);
 - :mod:`~rlperf.runs.overrides`: a job's command-line overrides and the keys they set;
 - :mod:`~rlperf.runs.jobs`: the jobs of an upstream sweep folder and which of them a
   downstream job takes (``model=``, ``run_match``, ``run_select``);

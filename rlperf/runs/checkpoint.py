@@ -26,9 +26,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.errors import CheckpointError
-from rlperf.runs.geometry import check_same_model, model_geometry, model_kind_of
-from rlperf.runs.jobs import JobQuery, UpstreamJob
-from rlperf.runs.layout import (
+from rlperf.layout import (
     CONFIG_FILE,
     ENV_TO_MODULE_DIR,
     MODULE_TO_ENV_DIR,
@@ -40,6 +38,8 @@ from rlperf.runs.layout import (
     compatible_version,
     major_minor,
 )
+from rlperf.runs.geometry import check_same_model, model_geometry, model_kind_of
+from rlperf.runs.jobs import JobQuery, UpstreamJob
 from rlperf.runs.locate import resolve_paths
 from rlperf.runs.probe import Probe, read_probe
 

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.config.schema import RunSelect
 from rlperf.errors import CheckpointError
-from rlperf.runs.layout import (
+from rlperf.layout import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
     EXCLUDED_COLUMN,

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 from rlperf.errors import CheckpointError
+from rlperf.layout import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE, SUMMARY_FILE
 from rlperf.runs.jobs import JobQuery, describe_jobs, is_job_folder, pick_jobs
-from rlperf.runs.layout import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE, SUMMARY_FILE
 
 _EXPECTED_CHECKPOINT = f"the {CHECKPOINT_DIR}/ folder of a training job (or its {POLICY_FILE})"
 

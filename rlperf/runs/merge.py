@@ -19,10 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.config.validate import validate_env, validate_env_model, validate_model
 from rlperf.errors import ConfigError
+from rlperf.layout import EFFECTIVE_CONFIG_FILE
 from rlperf.runs.checkpoint import TrainedRun, load_trained_run
 from rlperf.runs.geometry import geometry_text, model_geometry
 from rlperf.runs.jobs import job_query
-from rlperf.runs.layout import EFFECTIVE_CONFIG_FILE
 from rlperf.runs.overrides import command_line_overrides, override_keys
 
 

@@ -3,7 +3,7 @@ policy gave them, so that any reload can prove it acts the same.
 
 The training job writes it beside ``rlperf_policy.pt`` (:func:`write_probe`); the
 rollout, edge and serve stages read it (:func:`read_probe`) and check their
-restored policy against it within :data:`~rlperf.runs.layout.PROBE_ATOL`
+restored policy against it within :data:`~rlperf.layout.PROBE_ATOL`
 (:func:`check_probe`). numpy is imported by the functions that need it, so
 reading a run's files stays cheap.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlperf.errors import CheckpointError
-from rlperf.runs.layout import PROBE_ATOL, PROBE_FILE
+from rlperf.layout import PROBE_ATOL, PROBE_FILE
 
 if TYPE_CHECKING:
     import numpy as np

@@ -19,9 +19,31 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from rlperf.serve.measure import LevelPlan, LevelResult
-from rlperf.serve.policy import ServedPolicy
-from rlperf.serve.session import ServeSession
+from rlperf.layout import EXCLUDED_COLUMN, LEVELS_FILE, REQUESTS_FILE, Exclusion
+from rlperf.resources.plan import ray_cpu_count
+from rlperf.results.csvlog import CsvLog
+from rlperf.results.summary import excluded_counts
+from rlperf.serve.levels import level_row, max_rate_under_slo
+from rlperf.serve.loadgen import handle_target, http_target, inprocess_target, noop_dispatch_rate
+from rlperf.serve.measure import (
+    REQUEST_COLUMNS,
+    LevelPlan,
+    LevelResult,
+    measured,
+    plan_levels,
+    run_level,
+)
+from rlperf.serve.model import load_model
+from rlperf.serve.payload import decode_observation
+from rlperf.serve.policy import ServedPolicy, load_observations, prepare_model, resolve_policy
+from rlperf.serve.session import (
+    ServeSession,
+    deploy,
+    kill_replica,
+    listening_sockets,
+    serve_process_ids,
+    serve_session,
+)
 
 log = logging.getLogger("rlperf.serve")
 
@@ -32,8 +54,6 @@ def run_serve(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     Writes ``requests.csv`` and ``levels.csv`` into ``out_dir``; returns the
     summary dict (docs/serve.md#results). ``ctx``: :class:`rlperf.job.JobContext`.
     """
-    from rlperf.serve.policy import load_observations, prepare_model, resolve_policy
-    from rlperf.serve.session import serve_session
 
     out_dir.mkdir(parents=True, exist_ok=True)
     policy = resolve_policy(cfg, out_dir)
@@ -51,7 +71,6 @@ def run_serve(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
 def ray_cpus(cfg: DictConfig, ctx: Any) -> int:
     """CPUs of a Ray started for the job: the machine's, or what the replicas need when
     ``ray.overcommit_cpus`` (feasibility was checked before the stage started)."""
-    from rlperf.resources.plan import ray_cpu_count
 
     need = serve_cpus(cfg)
     return max(
@@ -69,7 +88,6 @@ def deploy_apps(cfg: DictConfig, policy: ServedPolicy, session: ServeSession) ->
     from dataclasses import replace
 
     from rlperf.serve.deployment import policy_app
-    from rlperf.serve.session import deploy
 
     s = cfg.serve
     assert policy.spec is not None
@@ -100,7 +118,6 @@ def deploy_apps(cfg: DictConfig, policy: ServedPolicy, session: ServeSession) ->
 
 def read_listeners() -> dict[str, Any]:
     """Serve's processes (proxy, controller, replicas) and their listening sockets."""
-    from rlperf.serve.session import listening_sockets, serve_process_ids
 
     pids = serve_process_ids()
     sockets = listening_sockets(pids)
@@ -120,10 +137,6 @@ async def run_levels(
     ctx: Any,
 ) -> dict[str, Any]:
     """Every planned level; ``requests.csv`` and ``levels.csv`` written level by level."""
-    from rlperf.results.csvlog import CsvLog
-    from rlperf.runs.layout import LEVELS_FILE, REQUESTS_FILE
-    from rlperf.serve.loadgen import noop_dispatch_rate
-    from rlperf.serve.measure import REQUEST_COLUMNS, plan_levels, run_level
 
     assert policy.expected_actions is not None
     plans = plan_levels(cfg)
@@ -158,7 +171,6 @@ async def run_levels(
 
 
 def _kill(session: ServeSession) -> str | None:
-    from rlperf.serve.session import kill_replica
 
     return kill_replica(session, "policy")
 
@@ -172,9 +184,6 @@ def make_targets(
     cfg: DictConfig, policy: ServedPolicy, session: ServeSession, handles: dict[str, Any]
 ) -> dict[tuple[str, str], Any]:
     """A :class:`~rlperf.serve.loadgen.Target` per (transport, target) the levels use."""
-    from rlperf.serve.loadgen import handle_target, http_target, inprocess_target
-    from rlperf.serve.model import load_model
-    from rlperf.serve.payload import decode_observation
 
     assert policy.spec is not None
     spec, bodies, timeout = policy.spec, policy.bodies, float(cfg.serve.request_timeout_s)
@@ -196,9 +205,6 @@ def make_targets(
 
 def level_summary(cfg: DictConfig, result: LevelResult) -> dict[str, Any]:
     """The ``levels.csv`` row of one level (statistics over its measured requests)."""
-    from rlperf.runs.layout import EXCLUDED_COLUMN, Exclusion
-    from rlperf.serve.levels import level_row
-    from rlperf.serve.measure import measured
 
     plan = result.plan
     replicas = int(cfg.serve.replicas) if plan.target == "policy" else 1
@@ -228,9 +234,6 @@ def summarise(
 ) -> dict[str, Any]:
     """The serve job's ``summary.json`` entries (docs/serve.md#results)."""
     from omegaconf import OmegaConf
-
-    from rlperf.results.summary import excluded_counts
-    from rlperf.serve.levels import max_rate_under_slo
 
     levels: list[dict[str, Any]] = results["levels"]
     rows = [r for res in results["results"] for r in res.rows]

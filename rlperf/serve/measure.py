@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from rlperf.runs.layout import EXCLUDED_COLUMN, Exclusion
+from rlperf.layout import EXCLUDED_COLUMN, Exclusion
 from rlperf.serve.loadgen import Sent, Target, closed_loop, open_loop, poisson_schedule
 
 #: requests.csv columns, in file order.

@@ -19,6 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from rlperf.tflite.runtime import open_interpreter
+from rlperf.tflite.tflite_model import logits_output, quantize_input
+
 #: ``ModelSpec.kind`` values.
 KINDS = ("torch", "tflite", "echo")
 
@@ -90,8 +93,6 @@ def _torch_act(spec: ModelSpec) -> Any:
 
 
 def _tflite_act(spec: ModelSpec) -> Any:
-    from rlperf.tflite.runtime import open_interpreter
-    from rlperf.tflite.tflite_model import logits_output, quantize_input
 
     assert spec.path is not None
     interp, info, _ = open_interpreter(spec.path, spec.threads, spec.xnnpack)

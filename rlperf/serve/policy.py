@@ -19,7 +19,14 @@ from typing import Any, cast
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from rlperf.serve.model import ModelSpec
+from rlperf.errors import ServeError
+from rlperf.runs.probe import check_probe
+from rlperf.serve.model import ModelSpec, load_model
+from rlperf.serve.payload import encode_observation
+from rlperf.tflite.artifacts import build_variant, fidelity_set
+from rlperf.tflite.cache import ArtifactCache, resolve_cache_root
+from rlperf.tflite.calibration import collect_observations
+from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
 
 log = logging.getLogger("rlperf.serve")
 
@@ -43,7 +50,6 @@ class ServedPolicy:
 def resolve_policy(cfg: DictConfig, out_dir: Path) -> ServedPolicy:
     """The upstream run's policy (checked against its probe) or ``model_path``, and the env."""
     from rlperf.runs.merge import upstream_run, write_effective_config
-    from rlperf.runs.probe import check_probe
 
     policy = ServedPolicy(str(cfg.backend.name))
     ecfg = cfg
@@ -69,7 +75,6 @@ def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
     """The model file of the backend: the torch policy, ``model_path``, or a cached variant."""
     from rlperf.envs.factory import env_spaces
     from rlperf.envs.from_config import env_for_policy
-    from rlperf.errors import ServeError
 
     threads, xnnpack = int(cfg.serve.threads), bool(cfg.edge.xnnpack)
     model_path = Path(str(cfg.model_path)) if cfg.model_path else None
@@ -100,8 +105,6 @@ def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
 
 
 def _tflite_input_shape(path: Path) -> tuple[int, ...]:
-    from rlperf.errors import ServeError
-    from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
 
     if not path.is_file():
         raise ServeError(f"model_path={path}: no such file; expected a .tflite policy")
@@ -112,8 +115,6 @@ def _tflite_input_shape(path: Path) -> tuple[int, ...]:
 
 def _cached_variant(cfg: DictConfig, policy: ServedPolicy) -> Path:
     """The backend's variant from the policy's artifact cache, built (once) where missing."""
-    from rlperf.tflite.artifacts import build_variant, fidelity_set
-    from rlperf.tflite.cache import ArtifactCache, resolve_cache_root
 
     root = resolve_cache_root(cfg.edge.cache_dir)
     cache = ArtifactCache.for_policy(root, Path(policy.source["policy"]))
@@ -129,9 +130,6 @@ def _cached_variant(cfg: DictConfig, policy: ServedPolicy) -> Path:
 def load_observations(cfg: DictConfig, policy: ServedPolicy) -> None:
     """Real observations (random play, ``serve.observation_seed``), as request bodies, with the
     greedy action of the same model in this process for each."""
-    from rlperf.serve.model import load_model
-    from rlperf.serve.payload import encode_observation
-    from rlperf.tflite.calibration import collect_observations
 
     assert policy.spec is not None
     count, seed = int(cfg.serve.observations), int(cfg.serve.observation_seed)

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlperf.resources.ray_session import LOOPBACK
+from rlperf.resources.ray_session import LOOPBACK, init_ray
 
 log = logging.getLogger("rlperf.serve")
 
@@ -59,8 +59,6 @@ def serve_session(ray_cfg: Any, num_cpus: int, http_port: int) -> Iterator[Serve
     """
     import ray
     from ray import serve
-
-    from rlperf.resources.ray_session import init_ray
 
     owns_ray = not ray.is_initialized()
     timings = {"ray_start_s": init_ray(ray_cfg, num_cpus) if owns_ray else 0.0}

@@ -14,7 +14,7 @@ from typing import Any
 
 from ray import tune
 
-from rlperf.runs.layout import RunStatus
+from rlperf.layout import RunStatus
 from rlperf.sweep.index import jsonable_return, mark_summary, now_iso, read_summary, summary_status
 from rlperf.sweep.state import Cell, Sweep
 from rlperf.sweep.trial import (

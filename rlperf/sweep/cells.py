@@ -14,16 +14,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlperf.runs.layout import NON_IDENTITY_KEYS
+from rlperf.layout import NON_IDENTITY_KEYS
 
-# A cell's statuses are the runs' own (:class:`rlperf.runs.layout.RunStatus`, with
+# A cell's statuses are the runs' own (:class:`rlperf.layout.RunStatus`, with
 # ``pending`` before its trial starts); FINAL_STATUSES there says which are kept
 # on resume. The keys left out of the hash, and the cell's file, are named in
-# rlperf.runs.layout too (NON_IDENTITY_KEYS, CELL_FILE): the report reads them.
+# rlperf.layout too (NON_IDENTITY_KEYS, CELL_FILE): the report reads them.
 
 
 def identity_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """The resolved job config minus ``NON_IDENTITY_KEYS`` (rlperf.runs.layout), a plain dict.
+    """The resolved job config minus ``NON_IDENTITY_KEYS`` (rlperf.layout), a plain dict.
 
     Interpolations are resolved where they can be; a config whose interpolations
     cannot be resolved outside its job (e.g. ``${hydra:runtime.output_dir}``

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rlperf.layout import CELL_FILE, FINAL_STATUSES, INDEX_FILE, SUMMARY_FILE
 from rlperf.results.summary import write_json
-from rlperf.runs.layout import CELL_FILE, FINAL_STATUSES, INDEX_FILE, SUMMARY_FILE
 
 INDEX_VERSION = 1
 

@@ -32,8 +32,8 @@ from omegaconf import OmegaConf
 from rlperf.console import TERMINAL, Console, terminal_session
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SweepIncomplete
+from rlperf.layout import RunStatus
 from rlperf.resources.ray_session import init_ray
-from rlperf.runs.layout import RunStatus
 from rlperf.sweep.callback import mark_interrupted
 from rlperf.sweep.groups import run_group
 from rlperf.sweep.index import SweepIndex

@@ -19,8 +19,8 @@ from rlperf.algos import plan_resources
 from rlperf.config.validate import validate_config
 from rlperf.errors import SweepError
 from rlperf.job import write_refused_summary
+from rlperf.layout import REFUSED_STATUSES, RunStatus
 from rlperf.resources.plan import detect_machine
-from rlperf.runs.layout import REFUSED_STATUSES, RunStatus
 from rlperf.sweep.index import now_iso
 from rlperf.sweep.resources import (
     RayStart,

@@ -17,7 +17,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from rlperf.runs.layout import CELL_FILE
+from rlperf.layout import CELL_FILE
 from rlperf.sweep.cells import cell_hash, is_rlperf_config
 from rlperf.sweep.index import CellRecord, SweepIndex
 from rlperf.sweep.state import Cell, SweepSetup

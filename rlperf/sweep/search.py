@@ -38,9 +38,9 @@ from rlperf.config.validate import validate_config
 from rlperf.console import TERMINAL, terminal_session
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete
+from rlperf.layout import FINAL_STATUSES, REFUSED_STATUSES, SEARCH_FILE, RunStatus
 from rlperf.resources.plan import detect_machine
 from rlperf.resources.ray_session import init_ray
-from rlperf.runs.layout import FINAL_STATUSES, REFUSED_STATUSES, SEARCH_FILE, RunStatus
 from rlperf.sweep.callback import SweepCallback, mark_interrupted
 from rlperf.sweep.cells import cell_hash
 from rlperf.sweep.groups import tune_environment

@@ -15,9 +15,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from rlperf.layout import CONFIG_FILE, METRICS_FILE, SEARCH_FILE, RunStatus
 from rlperf.results.columns import TRAIN_COLUMNS
 from rlperf.results.summary import write_json
-from rlperf.runs.layout import CONFIG_FILE, METRICS_FILE, SEARCH_FILE, RunStatus
 from rlperf.sweep.index import read_summary
 
 #: The best trial's preset: ``<search folder>/experiment/search_best.yaml``, run with

@@ -19,8 +19,8 @@ from ray import tune
 from rlperf.config.validate import validate_config
 from rlperf.errors import TrialRefused
 from rlperf.job import write_refused_summary
+from rlperf.layout import RunStatus
 from rlperf.resources.plan import detect_machine
-from rlperf.runs.layout import RunStatus
 from rlperf.sweep.preflight import write_hydra_snapshot
 from rlperf.sweep.prepare import freeze_folder, load_cell_config, task_config
 from rlperf.sweep.resources import (

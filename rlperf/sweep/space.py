@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlperf.errors import SearchSpaceError
+from rlperf.sweep.search_results import per_iteration
 
 #: Top-level keys (and config groups) that decide how Ray itself is started: one Tune
 #: run has one Ray, so a search cannot vary them (run one search per value instead).
@@ -203,7 +204,6 @@ TIME_ATTRS = ("training_iteration", "env_steps_total")
 
 def check_search_options(opts: Any) -> None:
     """``hydra.sweeper.search``: every value one Tune run can take (exit 2 otherwise)."""
-    from rlperf.sweep.search_results import per_iteration
 
     key = "hydra.sweeper.search"
     checks = [

@@ -31,8 +31,8 @@ from ray import tune
 
 from rlperf.errors import CellFailed, TrialStopped
 from rlperf.job import IN_TRIAL_ENV, STEP_SINKS
+from rlperf.layout import SUMMARY_FILE, RunStatus
 from rlperf.results.summary import write_json
-from rlperf.runs.layout import SUMMARY_FILE, RunStatus
 from rlperf.sweep.cells import is_rlperf_config
 from rlperf.sweep.index import read_summary
 from rlperf.sweep.search_results import ENV_STEPS_TOTAL

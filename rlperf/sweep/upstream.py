@@ -26,8 +26,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.errors import CheckpointError
+from rlperf.layout import CONFIG_FILE
 from rlperf.runs.jobs import UpstreamJob, is_job_folder, job_query, pick_jobs
-from rlperf.runs.layout import CONFIG_FILE
 from rlperf.runs.overrides import override_keys
 
 #: Loads the job config of one override list (Hydra's ``load_sweep_config``).

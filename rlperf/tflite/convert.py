@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from rlperf.errors import TfliteError
+from rlperf.tflite.tflite_model import is_lossless_input, read_tflite
 
 VARIANTS = ("fp32", "fp16", "dynamic", "int8", "int16x8", "qat")
 INT8_IO = ("uint8", "int8")
@@ -164,7 +165,6 @@ def convert_keras(
 
 
 def _check_exact_input(data: bytes) -> None:
-    from rlperf.tflite.tflite_model import is_lossless_input, read_tflite
 
     info = read_tflite(data)
     bad = [t for t in info.inputs if not is_lossless_input(t)]

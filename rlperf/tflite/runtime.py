@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from rlperf.tflite.export import torch_outputs
 from rlperf.tflite.tflite_model import (
     EDGETPU_CUSTOM_OP,
     TfliteModelInfo,
@@ -241,6 +242,5 @@ class TorchActor:
             return int(logits.argmax())
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
-        from rlperf.tflite.export import torch_outputs
 
         return torch_outputs(self.net, observations)[0]

@@ -20,9 +20,9 @@ import logging
 from typing import Any
 
 from rlperf.errors import RunFault
+from rlperf.layout import EXCLUDED_COLUMN, Exclusion
 from rlperf.resources.plan import ResourcePlan
 from rlperf.results.columns import FAULT_COLUMNS
-from rlperf.runs.layout import EXCLUDED_COLUMN, Exclusion
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,15 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlperf.algos import build_algo_config
+from rlperf.layout import CHECKPOINT_DIR, EXCLUDED_COLUMN, METRICS_FILE, POLICY_FILE, Exclusion
+from rlperf.resources.placement import env_runner_placement, learner_placement, plan_record
+from rlperf.resources.ray_session import ray_session
 from rlperf.results.columns import FAULT_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import excluded_counts, summarize_rows
-from rlperf.runs.layout import CHECKPOINT_DIR, EXCLUDED_COLUMN, METRICS_FILE, POLICY_FILE, Exclusion
 from rlperf.runs.probe import write_probe
+from rlperf.telemetry.cpu import CpuWindow
+from rlperf.telemetry.sampler import gpu_columns
 from rlperf.training import faults
 from rlperf.training.target import StopCheck, evaluates, evaluation_row, with_evaluation
 
@@ -143,8 +147,6 @@ class IterationTimer:
     def iteration(self, it: int) -> dict[str, Any]:
         """Iteration ``it`` (1-based): phases, counters, CPU and telemetry of its window."""
         from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN
-
-        from rlperf.telemetry.cpu import CpuWindow
 
         cpu = CpuWindow()
         cpu.start()
@@ -315,7 +317,6 @@ def record_placement(algo: Any, ctx: Any) -> None:
     env runner's device and the GPU share Ray gave it, to compare with
     ``resource_plan`` (:mod:`rlperf.resources.placement`).
     """
-    from rlperf.resources.placement import env_runner_placement, learner_placement
 
     ctx.summary["learner"] = learner_placement(algo, ctx.plan)
     runners = env_runner_placement(algo)
@@ -338,9 +339,6 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rlperf.models.policy_file import count_trainable_params
-    from rlperf.resources.placement import plan_record
-    from rlperf.resources.ray_session import ray_session
-    from rlperf.telemetry.sampler import gpu_columns
 
     if cfg.train.torch_threads is not None:
         torch.set_num_threads(int(cfg.train.torch_threads))

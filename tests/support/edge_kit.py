@@ -100,9 +100,9 @@ def make_run_folder(
     from omegaconf import OmegaConf
 
     from rlperf.envs.atari import DEFAULT_ENV_CONFIG, env_spaces
+    from rlperf.layout import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
     from rlperf.models.policy_file import save_policy
     from rlperf.models.vision_net import VisionNet
-    from rlperf.runs.layout import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
     from rlperf.tflite.calibration import collect_observations
 
     env_cfg = {k: v for k, v in DEFAULT_ENV_CONFIG.items() if k != "seed"}
@@ -250,9 +250,9 @@ def make_cartpole_run(
     import torch
     from omegaconf import OmegaConf
 
+    from rlperf.layout import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
     from rlperf.models.mlp_net import MlpNet
     from rlperf.models.policy_file import save_policy
-    from rlperf.runs.layout import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
 
     rng = np.random.default_rng(seed)
     env = gym.make("CartPole-v1")

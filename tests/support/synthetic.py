@@ -30,16 +30,7 @@ import pandas as pd
 
 from rlperf.config.models import study_models
 from rlperf.config.search_path import shipped_conf_dir
-from rlperf.results.columns import (
-    ALGO_COLUMNS,
-    FAULT_COLUMNS,
-    LATENCY_COLUMNS,
-    PHASES,
-    TRAIN_COLUMNS,
-)
-from rlperf.results.latency import EPISODE_COLUMNS, STEP_COLUMNS, summarize_latency
-from rlperf.results.summary import excluded_counts, summarize_rows
-from rlperf.runs.layout import (
+from rlperf.layout import (
     CELL_FILE,
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -50,6 +41,15 @@ from rlperf.runs.layout import (
     SUMMARY_FILE,
     TELEMETRY_FILE,
 )
+from rlperf.results.columns import (
+    ALGO_COLUMNS,
+    FAULT_COLUMNS,
+    LATENCY_COLUMNS,
+    PHASES,
+    TRAIN_COLUMNS,
+)
+from rlperf.results.latency import EPISODE_COLUMNS, STEP_COLUMNS, summarize_latency
+from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.sweep.index import CellRecord
 from rlperf.telemetry.sampler import gpu_columns, telemetry_columns
 
@@ -406,7 +406,7 @@ def _yaml(data: Any) -> str:
 
 
 def write_cell(path: Path, spec: CellSpec) -> Path:
-    """Write one job folder (file names: :mod:`rlperf.runs.layout`)."""
+    """Write one job folder (file names: :mod:`rlperf.layout`)."""
     hydra = (path / CONFIG_FILE).parent
     hydra.mkdir(parents=True, exist_ok=True)
     (path / CONFIG_FILE).write_text(_yaml(spec.config))
