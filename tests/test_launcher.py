@@ -672,9 +672,10 @@ def test_existing_cluster_refuses_affinity_before_running(tmp_path: Path, fake_g
 
 
 @pytest.fixture(scope="module")
-def shared_ray() -> Iterator[None]:
-    """A Ray in this process: the launcher runs the suite's cells in it (the "existing Ray"
-    path), so the suite costs one Ray start instead of one per test."""
+def shared_ray() -> Iterator[str]:
+    """A Ray in this process: the launcher runs the suites' cells in it (the "existing Ray"
+    path; the integration suite's apps join its address), so each suite costs one Ray
+    start instead of one per test."""
     import ray
 
     ray.init(
@@ -685,7 +686,7 @@ def shared_ray() -> Iterator[None]:
         log_to_driver=False,
     )
     try:
-        yield
+        yield str(ray.get_runtime_context().gcs_address)
     finally:
         ray.shutdown()
 
@@ -712,34 +713,15 @@ class TestHydraLauncherSuite(LauncherTestSuite):
             VersionBase.set_instance(saved)
 
 
-@pytest.fixture(scope="module")
-def shared_ray_address() -> Iterator[str]:
-    """A Ray in this process whose address the suite's apps join (``+ray.address=``): one
-    Ray start for the whole suite instead of one per app."""
-    import ray
-
-    ray.init(
-        num_cpus=2,
-        num_gpus=0,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-    )
-    try:
-        yield str(ray.get_runtime_context().gcs_address)
-    finally:
-        ray.shutdown()
-
-
 @pytest.mark.slow
 class TestHydraIntegrationSuite(IntegrationTestSuite):
     """Hydra's IntegrationTestSuite: each case runs a plain Hydra app as a subprocess with
     ``-m hydra/launcher=rlperf_tune``; its cells run on the module's one Ray."""
 
     @pytest.fixture
-    def task_launcher_cfg(self, shared_ray_address: str) -> dict[str, Any]:
+    def task_launcher_cfg(self, shared_ray: str) -> dict[str, Any]:
         # In the app's config file, not an override: it stays out of override_dirname.
-        return {"ray": {"address": shared_ray_address}}
+        return {"ray": {"address": shared_ray}}
 
     @pytest.fixture
     def extra_flags(self) -> list[str]:

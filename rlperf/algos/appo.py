@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
-from rlperf.algos.common import common_config, optional_reporting, rlperf_module_spec
-from rlperf.algos.impala import impala_training, validate_async
+from rlperf.algos.common import rlperf_module_spec
+from rlperf.algos.impala import async_config, impala_training, validate_async
 from rlperf.algos.spec import AlgoSpec
 from rlperf.checks import fraction, positive
 
@@ -27,11 +27,8 @@ def build_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
     from rlperf.models.rl_module import APPO_RL_MODULES
 
     a = cfg.algo
-    config = common_config(config, cfg, plan).env_runners(
-        use_env_runner_state_server=bool(a.use_env_runner_state_server)
-    )
     return (
-        optional_reporting(config, a)
+        async_config(config, cfg, plan)
         .training(
             **impala_training(a, plan),
             lambda_=float(a.lambda_),

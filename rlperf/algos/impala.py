@@ -39,14 +39,20 @@ def impala_training(a: DictConfig, plan: ResourcePlan) -> dict[str, Any]:
     }
 
 
+def async_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
+    """What IMPALA's and APPO's RLlib configs share before their training settings: the
+    common settings, the env runners' state server and the optional reporting."""
+    config = common_config(config, cfg, plan).env_runners(
+        use_env_runner_state_server=bool(cfg.algo.use_env_runner_state_server)
+    )
+    return optional_reporting(config, cfg.algo)
+
+
 def build_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
     """RLlib's ``IMPALAConfig`` ``config`` with the composed config and resource plan."""
     a = cfg.algo
-    config = common_config(config, cfg, plan).env_runners(
-        use_env_runner_state_server=bool(a.use_env_runner_state_server)
-    )
     return (
-        optional_reporting(config, a)
+        async_config(config, cfg, plan)
         .training(**impala_training(a, plan), learner_queue_size=int(a.learner_queue_size))
         .rl_module(rl_module_spec=rlperf_module_spec(cfg))
     )

@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import ray
-from hydra.core.utils import JobReturn, configure_log, setup_globals
+from hydra.core.utils import JobReturn
 from omegaconf import OmegaConf
 
-from rlperf.console import TERMINAL, Console, terminal_session
+from rlperf.console import TERMINAL, Console
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SweepIncomplete
 from rlperf.layout import RunStatus
@@ -47,7 +47,12 @@ from rlperf.sweep.preflight import (
 )
 from rlperf.sweep.prepare import prepare_cells
 from rlperf.sweep.progress import SweepProgress, format_table
-from rlperf.sweep.state import SWEEP_LOG, Sweep, SweepSetup, check_options, ray_options
+from rlperf.sweep.state import (
+    Sweep,
+    SweepSetup,
+    ray_options,
+    sweep_session,
+)
 from rlperf.sweep.trial import job_return
 
 log = logging.getLogger(__name__)
@@ -62,14 +67,7 @@ def launch(
     :class:`~rlperf.errors.SweepIncomplete` after the final table instead
     (docs/exit-codes.md); other Hydra apps get their failed JobReturns.
     """
-    setup_globals()
-    config = setup.config
-    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    check_options(setup.options)
-    sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    verbosity = str(OmegaConf.select(config, "verbosity", default="normal"))
-    with terminal_session(verbosity, sweep_dir / SWEEP_LOG) as console:
+    with sweep_session(setup) as (sweep_dir, console):
         sweep = _new_sweep(setup, job_overrides, initial_job_idx, sweep_dir, console)
         with watching():
             _run_sweep(sweep)

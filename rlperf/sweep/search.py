@@ -30,15 +30,15 @@ from typing import Any
 
 import ray
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, configure_log, setup_globals
+from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 from ray import tune
 
 from rlperf.config.validate import validate_config
-from rlperf.console import TERMINAL, terminal_session
+from rlperf.console import TERMINAL
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete
-from rlperf.layout import FINAL_STATUSES, REFUSED_STATUSES, SEARCH_FILE, RunStatus
+from rlperf.layout import FINAL_STATUSES, MULTIRUN_FILE, REFUSED_STATUSES, SEARCH_FILE, RunStatus
 from rlperf.resources.plan import detect_machine
 from rlperf.resources.ray_session import init_ray
 from rlperf.sweep.callback import SweepCallback, mark_interrupted
@@ -62,13 +62,12 @@ from rlperf.sweep.search_trial import search_trial, trial_config, trial_job_num,
 from rlperf.sweep.searchers import ACTIVE, scheduler, scheduler_metric, searcher
 from rlperf.sweep.space import SearchSpace, tune_space
 from rlperf.sweep.state import (
-    SWEEP_LOG,
     TUNE_DIR,
     Cell,
     Sweep,
     SweepSetup,
-    check_options,
     ray_options,
+    sweep_session,
 )
 
 log = logging.getLogger(__name__)
@@ -117,15 +116,8 @@ def run_search(setup: SweepSetup, space: SearchSpace, opts: DictConfig) -> list[
     Raises :class:`~rlperf.errors.SweepIncomplete` (exit 1) after the final table
     when a trial failed; skipped and invalid proposals leave the exit status 0.
     """
-    setup_globals()
-    config = setup.config
-    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    check_options(setup.options)
-    sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(config, sweep_dir / "multirun.yaml")
-    verbosity = str(OmegaConf.select(config, "verbosity", default="normal"))
-    with terminal_session(verbosity, sweep_dir / SWEEP_LOG) as console:
+    with sweep_session(setup) as (sweep_dir, console):
+        OmegaConf.save(setup.config, sweep_dir / MULTIRUN_FILE)
         search = _new_search(setup, space, opts, sweep_dir, console)
         ACTIVE.append(search)
         try:

@@ -8,13 +8,17 @@ a :class:`SweepSetup` from their Hydra objects; nothing here knows the plugins.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hydra.core.utils import configure_log, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.config.schema import RayConfig
+from rlperf.console import Console, terminal_session
 from rlperf.errors import SweepError
 from rlperf.sweep.index import CellRecord, SweepIndex, write_cell_file
 from rlperf.sweep.progress import SweepProgress
@@ -113,3 +117,18 @@ def check_options(opts: DictConfig) -> None:
         raise SweepError(
             f"hydra.launcher.max_failures={opts.max_failures} must be >= 0 (or -1: unlimited)"
         )
+
+
+@contextlib.contextmanager
+def sweep_session(setup: SweepSetup) -> Iterator[tuple[Path, Console]]:
+    """Hydra's per-process setup and logging, the launcher's options checked, the sweep
+    folder made; yields it with the terminal session whose log is its ``sweep.log``."""
+    setup_globals()
+    config = setup.config
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    check_options(setup.options)
+    sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    verbosity = str(OmegaConf.select(config, "verbosity", default="normal"))
+    with terminal_session(verbosity, sweep_dir / SWEEP_LOG) as console:
+        yield sweep_dir, console

@@ -8,10 +8,11 @@ needs the exact interval rather than the samples that fall into it. psutil only.
 from __future__ import annotations
 
 import math
-from types import TracebackType
 from typing import Any
 
 import psutil
+
+from rlperf.telemetry.window import StartStop
 
 NAN = math.nan
 MIB = 2**20
@@ -32,7 +33,7 @@ def cpu_util_between(before: Any, after: Any) -> float:
     return min(100.0, max(0.0, 100.0 * busy / total))
 
 
-class CpuWindow:
+class CpuWindow(StartStop):
     """Exact system-wide CPU utilisation over an interval (e.g. one training iteration).
 
     It reads the kernel's cumulative CPU-time counters (``psutil.cpu_times()``) at
@@ -72,17 +73,6 @@ class CpuWindow:
         self.ram_util_pct = float(psutil.virtual_memory().percent)
         self._before = None
         return self.cpu_util_pct
-
-    def __enter__(self) -> CpuWindow:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def process_tree_rss_mb(proc: psutil.Process) -> float:

@@ -24,10 +24,10 @@ import logging
 import math
 import threading
 from dataclasses import asdict, dataclass
-from types import TracebackType
 from typing import Any
 
 from rlperf.errors import NvmlUnavailableError
+from rlperf.telemetry.window import StartStop
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def _to_str(value: Any) -> str:
     return str(value)
 
 
-class NvmlSession:
+class NvmlSession(StartStop):
     """An initialised NVML library (``nvmlInit`` ... ``nvmlShutdown``).
 
     Use as a context manager, or call :meth:`open` / :meth:`close` explicitly::
@@ -160,15 +160,11 @@ class NvmlSession:
         except Exception as exc:  # shutdown must never fail a run
             log.debug("nvmlShutdown failed: %s", exc)
 
-    def __enter__(self) -> NvmlSession:
+    # ``with NvmlSession() as nvml:`` opens and closes it (StartStop).
+    def start(self) -> NvmlSession:
         return self.open()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
         self.close()
 
     # -- helpers ---------------------------------------------------------------------

@@ -21,13 +21,13 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 import psutil
 
 from rlperf.telemetry.cpu import MIB, cpu_util_between, process_tree_rss_mb
 from rlperf.telemetry.nvml import NvmlSession, nvml_unavailable_reason, open_nvml
+from rlperf.telemetry.window import StartStop
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def _fmt(value: float) -> str:
     return "nan" if math.isnan(value) else repr(round(value, 4))
 
 
-class TelemetrySampler:
+class TelemetrySampler(StartStop):
     """Samples CPU, RAM, process-tree RSS and NVML GPU values on a daemon thread.
 
     Config subtree: ``telemetry`` (``enabled``, ``interval_s``); the caller decides
@@ -243,17 +243,6 @@ class TelemetrySampler:
                 self._writer = None
         if self._owns_nvml and self._nvml is not None:
             self._nvml.close()
-
-    def __enter__(self) -> TelemetrySampler:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _run(self) -> None:
         assert self._t_start is not None
