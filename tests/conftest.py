@@ -19,6 +19,10 @@ from rlperf.console.deprecations import OWN_DEPRECATION, watching
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
+#: The tests' folder (on a subprocess's PYTHONPATH, its support/ kits import), its data.
+TESTS = REPO / "tests"
+DATA = TESTS / "data"
+THESIS = DATA / "thesis"  # the 2021 study's recorded folders
 
 # As the rlperf command does (rlperf/cli.py): RLlib imported in this process must not
 # import TensorFlow, whose first import by RLlib calls tf1.disable_v2_behavior() and

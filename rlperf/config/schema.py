@@ -56,7 +56,7 @@ class CpuAffinityMode(StrEnum):
 
 class Backend(StrEnum):
     """``backend.name``: what executes the policy. One member per spec of
-    :data:`rlperf.tflite.backends.BACKEND_SPECS` (tests/test_edge_config.py checks)."""
+    :data:`rlperf.tflite.backends.BACKEND_SPECS` (tests/edge/test_edge_config.py checks)."""
 
     rllib = "rllib"
     tflite_fp32 = "tflite_fp32"

@@ -20,7 +20,7 @@ the frames whose reference top-two logit margin exceeds the variant's max
 logit error: the decisions quantization could flip are the others.
 
 Thresholds the tests hold the variants to (trained tiny policy, real Pong
-frames; see ``tests/test_edge_export.py``): fp32 agreement 1.0 and logit error
+frames; see ``tests/edge/test_edge_pipeline.py``): fp32 agreement 1.0 and logit error
 below ``edge.export_tolerance``; fp16 agreement >= 0.99; dynamic-range and int8
 agreement >= 0.9 (the default ``edge.fidelity_threshold``). Quantized logits
 can flip only near-ties, so agreement well below 0.9 means a broken variant

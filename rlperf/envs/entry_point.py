@@ -13,7 +13,7 @@ The working-directory rule (docs/custom-env.md): a module next to where
   directory (Hydra does not change it; the sweep launcher starts Ray where it was
   started). Not covered: a Ray Client address (``ray://``) and a cluster whose
   nodes lack the folder — there the module must be installed on the cluster.
-  ``tests/test_custom_env.py`` trains a user env from a temporary working
+  ``tests/envs/test_custom_env.py`` trains a user env from a temporary working
   directory with a remote env runner.
 
 Import is cheap: importlib only.

@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     # The report's modules import pandas, numpy and scipy: deferred so that `--help` loads
-    # none of them (tests/test_report_cli.py).
+    # none of them (tests/report/test_report_cli.py).
     from rlperf.report.build import build_report
     from rlperf.report.gate import lines, parse_tolerance
 

@@ -138,7 +138,7 @@ def _loopback_kept(address: str | None) -> Iterator[None]:
     joining ``ray start --head --node-ip-address=127.0.0.1`` at 127.0.0.1 misses
     the cluster. Ray asks ``ray_constants.ENABLE_RAY_CLUSTER`` whether to rewrite
     at call time; it is switched off for the duration of ``ray.init`` only (a
-    private constant: fragile across Ray versions; tests/test_security.py checks
+    private constant: fragile across Ray versions; tests/training/test_faults.py checks
     the socket table of a real run).
     """
     host = (address or "").split("://")[-1].rsplit(":", 1)[0].strip("[]")

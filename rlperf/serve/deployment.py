@@ -36,7 +36,7 @@ def bind_replica_grpc_to_loopback() -> None:
     ``ReplicaBase._on_initialized`` (ray/serve/_private/replica.py), after the
     user's constructor, with no option for the host. The constructor therefore
     wraps the module's ``add_port_to_grpc_server`` so a wildcard host becomes
-    127.0.0.1 (a private name: tests/test_serve.py checks the socket table of a
+    127.0.0.1 (a private name: tests/serve/test_serve.py checks the socket table of a
     real deployment). Serve's proxy reaches replicas through Ray actor calls
     unless ``RAY_SERVE_USE_GRPC_BY_DEFAULT=1``, and then at the node IP, which
     rlperf's Ray sets to 127.0.0.1.

@@ -17,7 +17,7 @@ The verbs (:data:`VERBS`; docs/development.md#tested-docs):
 - ``run``: run as written;
 - ``reduce ARGS``: run with ARGS appended (Hydra overrides for ``rlperf``: the
   last value of a key wins, so ``model=tiny`` replaces a swept list); ``@name``
-  stands for a named set of overrides (``REDUCTIONS`` in tests/test_docs.py);
+  stands for a named set of overrides (``REDUCTIONS`` in tests/project/test_docs.py);
 - ``check REASON``: not run; every cell passes the pre-flight a run would do
   (composition, validation and, for a single training run, the CPU and GPU
   check against this machine);
@@ -63,7 +63,7 @@ def how_to(n: int) -> str:
     rows = [
         ("<!-- test: run -->", "every command of the block, as written"),
         (f"<!-- test {n}: reduce @train -->", "command n only, with overrides appended"),
-        ("", "(@train, @rollout, @edge: REDUCTIONS in tests/test_docs.py)"),
+        ("", "(@train, @rollout, @edge: REDUCTIONS in tests/project/test_docs.py)"),
         (f"<!-- test {n}: check REASON -->", "not run; its cells must pass the pre-flight here"),
         (f"<!-- test {n}: compose REASON -->", "not run; its cells must compose and validate"),
         (f"<!-- test {n}: skip REASON -->", "neither, e.g. `skip GPU: needs an NVIDIA GPU`"),
@@ -73,7 +73,7 @@ def how_to(n: int) -> str:
         [
             "Annotate it on a line right before its block, in the page's source:",
             *lines,
-            "(docs/development.md#tested-docs; the test alone: pytest tests/test_docs.py)",
+            "(docs/development.md#tested-docs; the test alone: pytest tests/project/test_docs.py)",
         ]
     )
 

@@ -12,7 +12,7 @@ cell's per-iteration rows), so the timings are real ones, not invented.
 Nothing of the format is declared here: column names, summaries, config group
 options and models come from rlperf's own definitions (``rlperf.results``,
 ``rlperf.telemetry.sampler``, the shipped ``conf/`` groups), so a change of the
-result format reaches the report's tests (tests/test_report_kit.py checks it).
+result format reaches the report's tests (tests/report/test_report_kit.py checks it).
 """
 
 from __future__ import annotations
