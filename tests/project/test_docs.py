@@ -339,6 +339,17 @@ def test_the_summary_example_has_the_keys_of_a_real_run(tiny_run: Path) -> None:
     )
 
 
+@pytest.mark.slow
+def test_the_getting_started_file_table_is_what_a_run_writes(tiny_run: Path) -> None:
+    """docs/getting-started.md's table of a training run's folder: every entry it lists
+    is there, and the run writes nothing it leaves out (it once listed a cli.log)."""
+    text = (REPO / "docs" / "getting-started.md").read_text()
+    table = text[text.index("| file | what |") :].split("\n\n")[0]
+    listed = {m.rstrip("/") for m in re.findall(r"^\| `([^`]+)` \|", table, flags=re.M)}
+    written = {p.name for p in tiny_run.iterdir()}
+    assert listed == written
+
+
 # The exit-code contract (docs/exit-codes.md: completed 0, user error 2, failure 1,
 # interrupt 130; a sweep exits 0 when its cells were only skipped): where the pages
 # state its values, these hold them to it.
