@@ -37,6 +37,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    # rlperf.stages pulls the job wrapper, rlperf.algos, gymnasium and ale_py: deferred so
+    # that `--help` and `--cfg job` import only Hydra and the schemas.
     from rlperf.stages import run_stage
 
     if HydraConfig.get().mode != RunMode.RUN:  # a sweep's cell: its launcher reports

@@ -29,6 +29,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.algos import plan_resources
+from rlperf.config.validate import validate_config
 from rlperf.console import TERMINAL, current
 from rlperf.console.deprecations import watching
 from rlperf.errors import (
@@ -165,8 +166,6 @@ def execute_stage(
     the launcher checked feasibility against Ray's resources, so neither is
     applied nor re-checked here (re-applying would undo Ray's GPU assignment).
     """
-    from rlperf.config.validate import validate_config
-
     if in_trial is None:
         in_trial = running_in_trial()
     try:

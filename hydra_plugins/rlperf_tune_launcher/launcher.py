@@ -47,14 +47,17 @@ class RlperfTuneLauncher(Launcher):
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         """One JobReturn per override list, in order."""
-        from hydra_plugins.rlperf_tune_launcher import _impl  # Ray and Tune: only when launching
+        # _impl imports Ray, Tune and pandas: deferred, Hydra's plugin discovery imports this
+        # module for every app (only a launch needs them).
+        from hydra_plugins.rlperf_tune_launcher import _impl
 
         return _impl.launch(self, job_overrides, initial_job_idx)
 
     def sweep_setup(self) -> SweepSetup:
         """What the sweep engine runs with: this launcher's Hydra objects and options
         (the sweeper's search uses it too)."""
-        # Plugin discovery imports this module for every Hydra app: rlperf's own only here.
+        # Plugin discovery imports this module for every Hydra app: rlperf's own only here
+        # (rlperf.sweep.state pulls rlperf.algos, and with it gymnasium and ale_py).
         from rlperf.sweep.state import SweepSetup
 
         assert self.config is not None and self.hydra_context is not None

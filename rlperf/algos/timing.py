@@ -21,7 +21,7 @@ import math
 from typing import Any
 
 from rlperf.algos import SPECS
-from rlperf.algos.timed_learner import PhaseClock
+from rlperf.algos.timed_learner import PhaseClock, iteration_phases
 from rlperf.results.columns import PHASES
 
 NAN = math.nan
@@ -68,8 +68,6 @@ class SequentialTiming(Timing):
         )
 
     def columns(self, result: dict[str, Any], counts: dict[str, int], iter_s: float) -> dict:
-        from rlperf.algos.timed_learner import iteration_phases
-
         calls = self.clock.pop_calls()
         phases = iteration_phases(self.algo, self.clock)
         return {

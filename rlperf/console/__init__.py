@@ -22,7 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from rlperf.console.capture import OutputCapture
 from rlperf.console.filters import TerminalFilter
+from rlperf.console.progress import RunProgress
 
 #: ``verbosity`` values, least to most (rlperf.config.schema.Verbosity).
 VERBOSITIES = ("quiet", "normal", "verbose")
@@ -89,8 +91,6 @@ class Console:
         self, label: str, total: int, unit: str = "iteration", started: float | None = None
     ) -> Any:
         """A :class:`~rlperf.console.progress.RunProgress` over ``total`` steps."""
-        from rlperf.console.progress import RunProgress
-
         return RunProgress(self, label, total, unit, started)
 
 
@@ -118,8 +118,6 @@ def terminal_session(verbosity: str, log_path: Path | None) -> Iterator[Console]
 
     ``log_path`` None: the root logger's log file (Hydra's job log), if any.
     """
-    from rlperf.console.capture import OutputCapture
-
     log_path = log_path or _root_log_file()
     stream = os.fdopen(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace")
     out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8", errors="replace")

@@ -24,8 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import rlperf
+from rlperf.edge.edgetpu import load_edgetpu_delegate
 from rlperf.results.latency import LatencyRecorder, timer_overhead_ns
+from rlperf.tflite.calibration import ObservationSet
 from rlperf.tflite.runtime import TfliteActor, TorchActor
+from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
 
 MIB = 2**20
 
@@ -84,18 +88,16 @@ def make_actor(spec: BenchmarkSpec) -> Any:
         raise ValueError(f"unknown benchmark kind {spec.kind!r}")
     extra = []
     if spec.edgetpu_library:
-        from rlperf.edge.edgetpu import load_edgetpu_delegate
-
         extra.append(("edgetpu", load_edgetpu_delegate(spec.edgetpu_library, spec.edgetpu_device)))
     else:
-        from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
-
         ensure_cpu_runnable(read_tflite(Path(spec.model_path)), "tflite")
     return TfliteActor(spec.model_path, spec.num_actions, spec.threads, spec.xnnpack, extra)
 
 
 def make_env(spec: BenchmarkSpec) -> Any:
     """The benchmark's env (seeded per episode by :func:`play_episodes`)."""
+    # rlperf.envs imports gymnasium, ale_py and cv2: loaded with the first env; importing
+    # the benchmark (its spec, the child's entry) pulls only numpy and rlperf.tflite.
     from rlperf.envs.factory import make_env
 
     return make_env({**spec.env_config, "seed": None})
@@ -189,8 +191,6 @@ def run_benchmark(spec: BenchmarkSpec) -> dict[str, Any]:
         result["excluded"] = recorder.excluded()
         result["episodes"] = recorder.episode_summary()
     if spec.fidelity_path:
-        from rlperf.tflite.calibration import ObservationSet
-
         fid = ObservationSet.load(Path(spec.fidelity_path))
         result["fidelity_logits"] = actor.logits(fid.observations)
     return result
@@ -210,8 +210,6 @@ def run_isolated(spec: BenchmarkSpec, isolate: bool = True) -> dict[str, Any]:
     import subprocess
     import sys
     import tempfile
-
-    import rlperf
 
     with tempfile.TemporaryDirectory(prefix="rlperf-bench-") as tmp:
         spec_file, result_file = Path(tmp) / "spec.pkl", Path(tmp) / "result.pkl"

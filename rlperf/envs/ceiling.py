@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rlperf import __version__
+from rlperf.envs.factory import make_env
 from rlperf.telemetry.fingerprint import compact_ranges, cpu_model
 
 #: Default ``train.env_ceiling.cache_dir`` (null in the config).
@@ -46,8 +47,6 @@ def measure_ceiling(
     env_config: Mapping[str, Any], duration_s: float, seed: int = 0
 ) -> dict[str, Any]:
     """Env steps per second of ``env_config``'s env with random actions, in this process."""
-    from rlperf.envs.factory import make_env
-
     env = make_env({**dict(env_config), "seed": None})
     env.action_space.seed(seed)
     try:

@@ -29,6 +29,8 @@ from typing import Any
 import gymnasium as gym
 
 from rlperf.envs.atari import _DefaultSeed, _instance_seed, make_atari_env
+from rlperf.envs.atari import env_spaces as atari_spaces
+from rlperf.envs.entry_point import load_entry_point
 
 #: Name under which :func:`register_rllib_env` registers :func:`make_env`.
 RLLIB_ENV_NAME = "rlperf_env"
@@ -76,8 +78,6 @@ def construct_env(env_config: Mapping[str, Any]) -> gym.Env:
     kwargs = dict(cfg.get("config") or {})
     if env_kind(cfg) == "gym":
         return gym.make(str(cfg["id"]), disable_env_checker=True, **kwargs)
-    from rlperf.envs.entry_point import load_entry_point
-
     return load_entry_point(str(cfg["entry_point"]))(kwargs)  # type: ignore[no-any-return]
 
 
@@ -102,8 +102,6 @@ def make_env(env_config: Mapping[str, Any] | None = None) -> gym.Env:
 def env_spaces(env_config: Mapping[str, Any]) -> tuple[gym.Space[Any], gym.Space[Any]]:
     """Observation and action space of :func:`make_env` (Atari: usually without an emulator)."""
     if env_kind(env_config) == "atari":
-        from rlperf.envs.atari import env_spaces as atari_spaces
-
         return atari_spaces(env_config)
     env = make_env({**dict(env_config), "seed": None})
     try:

@@ -6,6 +6,9 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlperf.envs.atari import DEFAULT_ENV_CONFIG
+from rlperf.envs.factory import make_env
+
 #: Observations saved in a checkpoint's ``probe.npz`` (see :mod:`rlperf.runs.probe`).
 PROBE_SIZE = 32
 
@@ -22,8 +25,6 @@ def env_config(cfg: DictConfig) -> dict[str, Any]:
 def probe_observations(cfg: DictConfig, n: int = PROBE_SIZE) -> Any:
     """``n`` real observations of the config's env (random actions, fixed ``seed``), stacked."""
     import numpy as np
-
-    from rlperf.envs.factory import make_env
 
     env = make_env(env_config(cfg))
     env.action_space.seed(int(cfg.seed))
@@ -52,8 +53,6 @@ def play_env(ecfg: DictConfig, obs_shape: tuple[int, ...]) -> dict[str, Any]:
 def env_for_policy(env: dict[str, Any], obs_shape: tuple[int, ...]) -> dict[str, Any]:
     """``env`` (an ``env`` config as a dict) without its seed; for Atari, only the Atari
     keys, with ``dim`` and ``framestack`` from the network's input ``obs_shape``."""
-    from rlperf.envs.atari import DEFAULT_ENV_CONFIG
-
     env = dict(env)
     env.pop("seed", None)
     if str(env.get("kind") or "atari") != "atari":

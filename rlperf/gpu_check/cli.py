@@ -59,6 +59,8 @@ def plumbing_checks(found: int, source: str) -> list[Check]:
 
 def _compose_check(gpus: int) -> Check:
     """Every job config of the ``gpus``-GPU sequence composes and passes validation."""
+    # Hydra's compose API, and rlperf.config.validate with rlperf.algos, gymnasium and
+    # ale_py: deferred, only this plumbing check needs them (importing the CLI stays light).
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 

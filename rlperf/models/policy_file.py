@@ -29,6 +29,8 @@ from torch import nn
 from rlperf import __version__
 from rlperf.errors import CheckpointError, PolicyLoadError
 from rlperf.layout import POLICY_FILE, compatible_version, major_minor
+from rlperf.models.mlp_net import MlpNet
+from rlperf.models.vision_net import VisionNet
 
 #: Written by :func:`save_policy`.
 POLICY_FORMAT_VERSION = 2
@@ -50,12 +52,8 @@ def build_net(model_config: dict[str, Any]) -> nn.Module:
     """The (untrained) network a saved ``model_config`` describes."""
     kind = model_kind(model_config)
     if kind == "vision":
-        from rlperf.models.vision_net import VisionNet
-
         return VisionNet.from_model_config(model_config)
     if kind == "mlp":
-        from rlperf.models.mlp_net import MlpNet
-
         return MlpNet.from_model_config(model_config)
     raise PolicyLoadError(f"model kind {kind!r} is not one this rlperf builds (vision, mlp)")
 

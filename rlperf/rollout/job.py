@@ -69,6 +69,7 @@ SUMMARY_KEYS = (
 
 def check_hardware(cfg: DictConfig, ctx: Any) -> Any:
     """The torch device of ``rollout.device``; :class:`SkipCell` where the GPUs are absent."""
+    # torch (rlperf.rollout.policy too): deferred, the job wrapper validates the config first.
     import torch
 
     from rlperf.rollout.policy import resolve_device
@@ -159,7 +160,7 @@ def _process_role() -> dict[str, Any]:
 
     if "ray" not in sys.modules:
         return {}
-    import ray
+    import ray  # already loaded (checked above): never imported for this
 
     if not ray.is_initialized():
         return {}
@@ -262,6 +263,8 @@ class Rollout:
 
 def resolve_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> Rollout:
     """Find and check the run, write ``effective_config.yaml``, check the hardware."""
+    # rlperf.runs.merge pulls rlperf.algos, gymnasium and ale_py: deferred, the module's top
+    # imports numpy only.
     from rlperf.runs.merge import upstream_run, write_effective_config
 
     trained, ecfg = upstream_run(cfg)
@@ -277,6 +280,8 @@ def resolve_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> Rollout:
 
 def record_settings(rollout: Rollout, summary: dict[str, Any]) -> None:
     """What is rolled out, and how: the settings part of ``summary.json``."""
+    # gymnasium and ale_py (rlperf.envs), torch (rlperf.rollout.policy): deferred, the
+    # module's top imports numpy only.
     from rlperf.envs.from_config import env_config
     from rlperf.rollout.policy import ACTION_SELECTION
 
@@ -304,6 +309,7 @@ def restore_policy(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
     and the policy acts with its driver module; otherwise the module is restored
     from the checkpoint alone.
     """
+    # torch: deferred, the job wrapper validates the config before it loads.
     from rlperf.models.policy_file import count_trainable_params
     from rlperf.rollout.policy import DriverPolicy
 
@@ -332,6 +338,7 @@ def play_timed(rollout: Rollout, policy: Any, ctx: Any, stack: ExitStack) -> Non
     Records the timer, the executor, the step counts and what the env runners
     did meanwhile in ``ctx.summary``.
     """
+    # torch, gymnasium and ale_py: deferred, the job wrapper validates the config first.
     import torch
 
     from rlperf.envs.factory import make_env
@@ -383,6 +390,7 @@ def run_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
 
     Returns the stage's part of ``summary.json`` (see ``docs/rollout.md``).
     """
+    # torch: deferred, the job wrapper validates the config before it loads.
     import torch
 
     rollout = resolve_rollout(cfg, out_dir, ctx)
@@ -410,6 +418,7 @@ def run_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
 
 def _start_algorithm(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
     """Start Ray and the run's Algorithm with the plan's env runners and GPUs; restore the ckpt."""
+    # Ray, and rlperf.algos with gymnasium and ale_py: deferred, only with start_algorithm.
     import ray
 
     from rlperf.algos import build_algo_config

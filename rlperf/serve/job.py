@@ -87,6 +87,8 @@ def deploy_apps(cfg: DictConfig, policy: ServedPolicy, session: ServeSession) ->
     """The policy and the echo applications, ready; their handles by target."""
     from dataclasses import replace
 
+    # rlperf.serve.deployment imports Ray Serve (and pandas): deferred, the policy and its
+    # model file are resolved and checked before Ray loads.
     from rlperf.serve.deployment import policy_app
 
     s = cfg.serve

@@ -75,6 +75,7 @@ def _echo_act(spec: ModelSpec) -> Any:
 
 
 def _torch_act(spec: ModelSpec) -> Any:
+    # torch only for backend=rllib: a TFLite or echo replica never loads it.
     import torch
 
     from rlperf.models.policy_file import load_policy

@@ -26,6 +26,7 @@ from rlperf.serve.payload import encode_observation
 from rlperf.tflite.artifacts import build_variant, fidelity_set
 from rlperf.tflite.cache import ArtifactCache, resolve_cache_root
 from rlperf.tflite.calibration import collect_observations
+from rlperf.tflite.export import torch_outputs
 from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
 
 log = logging.getLogger("rlperf.serve")
@@ -49,13 +50,15 @@ class ServedPolicy:
 
 def resolve_policy(cfg: DictConfig, out_dir: Path) -> ServedPolicy:
     """The upstream run's policy (checked against its probe) or ``model_path``, and the env."""
+    # rlperf.runs.merge pulls rlperf.algos, gymnasium and ale_py: deferred, the module's
+    # top imports numpy and the TFLite side only.
     from rlperf.runs.merge import upstream_run, write_effective_config
 
     policy = ServedPolicy(str(cfg.backend.name))
     ecfg = cfg
     if cfg.run is not None or cfg.checkpoint is not None:
+        # torch only with an upstream run: a served model_path never loads it.
         from rlperf.models.policy_file import count_trainable_params, load_policy
-        from rlperf.tflite.export import torch_outputs
 
         trained, ecfg = upstream_run(cfg, rllib=False)
         policy.net = load_policy(trained.policy_path)
@@ -73,6 +76,7 @@ def resolve_policy(cfg: DictConfig, out_dir: Path) -> ServedPolicy:
 
 def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
     """The model file of the backend: the torch policy, ``model_path``, or a cached variant."""
+    # gymnasium and ale_py (rlperf.envs): deferred, as in resolve_policy.
     from rlperf.envs.factory import env_spaces
     from rlperf.envs.from_config import env_for_policy
 

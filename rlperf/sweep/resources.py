@@ -25,7 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from rlperf.algos import plan_resources
+from rlperf.algos import build_algo_config, plan_resources
 from rlperf.errors import InfeasibleError
 from rlperf.resources.plan import Machine, ResourcePlan, _ranges, check_feasible
 from rlperf.sweep.cells import is_rlperf_config
@@ -112,8 +112,6 @@ def algorithm_bundles(cfg: DictConfig, plan: ResourcePlan) -> tuple[list[Bundle]
     Imports RLlib; builds the ``AlgorithmConfig`` only (nothing starts).
     """
     with _quiet():
-        from rlperf.algos import build_algo_config
-
         algo_config = build_algo_config(cfg, plan)
         pgf = algo_config.algo_class.default_resource_request(algo_config)
     bundles = [{str(k): float(v) for k, v in b.items()} for b in pgf.bundles]

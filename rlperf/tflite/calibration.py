@@ -137,6 +137,8 @@ def collect_observations(
     Returns:
         ``(observations stacked as the env gives them, number of skipped duplicates)``.
     """
+    # rlperf.envs imports gymnasium, ale_py and cv2: deferred, reading and writing a
+    # saved set (the edge benchmark's child, serve) needs no env.
     from rlperf.envs.factory import make_env
 
     excluded = {_key(o) for o in exclude} if exclude is not None else set()

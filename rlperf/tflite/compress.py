@@ -212,7 +212,7 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
 
     student: Any
     if getattr(net, "kind", "vision") == "mlp":
-        from rlperf.models.mlp_net import MlpNet  # imports torch
+        from rlperf.models.mlp_net import MlpNet  # torch, as above
 
         hiddens = [max(1, round(h * keep)) for h in net.hiddens]
         student = MlpNet(net.obs_spec, net.action_spec, hiddens, net.activation)
@@ -220,7 +220,7 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
             _slice_linears(src, dst)
         threads = 1  # small batches of a small MLP: more threads only wait for each other
     else:
-        from rlperf.models.vision_net import VisionNet  # imports torch
+        from rlperf.models.vision_net import VisionNet  # torch, as above
 
         filters = [[max(1, round(o * keep)), k, st] for o, k, st in net.conv_filters]
         student = VisionNet(net.obs_shape, net.num_actions, filters)

@@ -222,6 +222,7 @@ class TorchActor:
     """Greedy actions from the torch policy (the ``rllib`` cell): batch 1, ``threads`` threads."""
 
     def __init__(self, policy_path: Path | str, threads: int = 1) -> None:
+        # torch only for the torch cell: a TFLite benchmark process never loads it (its RSS).
         import torch
 
         from rlperf.models.policy_file import load_policy

@@ -22,6 +22,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlperf.algos import build_algo_config
+from rlperf.envs.ceiling import env_ceiling
+from rlperf.envs.from_config import env_config, probe_observations
 from rlperf.layout import CHECKPOINT_DIR, EXCLUDED_COLUMN, METRICS_FILE, POLICY_FILE, Exclusion
 from rlperf.resources.placement import env_runner_placement, learner_placement, plan_record
 from rlperf.resources.ray_session import ray_session
@@ -88,10 +90,10 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
     The probe (``probe.npz``: observations, logits and greedy actions of the
     policy as it was when saved) lets any reload check that it acts the same.
     """
+    # torch and RLlib: deferred, the job wrapper validates the config before they load.
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from rlperf.envs.from_config import probe_observations
     from rlperf.models.policy_file import save_policy
 
     ckpt = out_dir / CHECKPOINT_DIR
@@ -129,6 +131,7 @@ class IterationTimer:
     """Runs ``algo.train()`` once per call and measures it into a ``metrics.csv`` row."""
 
     def __init__(self, algo: Any, cfg: DictConfig, ctx: Any) -> None:
+        # RLlib's learner and metrics (Ray, torch): deferred, as in save_checkpoint.
         from rlperf.algos.timed_learner import PhaseClock
         from rlperf.algos.timing import instrument_timing
 
@@ -270,9 +273,6 @@ def summarise_training(
 
 def measure_env_ceiling(cfg: DictConfig, ctx: Any) -> None:
     """``train.env_ceiling``: the env's raw speed into ``ctx.summary`` (before Ray starts)."""
-    from rlperf.envs.ceiling import env_ceiling
-    from rlperf.envs.from_config import env_config
-
     c = cfg.train.env_ceiling
     if not c.enabled:
         ctx.summary.update(env_ceiling_steps_per_s=None, env_ceiling={"enabled": False})
@@ -335,6 +335,7 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     ``ctx`` is the job context (:class:`rlperf.job.JobContext`): it gives the
     resource plan, the telemetry sampler and a place for partial results.
     """
+    # torch and RLlib: deferred, the job wrapper validates the config before they load.
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
