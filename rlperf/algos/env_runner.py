@@ -25,6 +25,7 @@ def _threads_env_runner(base: type) -> type:
         torch_threads: int = 0
 
         def __init__(self, *, config: Any, **kwargs: Any) -> None:
+            # torch: inside the env runner actor only (importing rlperf.algos must not import it).
             import torch
 
             if kwargs.get("worker_index", 0) > 0:
@@ -39,6 +40,7 @@ def env_runner_class(torch_threads: int | None) -> type | None:
     """The env runner class for ``env_runner.torch_threads`` (None: RLlib's default class)."""
     if torch_threads is None:
         return None
+    # RLlib: deferred, importing rlperf.algos must not import Ray.
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
     base = _threads_env_runner(SingleAgentEnvRunner)

@@ -20,6 +20,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.utils.metrics import DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY, LEARNER_RESULTS
+
 from rlperf.algos import SPECS
 from rlperf.algos.timed_learner import PhaseClock, iteration_phases
 from rlperf.results.columns import PHASES
@@ -86,12 +89,6 @@ class AsyncTiming(Timing):
     on episodes) and the learner's, mean over the batches RLlib reported."""
 
     def columns(self, result: dict[str, Any], counts: dict[str, int], iter_s: float) -> dict:
-        from ray.rllib.core import DEFAULT_MODULE_ID
-        from ray.rllib.utils.metrics import (
-            DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY,
-            LEARNER_RESULTS,
-        )
-
         calls = self.clock.pop_calls()
         self.clock.pop()
         lag = _nested(

@@ -490,6 +490,7 @@ def register_rllib_env() -> str:
     Returns the name, to pass as ``config.environment(env=...)``; the
     ``env_config`` given there is the config subtree described above.
     """
+    # Ray Tune: only to register the env; importing rlperf.envs must not import Ray.
     from ray.tune.registry import register_env
 
     register_env(RLLIB_ENV_NAME, make_atari_env)

@@ -112,6 +112,7 @@ def env_spaces(env_config: Mapping[str, Any]) -> tuple[gym.Space[Any], gym.Space
 
 def register_rllib_env() -> str:
     """Register :func:`make_env` with Ray Tune as ``"rlperf_env"``; returns the name."""
+    # Ray Tune: only to register the env; importing rlperf.envs must not import Ray.
     from ray.tune.registry import register_env
 
     register_env(RLLIB_ENV_NAME, make_env)

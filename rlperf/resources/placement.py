@@ -37,6 +37,7 @@ def process_gpus() -> dict[str, Any]:
 
     gpus: float | None = None
     gpu_ids: list[str] | None = None
+    # Ray: deferred, the training and rollout stages import this module before Ray starts.
     import ray
 
     if ray.is_initialized():
@@ -63,6 +64,7 @@ def env_runner_state(runner: Any) -> dict[str, Any]:
     torch's intra-op threads there (``env_runner.torch_threads``)."""
     import os
 
+    # torch: only in the env runner actor this runs in (rlperf.resources stays light).
     import torch
 
     module = getattr(runner, "module", None)

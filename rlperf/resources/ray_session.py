@@ -90,6 +90,7 @@ def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = N
     A Ray started here listens on 127.0.0.1 only; its listening sockets are
     checked right after the start (:func:`check_exposure`).
     """
+    # Ray: deferred, rlperf.job imports this module before the config is validated.
     import ray
 
     kwargs = ray_init_kwargs(ray_cfg, num_cpus, num_gpus)
@@ -145,6 +146,7 @@ def _loopback_kept(address: str | None) -> Iterator[None]:
     if address is not None and host not in ("127.0.0.1", "localhost", "::1"):
         yield
         return
+    # Ray's private constants: deferred, as in init_ray.
     from ray._private import ray_constants
 
     saved = ray_constants.ENABLE_RAY_CLUSTER
@@ -162,6 +164,7 @@ def ray_session(plan: ResourcePlan, machine: Machine, ray_cfg: DictConfig) -> It
     Call it inside :func:`applied_placement` (the job wrapper does) so that Ray
     inherits the plan's visible GPUs and affinity mask.
     """
+    # Ray: deferred, as in init_ray.
     import ray
 
     if ray.is_initialized():

@@ -73,6 +73,7 @@ class DriverPolicy:
         explore: bool = False,
         source: str = "",
     ) -> None:
+        # RLlib: deferred, the rollout job reads resolve_device and ACTION_SELECTION before Ray.
         from ray.rllib.connectors.common.numpy_to_tensor import NumpyToTensor
         from ray.rllib.core.columns import Columns
         from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -120,6 +121,7 @@ class DriverPolicy:
             rlperf.errors.CheckpointError: a part does not load (truncated
                 pickle, another class), naming it.
         """
+        # RLlib: deferred, as in __init__.
         from ray.rllib.connectors.env_to_module import EnvToModulePipeline
         from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
         from ray.rllib.core.rl_module.rl_module import RLModule
@@ -158,6 +160,7 @@ class DriverPolicy:
 
         For benchmarks (random weights): the same pieces a training job builds.
         """
+        # RLlib: deferred, as in __init__.
         from ray.rllib.core import DEFAULT_MODULE_ID
         from ray.rllib.env import INPUT_ENV_SINGLE_SPACES
 
@@ -233,6 +236,7 @@ class DriverPolicy:
     def logits(self, obs: np.ndarray) -> np.ndarray:
         """Logits (action-distribution inputs) of a batch of observations, on the policy's
         device."""
+        # RLlib: deferred, as in __init__.
         from ray.rllib.core.columns import Columns
 
         x = torch.from_numpy(np.ascontiguousarray(obs)).to(self.device)

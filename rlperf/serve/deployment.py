@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from ray import serve
+from ray.serve._private import replica as replica_module
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -41,8 +42,6 @@ def bind_replica_grpc_to_loopback() -> None:
     unless ``RAY_SERVE_USE_GRPC_BY_DEFAULT=1``, and then at the node IP, which
     rlperf's Ray sets to 127.0.0.1.
     """
-    from ray.serve._private import replica as replica_module
-
     original = replica_module.add_port_to_grpc_server
     if getattr(original, "rlperf_loopback", False):
         return

@@ -129,6 +129,7 @@ def _ok(body: dict[str, Any], http_status: int | None) -> Reply:
 
 def handle_target(name: str, handle: Any, bodies: Sequence[bytes], timeout_s: float) -> Target:
     """Call ``handle.handle_request.remote(bodies[i])`` (Serve's Python handle)."""
+    # Ray Serve: only for the handle target (the serve job imports this module before Ray).
     from ray.serve.exceptions import BackPressureError
 
     async def send(i: int) -> Reply:

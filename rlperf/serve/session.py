@@ -57,6 +57,7 @@ def serve_session(ray_cfg: Any, num_cpus: int, http_port: int) -> Iterator[Serve
 
     ``num_cpus``: CPUs of a Ray started here; ``http_port`` 0 picks a free port.
     """
+    # Ray and Serve: deferred, the serve job resolves and checks the policy before Ray loads.
     import ray
     from ray import serve
 
@@ -81,6 +82,7 @@ def serve_session(ray_cfg: Any, num_cpus: int, http_port: int) -> Iterator[Serve
 
 def running_http_port() -> int | None:
     """The HTTP port of a Serve already running in this Ray cluster; None when none runs."""
+    # Ray Serve: deferred, as in serve_session.
     from ray.serve.context import _get_global_client
 
     client = _get_global_client(raise_if_no_controller_running=False)
@@ -89,6 +91,7 @@ def running_http_port() -> int | None:
 
 def deploy(session: ServeSession, target: str, app: Any) -> Any:
     """Run ``app`` as this job's application ``target``; returns its handle once it is ready."""
+    # Ray Serve: deferred, as in serve_session.
     from ray import serve
 
     name = session.app_name(target)
@@ -102,6 +105,7 @@ def deploy(session: ServeSession, target: str, app: Any) -> Any:
 
 def replica_actor_names(session: ServeSession, target: str) -> list[str]:
     """Ray actor names of the running replicas of application ``target``."""
+    # Ray: deferred, as in serve_session.
     import ray
     from ray.serve._private.constants import SERVE_NAMESPACE
 
@@ -116,6 +120,7 @@ def replica_actor_names(session: ServeSession, target: str) -> list[str]:
 
 def kill_replica(session: ServeSession, target: str) -> str | None:
     """Kill one replica of ``target`` (no restart: Serve's controller starts a new one)."""
+    # Ray: deferred, as in serve_session.
     import ray
     from ray.serve._private.constants import SERVE_NAMESPACE
 
@@ -133,6 +138,7 @@ def serve_process_ids() -> dict[int, str]:
     Only descendants of this node's raylet count (other Ray instances on the
     machine are not ours).
     """
+    # Ray: deferred, as in serve_session.
     import psutil
     import ray
 

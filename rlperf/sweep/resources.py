@@ -229,6 +229,7 @@ def cluster_infeasibility(
 
 def cluster_capacity() -> tuple[Bundle, list[Bundle]]:
     """Totals and per-node resources of the Ray cluster this process is connected to."""
+    # Ray: only to read a running cluster; the sweep's pre-flight plans cells without it.
     import ray
 
     total = {str(k): float(v) for k, v in ray.cluster_resources().items()}

@@ -36,11 +36,13 @@ def searcher(opts: DictConfig) -> Any:
 
     ``search.max_concurrent`` is Tune's ``max_concurrent_trials``, which limits any searcher.
     """
+    # Ray Tune: deferred, a search's options are checked before Ray loads.
     from ray.tune.search import BasicVariantGenerator
 
     seed = None if opts.seed is None else int(opts.seed)
     metric, mode = str(opts.metric), str(opts.mode)
     if str(opts.algorithm) == "optuna":
+        # Optuna and Tune's wrapper of it: only for search.algorithm=optuna.
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 

@@ -182,6 +182,7 @@ def _interval_axis(key: str, sweep: Any, log: bool) -> Axis:
 
 def tune_space(space: SearchSpace) -> dict[str, Any]:
     """Tune's search-space objects for ``space.axes`` (keys are the config keys)."""
+    # Ray Tune: deferred, the space is parsed and checked before Ray loads.
     from ray import tune
 
     out: dict[str, Any] = {}

@@ -90,6 +90,7 @@ def quantization_aware(net: Any, heads: str, x: np.ndarray, y: Any, settings: di
     average with decay 0.999 per step: a policy's logits of +-20 would stay clipped for
     thousands of steps).
     """
+    # TensorFlow (tf_keras, tensorflow-model-optimization): deferred, only its backends load it.
     import tensorflow_model_optimization as tfmot
     import tf_keras
 
@@ -121,6 +122,7 @@ def _start_ranges(qmodel: Any, base: Any, trainable: list[Any], x: np.ndarray) -
     tensorflow-model-optimization sets the kernel ranges at the first training step and
     leaves them at [-6, 6] until then, which an 8-bit grid of weights of about 0.01 reads
     as zeros: the model before fine-tuning would not be the one post-training int8 gives."""
+    # TensorFlow: deferred, as in quantization_aware.
     import tf_keras
 
     probe = tf_keras.Model(base.inputs, [layer.output for layer in trainable])
@@ -172,6 +174,7 @@ def magnitude_pruned(
     """Magnitude pruning by distillation, wrappers stripped; (batch-1 model, what the fit
     measured). The sparsity ramps up over the first half of the steps; the :class:`Guard`
     keeps weights from the second half (at the full sparsity) only."""
+    # TensorFlow: deferred, as in quantization_aware.
     import tensorflow_model_optimization as tfmot
     import tf_keras
 
@@ -208,6 +211,7 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
     its channels (largest L2 norm of the filter), and the next layer and the heads lose
     the matching input channels — channel pruning, so the convolutions themselves shrink.
     """
+    # torch: deferred, the TensorFlow backends and a given .tflite never need it.
     import torch
 
     student: Any
@@ -275,6 +279,7 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
 
 def _kept(norms: Any, n: int) -> Any:
     """Indices of the ``n`` largest ``norms``, in their original order."""
+    # torch: deferred, as in structured_pruned.
     import torch
 
     return torch.sort(torch.argsort(norms, descending=True)[:n]).values
@@ -282,6 +287,7 @@ def _kept(norms: Any, n: int) -> Any:
 
 def _slice_linears(src: Any, dst: Any) -> None:
     """Copy the kept units of ``src``'s Linear layers into the smaller ``dst``."""
+    # torch: deferred, as in structured_pruned.
     import torch
 
     src_lin = [m for m in src if hasattr(m, "weight")]
@@ -301,6 +307,7 @@ def _slice_linears(src: Any, dst: Any) -> None:
 
 def _slice_convs(src_trunk: Any, src_head: Any, dst_trunk: Any, dst_head: Any) -> None:
     """Copy the kept channels of a conv trunk and its 1x1 head into the smaller ones."""
+    # torch: deferred, as in structured_pruned.
     import torch
 
     kept_in = torch.arange(src_trunk.convs[0].in_channels)

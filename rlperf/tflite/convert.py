@@ -55,6 +55,7 @@ INT8_IO = ("uint8", "int8")
 def import_tensorflow() -> Any:
     """Import TensorFlow quietly (its C++ info logs would drown the job log)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # TensorFlow: deferred to this one function (the edge and serve stages import this module).
     import tensorflow as tf
 
     return tf

@@ -65,6 +65,7 @@ def torch_outputs(
     net: PolicyNet, observations: np.ndarray, heads: str = "policy", batch: int = 256
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Logits ``(N, A)`` (and values ``(N,)`` for ``heads="both"``) of the torch module."""
+    # torch: deferred, serve imports this module and a served model_path never loads torch.
     import torch
 
     logits, values = [], []

@@ -123,6 +123,7 @@ def keras_distill(model: Any, x: np.ndarray, y: Any, settings: dict[str, Any], c
          arm_step: int = 0) -> dict[str, Any]:  # fmt: skip
     """Distil ``model`` on ``x`` less the held-out fifth, watched by a :class:`Guard`; the
     fit's final loss and the guard's report."""
+    # TensorFlow: deferred, tflite.artifacts imports this module for every edge and serve cell.
     import tensorflow as tf
     import tf_keras
 

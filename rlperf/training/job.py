@@ -56,6 +56,7 @@ class IterationCounters:
         self.episodes = 0
 
     def update(self, result: dict[str, Any]) -> dict[str, int]:
+        # RLlib: deferred, the job wrapper validates the config before Ray loads.
         from ray.rllib.utils.metrics import (
             ALL_MODULES,
             ENV_RUNNER_RESULTS,
@@ -105,6 +106,7 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
     # asynchronous learner (APPO, IMPALA) the driver's copy lags them.
     saved = ckpt / "learner_group" / "learner" / "rl_module" / DEFAULT_MODULE_ID
     if saved.is_dir():
+        # RLlib: deferred, the job wrapper validates the config before Ray loads.
         from ray.rllib.core.rl_module.rl_module import RLModule
 
         module = RLModule.from_checkpoint(str(saved.resolve()))
@@ -149,6 +151,7 @@ class IterationTimer:
 
     def iteration(self, it: int) -> dict[str, Any]:
         """Iteration ``it`` (1-based): phases, counters, CPU and telemetry of its window."""
+        # RLlib: deferred, the job wrapper validates the config before Ray loads.
         from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN
 
         cpu = CpuWindow()
@@ -294,6 +297,7 @@ def record_scale(algo: Any) -> dict[str, Any]:
     env runner's torch threads are in ``learner`` and ``env_runners``
     (:mod:`rlperf.resources.placement`).
     """
+    # torch: deferred, the job wrapper validates the config before it loads.
     import torch
 
     c = algo.config

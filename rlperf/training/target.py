@@ -67,6 +67,7 @@ def with_evaluation(algo_config: Any, cfg: DictConfig) -> Any:
 def evaluation_row(result: dict[str, Any]) -> dict[str, float]:
     """``eval_return_mean`` and ``eval_episodes`` of one ``train()`` result (NaN / 0
     in iterations without evaluation)."""
+    # RLlib: deferred, the job wrapper validates the config before Ray loads.
     from ray.rllib.utils.metrics import (
         ENV_RUNNER_RESULTS,
         EPISODE_RETURN_MEAN,
