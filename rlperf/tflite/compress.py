@@ -72,11 +72,12 @@ def _trainable_layers(model: Any) -> list[Any]:
     ]
 
 
-def _inputs(net: Any, observations: np.ndarray) -> np.ndarray:
+def student_inputs(net: Any, observations: np.ndarray) -> np.ndarray:
+    """The observations as the Keras student takes them (float32, the policy's input shape)."""
     return observations.astype(np.float32).reshape(len(observations), *policy_input_shape(net))
 
 
-def _targets(net: Any, observations: np.ndarray, heads: str) -> Any:
+def teacher_targets(net: Any, observations: np.ndarray, heads: str) -> Any:
     """The torch policy's outputs the student is fitted to (list for ``heads=both``)."""
     logits, values = torch_outputs(net, observations, heads)
     return [logits, values] if heads == "both" else logits
@@ -336,8 +337,8 @@ def compress_policy(
     recipe = spec.recipe
     assert recipe is not None, f"{spec.name} is not a compression backend"
     obs = calibration.observations
-    x = _inputs(net, obs)
-    y = _targets(net, obs, heads) if recipe.method != "structured" else None
+    x = student_inputs(net, obs)
+    y = teacher_targets(net, obs, heads) if recipe.method != "structured" else None
     info: dict[str, Any] = {"recipe": asdict(recipe), "finetune": settings,
                             "distillation_observations": int(len(x)),
                             "held_out_observations": int(held_out(len(x)).sum())}  # fmt: skip

@@ -101,13 +101,13 @@ def test_qat_starts_from_the_quantized_policy_and_distillation_keeps_it_close() 
     from rlperf.envs.from_config import play_env
     from rlperf.models.policy_file import load_policy
     from rlperf.tflite.calibration import collect_observations
-    from rlperf.tflite.compress import _inputs, _targets, quantization_aware
+    from rlperf.tflite.compress import quantization_aware, student_inputs, teacher_targets
     from rlperf.tflite.export import torch_outputs
 
     net = load_policy(POLICY / "checkpoint" / "rlperf_policy.pt")
     run_cfg = OmegaConf.load(POLICY / ".hydra" / "config.yaml")
     obs = collect_observations(play_env(run_cfg, net.obs_shape), 120, seed=5)[0]
-    x, y = _inputs(net, obs), _targets(net, obs, "policy")
+    x, y = student_inputs(net, obs), teacher_targets(net, obs, "policy")
     model, fit = quantization_aware(net, "policy", x, y, {"steps": 20, "lr": 3e-3, "batch": 32})
     assert fit["holdout_loss_start"] < 0.01, fit
     assert fit["holdout_loss_kept"] <= fit["holdout_loss_start"]
