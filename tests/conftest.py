@@ -28,6 +28,9 @@ THESIS = DATA / "thesis"  # the 2021 study's recorded folders
 # import TensorFlow, whose first import by RLlib calls tf1.disable_v2_behavior() and
 # turns eager execution off for every later test (the edge export needs it on).
 os.environ.setdefault("RLLIB_TEST_NO_TF_IMPORT", "1")
+# A Ray job or cluster node sets RAY_ADDRESS; the suite's runs start their own Ray, and
+# its own in-process Rays (a plain ray.init) must not join another one.
+os.environ.pop("RAY_ADDRESS", None)
 
 
 @pytest.fixture(autouse=True)

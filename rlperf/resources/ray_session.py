@@ -57,9 +57,12 @@ def ray_init_kwargs(
     """Arguments for ``ray.init`` from the ``ray`` node (:class:`~rlperf.config.schema.RayConfig`).
 
     With ``ray.address`` the cluster there is joined (``num_cpus`` / ``num_gpus``
-    are its own); otherwise a local Ray is started with ``num_cpus`` CPUs and
-    ``num_gpus`` GPUs (``None``: Ray detects them) and nothing binds beyond
-    127.0.0.1. The one builder for single runs and for the sweep launcher.
+    are its own; ``auto``: the cluster this machine belongs to, as Ray finds it);
+    otherwise a fresh local Ray is started (``address="local"``: whatever
+    ``RAY_ADDRESS`` or the address file of an earlier ``ray start`` say, which a
+    plain ``ray.init()`` would join) with ``num_cpus`` CPUs and ``num_gpus`` GPUs
+    (``None``: Ray detects them), and nothing binds beyond 127.0.0.1. The one
+    builder for single runs and for the sweep launcher.
     """
     if ray_cfg.address is not None:
         return {
@@ -68,6 +71,7 @@ def ray_init_kwargs(
             "logging_level": logging.WARNING,
         }
     kwargs: dict[str, Any] = {
+        "address": "local",
         "include_dashboard": bool(ray_cfg.include_dashboard),
         "dashboard_host": LOOPBACK,
         "_node_ip_address": LOOPBACK,
@@ -94,14 +98,41 @@ def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = N
     import ray
 
     kwargs = ray_init_kwargs(ray_cfg, num_cpus, num_gpus)
+    joining = ray_cfg.address is not None
+    if not joining:
+        ignored = other_ray_address()
+        if ignored is not None:
+            log.warning(
+                "starting rlperf's own Ray on 127.0.0.1, not joining %s (join a cluster "
+                "with ray.address=<host:port>, or ray.address=auto)",
+                ignored,
+            )
     log.info("starting Ray: %s", kwargs)
     t0 = time.perf_counter()
-    with _loopback_kept(kwargs.get("address")):
+    with _loopback_kept(kwargs["address"] if joining else None):
         ray.init(**kwargs)
     seconds = time.perf_counter() - t0
-    if "address" not in kwargs:
+    if not joining:
         check_exposure()
     return seconds
+
+
+def other_ray_address() -> str | None:
+    """The Ray a plain ``ray.init()`` would join instead of starting one: ``RAY_ADDRESS``
+    (set inside a Ray job and on cluster nodes), or the address file an earlier
+    ``ray start --head`` left (Ray's ``ray_current_cluster``); None when there is none."""
+    env = os.environ.get("RAY_ADDRESS")
+    if env:
+        return f"RAY_ADDRESS={env}"
+    # Ray's private reader of its address file (fragile across Ray versions: a failure
+    # only loses this notice); deferred, as in init_ray.
+    try:
+        from ray._private.services import find_bootstrap_address
+
+        found = find_bootstrap_address(None)
+    except Exception:
+        return None
+    return None if not found else f"the Ray at {found} (the address file of a `ray start`)"
 
 
 def check_exposure() -> list[str]:

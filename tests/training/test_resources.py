@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +17,8 @@ from rlperf.resources.plan import (
     gpu_fractions,
     ray_cpu_count,
 )
-from rlperf.resources.ray_session import applied_placement, ray_init_kwargs
+from rlperf.resources.ray_session import applied_placement, other_ray_address, ray_init_kwargs
+from tests.conftest import TINY_TRAIN, run_rlperf
 
 # The study's training matrix (docs/study.md):
 # id -> (workers, layout, driver GPUs, GPUs per worker).
@@ -117,6 +120,44 @@ def test_ray_is_started_on_loopback_without_dashboard(compose_cfg) -> None:
     assert "num_cpus" not in ray_init_kwargs(big.ray)  # Ray detects them
     joined = ray_init_kwargs(compose_cfg("ray.address=127.0.0.1:6379").ray, 4, 1)
     assert joined["address"] == "127.0.0.1:6379" and "num_cpus" not in joined
+    # A local start is always a fresh Ray of rlperf's own, whatever RAY_ADDRESS says.
+    assert kwargs["address"] == "local"
+    assert ray_init_kwargs(compose_cfg("ray.address=auto").ray)["address"] == "auto"
+
+
+def test_the_ray_a_plain_init_would_join_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert other_ray_address() is None  # nothing here (the suite clears RAY_ADDRESS)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    assert other_ray_address() == "RAY_ADDRESS=127.0.0.1:1"
+    # The address file a `ray start --head` leaves (Ray's own path for it), stale here.
+    from ray._private.utils import get_ray_address_file
+
+    monkeypatch.delenv("RAY_ADDRESS")
+    address_file = Path(get_ray_address_file(None))
+    if address_file.exists():
+        pytest.skip(f"{address_file} exists: a Ray started by `ray start` may be running")
+    address_file.parent.mkdir(parents=True, exist_ok=True)
+    address_file.write_text("127.0.0.1:1")
+    try:
+        assert other_ray_address() == "the Ray at 127.0.0.1:1 (the address file of a `ray start`)"
+    finally:
+        address_file.unlink()
+
+
+@pytest.mark.slow
+def test_a_run_beside_another_rays_address_starts_its_own(tmp_path: Path) -> None:
+    """RAY_ADDRESS at a dead port (as a leftover of a Ray job would leave it): the run
+    starts its own Ray, says once that it did not join, and completes."""
+    proc = run_rlperf(
+        [*TINY_TRAIN, "train.iterations=1", f"hydra.run.dir={tmp_path / 'run'}"],
+        tmp_path,
+        env={"RAY_ADDRESS": "127.0.0.1:1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("not joining RAY_ADDRESS=127.0.0.1:1") == 1, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iterations"] == 1
 
 
 def test_placement_is_applied_and_restored(compose_cfg) -> None:
