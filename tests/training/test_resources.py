@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -202,3 +205,35 @@ def test_ray_packs_the_study_fractions_on_one_gpu() -> None:
         assert not ready
     finally:
         ray.shutdown()
+
+
+@pytest.mark.slow
+def test_a_run_beside_a_live_ray_start_neither_joins_nor_disturbs_it(tmp_path: Path) -> None:
+    """A `ray start --head` on the machine (its address file written, as on a cluster
+    node): the run starts its own Ray, and the other Ray still answers afterwards."""
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    env = dict(os.environ, RAY_ENABLE_UV_RUN_RUNTIME_ENV="0")
+    started = subprocess.run(
+        [ray_bin, "start", "--head", "--port=0", "--num-cpus=1", "--num-gpus=0",
+         "--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    try:
+        assert started.returncode == 0, started.stderr[-2000:]
+        other = other_ray_address()
+        assert other is not None and "address file" in other
+        address = other.split("the Ray at ")[1].split(" ")[0]
+        proc = run_rlperf(
+            [*TINY_TRAIN, "train.iterations=1", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"not joining the Ray at {address}" in proc.stderr
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert summary["status"] == "completed"
+        # The other Ray is still there: its address file unchanged, its GCS still listening.
+        assert other_ray_address() == other
+        host, port = address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5):
+            pass
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, timeout=120, env=env)
