@@ -2,8 +2,9 @@
 (:func:`rlperf.sweep.upstream.expand_batch`), or a search run by the sweep engine
 (:func:`rlperf.sweep.search.run_search`).
 
-Imported inside the sweeper's methods: a search imports Ray and Tune, which plugin
-discovery and config composition must not pay for.
+Imported inside the sweeper's methods (plugin discovery imports the sweeper for every
+Hydra app); the search engine, which imports Ray and Tune, only when a search runs, so
+that expanding a grid's batch stays light.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
 from rlperf.errors import SearchSpaceError
-from rlperf.sweep.search import run_search
 from rlperf.sweep.space import check_search_options, parse_space, with_params
 from rlperf.sweep.upstream import expand_batch
 
@@ -26,6 +26,9 @@ def search(
 ) -> list[JobReturn]:
     """One Tune run over the space of ``params`` and ``arguments`` (hydra-optuna-sweeper's
     syntax, :mod:`rlperf.sweep.space`); ``options``: ``hydra.sweeper.search``."""
+    # Ray, Tune and pandas: deferred, only a search needs them (not a grid's batch).
+    from rlperf.sweep.search import run_search
+
     check_search_options(options)
     space = parse_space(with_params(params, arguments), str(options.algorithm))
     if not isinstance(launcher, RlperfTuneLauncher):

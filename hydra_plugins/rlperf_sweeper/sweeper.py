@@ -40,14 +40,14 @@ class RlperfSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
         if self.search is None or self.search.algorithm is None:
             return super().sweep(arguments)
-        # _impl imports Ray, Tune and pandas: deferred, Hydra's plugin discovery imports this
-        # module for every app (only a sweep needs them).
+        # rlperf's modules: deferred, Hydra's plugin discovery imports this module for every
+        # app (a search then imports Ray and Tune).
         from hydra_plugins.rlperf_sweeper import _impl
 
         return _impl.search(self.launcher, self.params, arguments, self.search)
 
     def get_job_batch(self) -> Sequence[Sequence[str]]:
-        # Ray, Tune and pandas, as in sweep(): only when a multirun asks for a batch.
+        # As in sweep(): only when a multirun asks for a batch.
         from hydra_plugins.rlperf_sweeper import _impl
 
         assert self.config is not None and self.hydra_context is not None
