@@ -50,6 +50,7 @@ from rlperf.resources.plan import (
     detect_machine,
 )
 from rlperf.resources.ray_session import applied_placement
+from rlperf.results.protocol import env_protocol
 from rlperf.results.summary import write_json
 from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
 from rlperf.telemetry.sampler import TelemetrySampler
@@ -189,6 +190,7 @@ def execute_stage(
         # it starts); the fingerprint records the mask in force.
         with nullcontext() if in_trial else applied_placement(ctx.plan), watching():
             write_fingerprint(out_dir / FINGERPRINT_FILE, collect_fingerprint(resolved))
+            record_env_protocol(summary, resolved)  # a job killed mid-run keeps it too
             write_json(out_dir / SUMMARY_FILE, summary)
             sampler = _start_telemetry(cfg, out_dir, ctx.gpu_indices, ctx.started)
             ctx.sampler = sampler
@@ -219,11 +221,30 @@ def execute_stage(
         ctx.close_display()
         if sampler is not None:
             sampler.stop()
+        record_env_protocol(summary, resolved)
         summary["wall_s"] = ctx.elapsed_s()
         if summary.get("stage") == "train":  # a downstream job has steps, not iterations
             summary.setdefault("iterations", len(ctx.rows))
         write_json(out_dir / SUMMARY_FILE, summary)
     return summary
+
+
+def record_env_protocol(summary: dict[str, Any], resolved: Mapping[str, Any]) -> None:
+    """``summary["env_protocol"]``: what an env step of this job is (rlperf.results.protocol).
+
+    Of the env the job played: a training job's is its config's ``env``; a rollout or
+    edge job plays the upstream run's env with the command line's ``env.*`` on top, which
+    the stage records as ``summary["env"]`` (none yet if it failed before resolving the
+    run: then no protocol either). A serve job plays no env. Written in every outcome, so
+    a failed or interrupted training still says what it was training on.
+    """
+    stage, env = summary.get("stage"), summary.get("env")
+    if stage == "serve":
+        return
+    if not isinstance(env, Mapping):
+        env = resolved.get("env") if stage == "train" else None
+    if isinstance(env, Mapping):
+        summary["env_protocol"] = env_protocol(env)
 
 
 def _new_summary(cfg: Any, status: RunStatus) -> dict[str, Any]:

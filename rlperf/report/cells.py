@@ -125,6 +125,9 @@ class Cell:
     same key are copies of one run. ``telemetry`` holds ``telemetry.csv``'s
     time and GPU power / energy columns; ``nvml_unavailable_reason`` and
     ``gpu_count`` come from ``fingerprint.json`` (why no GPU was measured).
+    ``env_protocol`` is what an env step of the cell is (:mod:`rlperf.results.protocol`:
+    ``summary.json``'s record, else derived from the config or ``params.json``, the cell's
+    notes say so); empty for a cell that plays no env (serve).
     """
 
     id: str
@@ -151,6 +154,7 @@ class Cell:
     telemetry: pd.DataFrame | None = None
     nvml_unavailable_reason: str | None = None
     gpu_count: int | None = None
+    env_protocol: dict[str, Any] = field(default_factory=dict)
 
     @property
     def stage(self) -> str:

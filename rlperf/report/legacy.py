@@ -78,6 +78,7 @@ from rlperf.report.load import (
     read_csv,
     read_json,
 )
+from rlperf.results.protocol import STUDY_ENV_ID, legacy_env_protocol
 
 #: Machines of the 2021 study (reference/thesis/README.md). Their fingerprints are not
 #: in the run folders, so the importer supplies what the study's README says.
@@ -101,6 +102,12 @@ KNOWN_HOSTS: dict[str, dict[str, Any]] = {
 
 #: Software of the study (README): RLlib 1.1.0 old API stack with TensorFlow 2.4.1, gym 0.18.
 LEGACY_SOFTWARE = {"ray": "1.1.0", "tensorflow": "2.4.1", "gym": "0.18", "framework": "tf"}
+
+#: Why a legacy cell's env protocol is the study's Pong-v0 without its files saying so.
+STUDY_ENV_NOTE = (
+    f"env protocol: {STUDY_ENV_ID} as the study's README says (sticky actions 0.25, ALE "
+    "frameskip 2-4, deepmind wrappers); {where} names no env, so this is assumed"
+)
 
 LEGACY_NOTE = (
     "legacy RLlib 1.x run: sample/load/learn/sync timers are 10-iteration window means in "
@@ -247,6 +254,9 @@ def load_tune_run(ref: CellRef, timers: str = "per_iteration") -> Cell:
         warmup_rule="iterations before the first finished episode (episode_reward_mean NaN)",
     )
     cell.iterations = _tune_iterations(progress, params, timers, notes)
+    cell.env_protocol = legacy_env_protocol(params)
+    if not params.get("env"):
+        notes.append(STUDY_ENV_NOTE.format(where="params.json"))
     if "experiment_id" in progress:
         cell.run_key = f"tune:{progress['experiment_id'].iloc[0]}"
     if "timestamp" in progress:
@@ -349,6 +359,8 @@ def load_rollout_csv(ref: CellRef) -> Cell:
     rollout.latency["forward_ms"] = np.nan
     rollout.latency["env_step_ms"] = np.nan
     fp = _host_fingerprint(host)
+    # The study's rollout files hold timings and returns only: its env, assumed.
+    notes.append(STUDY_ENV_NOTE.format(where="the rollout file"))
     return Cell(
         id=ref.id,
         path=path,
@@ -373,6 +385,7 @@ def load_rollout_csv(ref: CellRef) -> Cell:
         episodes=rollout.episodes,
         notes=notes,
         warmup_rule="none (the study timed every step)",
+        env_protocol=legacy_env_protocol({}),
     )
 
 

@@ -38,6 +38,7 @@ from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten
 from rlperf.report.discover import CellRef
 from rlperf.report.energy import add_energy_columns
 from rlperf.results.columns import LATENCY_COLUMNS
+from rlperf.results.protocol import env_protocol
 
 #: Canonical axis → where it sits in the resolved config of an rlperf job.
 AXIS_KEYS = {
@@ -223,6 +224,8 @@ def load_rlperf_cell(ref: CellRef) -> Cell:
         **_fingerprint_fields(raw_fp),
     )
     _read_results(cell)
+    effective = (path / EFFECTIVE_CONFIG_FILE).is_file()
+    cell.env_protocol = _env_protocol(cfg, cell.stage, summary, notes, effective)
     cell.concurrent_cells = record.get("concurrent_cells")
     _place_in_time(cell, record)
     return cell
@@ -239,6 +242,42 @@ def _read_config(path: Path) -> dict[str, Any]:
     if not isinstance(cfg, dict):
         raise CellError(f"{cfg_file.relative_to(path)}: not a mapping")
     return cfg
+
+
+def _env_protocol(
+    cfg: dict[str, Any], stage: str, summary: dict[str, Any], notes: list[str], effective: bool
+) -> dict[str, Any]:
+    """The cell's env protocol: ``summary.json``'s, else derived from the config's ``env``.
+
+    Jobs written before the record existed (or killed before their summary) still say
+    which env they played in their config: a downstream job's ``effective_config.yaml``
+    (``effective``: the upstream run's env, resolved), a training job's
+    ``.hydra/config.yaml`` (whose ``${model.dim}``-style values are looked up here). A
+    downstream job without the former never learnt its run's env (the composed ``env``
+    is not what it would have played), and a serve cell plays none: no protocol.
+    """
+    recorded = summary.get("env_protocol")
+    if isinstance(recorded, dict) and recorded:
+        return recorded
+    env = cfg.get("env")
+    if stage == "serve" or not isinstance(env, dict):
+        return {}
+    if stage != "train" and not effective:
+        notes.append("env protocol unknown: the job stopped before it resolved its run's env")
+        return {}
+    resolved = {key: _interpolated(cfg, value) for key, value in env.items()}
+    notes.append("env protocol derived from the config (summary.json has no env_protocol)")
+    return env_protocol(resolved)
+
+
+def _interpolated(cfg: dict[str, Any], value: Any) -> Any:
+    """``${a.b}`` of an unresolved Hydra snapshot: the value at ``a.b`` (else as written)."""
+    if isinstance(value, str):
+        match = re.fullmatch(r"\$\{([\w.]+)\}", value.strip())
+        if match:
+            found = _get(cfg, match.group(1))
+            return value if found is None else found
+    return value
 
 
 def _axes(cfg: dict[str, Any], summary: dict[str, Any], path: Path) -> dict[str, Any]:
