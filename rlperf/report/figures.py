@@ -36,15 +36,16 @@ from rlperf.report.figures_training import (
     utilisation,
 )
 from rlperf.report.findings import FamilyAnalysis, level
-from rlperf.report.objectives import objective_of
 from rlperf.report.plot import (
     FigureContext,
     completed_configurations,
     config_palette,
     grid,
     interval_errors,
+    objective_label,
     save,
     style,
+    suptitle,
 )
 from rlperf.report.read import Progress
 from rlperf.report.repeats import Configuration
@@ -57,12 +58,22 @@ def _runs_label(config: str, runs: Any) -> str:
 
 def intervals(ctx: FigureContext, out: Path) -> Path:
     """Every configuration's objective with its interval, one facet per family and model;
-    filled markers are run-to-run intervals (n runs in the label), open ones within one run."""
+    filled markers are run-to-run intervals (n runs in the label), open ones within one run.
+
+    A facet with one configuration compares nothing and would stretch its interval over
+    the whole axis (a 0.2 % interval drawn as wide as the figure): such facets are left out.
+    """
     df = completed_configurations(ctx)
     if df.empty:
         raise FigureNotApplicable("no completed configuration with an estimate")
     pairs = {(str(f), str(m)) for f, m in zip(df["family"], df["model"], strict=True)}
-    facets = sorted(pairs, key=lambda fm: (fm[0] != "training", fm))
+    size = {fm: int(((df["family"] == fm[0]) & (df["model"].astype(str) == fm[1])).sum())
+            for fm in pairs}  # fmt: skip
+    facets = sorted((fm for fm in pairs if size[fm] > 1), key=lambda fm: (fm[0] != "training", fm))
+    if not facets:
+        raise FigureNotApplicable(
+            "every family and model has a single configuration: no interval to compare"
+        )
     with style():
         fig, axes = grid([len(ctx.order.get(k, [])) for k in facets], 1, col_width=6.5)
         for ax, (fam, model) in zip(axes[:, 0], facets, strict=True):
@@ -79,15 +90,13 @@ def intervals(ctx: FigureContext, out: Path) -> Path:
             ax.set_yticks(y, [_runs_label(c, n) for c, n in zip(sub.index, sub["repeats"],
                                                                  strict=True)])  # fmt: skip
             ax.set_ylim(len(sub) - 0.5, -0.5)
-            unit = objective_of(fam).unit
             log = len(sub) and sub["objective_value"].max() > 20 * sub["objective_value"].min()
             if log:
                 ax.set_xscale("log")
-            scale = ", log scale" if log else ""
-            ax.set_xlabel(f"{sub['objective'].iloc[0]} ({unit}{scale})" if len(sub) else "")
+            ax.set_xlabel(objective_label(sub) + (", log scale" if log else ""))
             ax.set_title(f"{fam} · {model}", loc="left", fontweight="bold")
-        fig.suptitle(f"Objective per configuration with {level()} intervals (●: run to run over "
-                     "n runs; ○: within one run)", fontsize=10)  # fmt: skip
+        suptitle(fig, f"Objective per configuration with {level()} intervals (●: run to run over "
+                 "n runs; ○: within one run)")  # fmt: skip
         return save(fig, out, "intervals")
 
 

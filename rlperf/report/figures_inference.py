@@ -22,12 +22,15 @@ from rlperf.errors import FigureNotApplicable
 from rlperf.report.plot import (
     BACKEND_ORDER,
     FigureContext,
+    add_note,
     backend_palette,
     grid,
     kept,
     models_of,
+    place_labels,
     save,
     style,
+    suptitle,
 )
 
 
@@ -115,7 +118,11 @@ def _latency_legend(backends: set[str], pal: dict[str, Any]) -> list[Any]:
 
 
 def fidelity_latency(ctx: FigureContext, out: Path) -> Path:
-    """Greedy-action agreement against median latency for exported / quantized variants."""
+    """Greedy-action agreement against median latency for exported / quantized variants.
+
+    Variants often sit on top of each other (same agreement, similar latency), so each
+    point carries a number placed where it overlaps no other, and the key beside the axes
+    names the configuration of each number."""
     import seaborn as sns
     from matplotlib.figure import Figure
 
@@ -129,47 +136,40 @@ def fidelity_latency(ctx: FigureContext, out: Path) -> Path:
     if df.empty:
         raise FigureNotApplicable("no completed cell with both fidelity and latency")
     df["agreement_pct"] = df["fidelity_agreement"].astype(float) * 100
+    df = df.sort_values([metric, "config"]).reset_index(drop=True)
     pal = backend_palette(df["backend"].astype(str).unique())
     with style():
-        fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+        fig = Figure(figsize=(9.0, 4.8), layout="constrained")
         ax = fig.subplots()
-        sns.scatterplot(
-            data=df,
-            x=metric,
-            y="agreement_pct",
-            hue="backend",
-            style="model",
-            palette=pal,
-            s=70,
-            ax=ax,
-        )
-        for _, r in df.iterrows():
-            ax.annotate(
-                str(r["config"]),
-                (r[metric], r["agreement_pct"]),
-                fontsize=6.5,
-                xytext=(4, 3),
-                textcoords="offset points",
-            )
+        sns.scatterplot(data=df, x=metric, y="agreement_pct", hue="backend", style="model",
+                        palette=pal, s=70, ax=ax)  # fmt: skip
         if df[metric].max() / max(df[metric].min(), 1e-9) > 20:
             ax.set_xscale("log")
         if "fidelity_threshold" in df and df["fidelity_threshold"].notna().any():
             thr = 100 * float(df["fidelity_threshold"].dropna().iloc[0])
-            ax.axhline(thr, ls="--", lw=1, color="#a00000")
-            ax.text(
-                ax.get_xlim()[0],
-                thr,
-                f" threshold {thr:g}%",
-                va="bottom",
-                fontsize=7,
-                color="#a00000",
-            )
+            ax.axhline(thr, ls="--", lw=1, color="#a00000", label=f"threshold {thr:g}%")
         ax.set_xlabel("median latency per action (ms)")
         ax.set_ylabel("greedy-action agreement with the source policy (%)")
         ax.set_ylim(min(90.0, float(df["agreement_pct"].min()) - 2), 100.5)
-        ax.legend(loc="lower right", fontsize=7, frameon=True)
-        fig.suptitle("Fidelity vs latency of exported variants", fontsize=10)
-        return save(fig, out, "fidelity_latency", ctx.mixed_note.get("inference", ""))
+        _numbered_key(fig, ax, [str(c) for c in df["config"]])
+        suptitle(fig, "Fidelity vs latency of exported variants (numbers: the key on the right)")
+        add_note(fig, ctx.mixed_note.get("inference", ""))
+        place_labels(ax, df[metric].tolist(), df["agreement_pct"].tolist(),
+                     [str(i + 1) for i in range(len(df))])  # fmt: skip
+        return save(fig, out, "fidelity_latency")
+
+
+def _numbered_key(fig: Any, ax: Any, configs: list[str]) -> None:
+    """One legend right of the axes: backend, model and threshold (seaborn's entries), then
+    the key "n  configuration" of the numbered points."""
+    from matplotlib.lines import Line2D
+
+    handles, labels = ax.get_legend_handles_labels()  # seaborn's and the threshold's
+    blank = [Line2D([], [], linestyle="", marker="") for _ in configs]
+    key = [f"{i + 1}  {c}" for i, c in enumerate(configs)]
+    # An axes' legend outside the axes: constrained layout keeps it below the title.
+    ax.legend([*handles, *blank], [*labels, *key], loc="upper left", bbox_to_anchor=(1.02, 1),
+              fontsize=7, frameon=False, handlelength=0.8, handletextpad=0.3)  # fmt: skip
 
 
 def compression_tradeoff(ctx: FigureContext, out: Path) -> Path:
@@ -192,12 +192,11 @@ def compression_tradeoff(ctx: FigureContext, out: Path) -> Path:
         ax = fig.subplots()
         sns.scatterplot(data=df, x=metric, y="return_mean", hue="backend", style="model",
                         size="size_kb", sizes=(30, 400), palette=pal, alpha=0.8, ax=ax)  # fmt: skip
-        for _, r in df.iterrows():
-            ax.annotate(str(r["backend"]), (r[metric], r["return_mean"]), fontsize=6.5,
-                        xytext=(4, 3), textcoords="offset points")  # fmt: skip
         ax.set_xlabel("median latency per action (ms)")
         ax.set_ylabel("mean episode return (same seeded episodes)")
         ax.legend(loc="best", fontsize=6.5, frameon=True)
-        fig.suptitle("Compression trade-off: return vs latency (marker area: model size)",
-                     fontsize=10)  # fmt: skip
-        return save(fig, out, "compression_tradeoff", ctx.mixed_note.get("inference", ""))
+        suptitle(fig, "Compression trade-off: return vs latency (marker area: model size)")
+        add_note(fig, ctx.mixed_note.get("inference", ""))
+        place_labels(ax, df[metric].tolist(), df["return_mean"].tolist(),
+                     [str(b) for b in df["backend"]], fontsize=6.5)  # fmt: skip
+        return save(fig, out, "compression_tradeoff")

@@ -5,8 +5,9 @@ time per iteration scales with the number of env runners.
   stacked, with the share of each phase;
 - ``phase_breakdown``: each phase per configuration (mean ± sd over iterations, runs pooled);
 - ``utilisation``: CPU, RAM, GPU and GPU-memory utilisation per configuration;
-- ``iter_time_vs_workers``: time per iteration against the number of workers, with each
-  configuration's interval (run to run where it ran several times).
+- ``iter_time_vs_workers``: the configurations' objective (its name and unit on the axis)
+  against the number of workers, with each configuration's interval (run to run where it
+  ran several times).
 
 Matplotlib and seaborn are imported where they draw (:mod:`rlperf.report.plot` says why).
 """
@@ -33,8 +34,11 @@ from rlperf.report.plot import (
     interval_errors,
     kept,
     models_of,
+    objective_label,
     save,
     style,
+    suptitle,
+    wrap,
 )
 
 
@@ -66,8 +70,12 @@ def phase_times(ctx: FigureContext, out: Path) -> Path:
             loc="outside upper center",
             ncols=5,
             frameon=False,
-            title="Where an iteration's time goes (mean of non-warm-up iterations; "
-            "% = share of the iteration; ▸ = bar cut)",
+            title=wrap(
+                fig,
+                "Where an iteration's time goes (mean of non-warm-up iterations; "
+                "% = share of the iteration; ▸ = bar cut)",
+                9,
+            ),
             title_fontsize=9,
         )
         return save(fig, out, "phase_times", ctx.mixed_note.get("training", ""))
@@ -154,7 +162,7 @@ def _bar_grid(
                     ax.tick_params(labelleft=False)
                 if c == 0:
                     ax.set_title(model, loc="left", fontweight="bold")
-        fig.suptitle(title, fontsize=10)
+        suptitle(fig, title)
         return save(fig, out, name, ctx.mixed_note.get(family, ""))
 
 
@@ -244,9 +252,10 @@ def utilisation(ctx: FigureContext, out: Path) -> Path:
 
 
 def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
-    """Time per iteration against the number of env runners, one line per other setting;
-    error bars are the configurations' intervals (run to run where a configuration ran
-    several times)."""
+    """The configurations' objective against the number of env runners, one line per other
+    setting; error bars are the configurations' intervals (run to run where a configuration
+    ran several times). The y axis names the objective and its unit (:func:`objective_label`);
+    the legend sits to the right of the axes, the fingerprint note under them."""
     df = completed_configurations(ctx, "training")
     if df.empty or "workers" not in df:
         raise FigureNotApplicable("no completed training cells with a workers axis")
@@ -258,13 +267,15 @@ def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
     if not models:
         raise FigureNotApplicable("no configuration was run with more than one number of workers")
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     ncols = min(3, len(models))
     nrows = -(-len(models) // ncols)
     hues = sorted(df["config_wo_workers"].unique())
     pal = config_palette(hues)
+    ylabel = objective_label(df)
     with style():
-        fig = Figure(figsize=(4.2 * ncols + 2.5, 3.4 * nrows + 0.6), layout="constrained")
+        fig = Figure(figsize=(4.2 * ncols + 3.4, 3.4 * nrows + 1.0), layout="constrained")
         axes = fig.subplots(nrows, ncols, squeeze=False)
         for ax in axes.flat[len(models) :]:
             ax.set_axis_off()
@@ -272,26 +283,30 @@ def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
             sub = df[df["model"] == model]
             for hue, line in sub.groupby("config_wo_workers", observed=True):
                 _workers_line(ax, line.sort_values("workers"), pal[hue])
-            ticks = sorted(sub["workers"].astype(float).unique())
+            _workers_axis(ax, sorted(int(w) for w in sub["workers"].unique()))
             if sub["objective_value"].max() > 10 * max(sub["objective_value"].min(), 1e-9):
                 ax.set_yscale("log")
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-            ax.minorticks_off()
-            ax.set_xlabel("env runners (workers)")
-            ax.set_ylabel("time per iteration (s)")
+            ax.set_ylabel(ylabel)
             ax.set_title(model, loc="left", fontweight="bold")
-        from matplotlib.lines import Line2D
-
         handles = [Line2D([], [], color=pal[h], marker="o", label=h) for h in hues]
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)),
-                   frameon=False, fontsize=8, title="other settings", title_fontsize=8)  # fmt: skip
-        fig.suptitle(
-            f"Time per iteration vs workers (mean; bars: {level()} intervals, run to run where "
-            "a configuration ran several times: n runs marked)",
-            fontsize=10,
-        )
+        # On the top-right axes, outside them: constrained layout makes room for an axes'
+        # legend below the title (a figure legend "outside right" rises into the title).
+        axes.flat[ncols - 1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1),
+                                    frameon=False, fontsize=8, title="other settings",
+                                    title_fontsize=8)  # fmt: skip
+        suptitle(fig, f"{ylabel} vs workers (mean; bars: {level()} intervals, run to run where "
+                 "a configuration ran several times: n runs marked)")  # fmt: skip
         return save(fig, out, "iter_time_vs_workers", ctx.mixed_note.get("training", ""))
+
+
+def _workers_axis(ax: Any, workers: list[int]) -> None:
+    """Ticks at the measured worker counts (whole numbers), on a log-2 scale where they
+    span a factor 4 or more and none is 0 (``workers=0``: the driver samples)."""
+    if workers[0] > 0 and workers[-1] >= 4 * workers[0]:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(workers, [str(w) for w in workers])
+    ax.minorticks_off()
+    ax.set_xlabel("env runners (workers)")
 
 
 def _workers_line(ax: Any, line: pd.DataFrame, color: Any) -> None:

@@ -13,7 +13,9 @@ with ``--no-figures`` (and ``rlperf-report --help``) never loads them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,15 +116,126 @@ def grid(
     return fig, axes
 
 
+#: Figures saved while :func:`keep_figures` is active (None: none kept, the default).
+_KEPT: ContextVar[dict[str, Any] | None] = ContextVar("rlperf_report_kept_figures", default=None)
+
+
+@contextlib.contextmanager
+def keep_figures() -> Iterator[dict[str, Any]]:
+    """Collect every ``Figure`` :func:`save` writes inside the block, by file name (without
+    suffix). The figure functions return paths; tests check the matplotlib objects
+    themselves: where titles, legends and notes landed, which ticks an axis got."""
+    kept: dict[str, Any] = {}
+    token = _KEPT.set(kept)
+    try:
+        yield kept
+    finally:
+        _KEPT.reset(token)
+
+
+def wrap(fig: Any, text: str, fontsize: float) -> str:
+    """``text`` broken into lines that fit the figure's width: a long title or note is
+    otherwise centred past both edges of a narrow figure and cut off."""
+    # A DejaVu Sans character is about 0.6 em wide on average; keep a margin.
+    chars = int(fig.get_figwidth() * 72 / (0.6 * fontsize)) - 4
+    return "\n".join(textwrap.wrap(text, max(chars, 20))) if text else text
+
+
+def suptitle(fig: Any, text: str, fontsize: float = 10) -> Any:
+    """The figure's title, wrapped to its width (constrained layout keeps it inside)."""
+    return fig.suptitle(wrap(fig, text, fontsize), fontsize=fontsize)
+
+
 def save(fig: Any, out: Path, name: str, note: str = "") -> Path:
+    """Write ``<name>.png`` and ``.svg``; ``note`` (e.g. the mixed-fingerprint warning) goes
+    under everything, wrapped to the figure's width."""
     # Constrained layout reserves room for the supxlabel; no bbox_inches="tight", which
-    # would cost one more full draw per file.
-    if note:
-        fig.supxlabel(note, x=0.0, ha="left", fontsize=8, color="#a00000")
+    # would cost one more full draw per file. A figure's legend must therefore not sit
+    # "outside lower" (it would share the bottom margin with the note): figures put
+    # theirs above the axes or to their right.
+    add_note(fig, note)
     png = out / f"{name}.png"
     fig.savefig(png, dpi=DPI)
     fig.savefig(out / f"{name}.svg")
+    kept = _KEPT.get()
+    if kept is not None:
+        kept[name] = fig
     return png
+
+
+def add_note(fig: Any, note: str) -> None:
+    """``note`` under everything (the figure's supxlabel), wrapped to the figure's width."""
+    if note:
+        fig.supxlabel(wrap(fig, note, 8), x=0.01, ha="left", fontsize=8, color="#a00000")
+
+
+def objective_label(df: pd.DataFrame) -> str:
+    """The axis label of ``objective_value``: the objective's name and unit, from the
+    configurations table's ``objective`` and ``objective_unit`` columns (e.g. "time per
+    1 000 env steps (s)"). Tables without ``objective_unit`` (written before it existed)
+    name the unit in the metric (``iter_s``, ``action_ms``): "ms" for ``_ms``, else "s"."""
+    name = _first(df, "objective") or "objective"
+    unit = _first(df, "objective_unit") or ("ms" if name.endswith("_ms") else "s")
+    return f"{name} ({unit})"
+
+
+def _first(df: pd.DataFrame, column: str) -> str:
+    """The first non-empty value of ``column`` ("" where there is none)."""
+    if column not in df:
+        return ""
+    values = df[column].dropna().astype(str)
+    values = values[values != ""]
+    return str(values.iloc[0]) if len(values) else ""
+
+
+def integer_ticks(axis: Any) -> None:
+    """Ticks at whole numbers only on a count axis (workers, N, trials, iterations)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def place_labels(
+    ax: Any, xs: Sequence[float], ys: Sequence[float], texts: Sequence[str], fontsize: float = 7
+) -> list[Any]:
+    """Annotate point i with ``texts[i]`` where the label overlaps no label placed before it.
+
+    A greedy pass in display coordinates: each label tries offsets around its point
+    (right, above, left, below, the diagonals, then twice and three times as far) and
+    takes the first whose box meets no earlier label's box (nor the axes' legend) and stays
+    inside the axes; a label with no free place takes the last offset tried. Call it last,
+    after the legends and the note (:func:`add_note`): the layout they change moves the
+    points. Returns the annotations.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = ax.get_figure()
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)  # a bare Figure's canvas cannot measure text; savefig uses Agg too
+    fig.canvas.draw()  # the layout decides where the axes and so the points are
+    renderer = fig.canvas.get_renderer()
+    inside = ax.get_window_extent(renderer)
+    directions = [(1, 0.4), (0, 1.2), (-1, 0.4), (0, -1.6), (1, 1), (-1, 1), (1, -1), (-1, -1)]
+    offsets = [(dx * 5 * r, dy * 5 * r) for r in (1, 2, 3) for dx, dy in directions]
+    placed: list[Any] = []
+    legend = ax.get_legend()
+    boxes: list[Any] = [legend.get_window_extent(renderer)] if legend is not None else []
+    for x, y, text in zip(xs, ys, texts, strict=True):
+        for dx, dy in offsets:
+            ha = "left" if dx > 0 else "right" if dx < 0 else "center"
+            va = "bottom" if dy > 0 else "top" if dy < 0 else "center"
+            label = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points",
+                                ha=ha, va=va, fontsize=fontsize)  # fmt: skip
+            label.set_in_layout(False)  # a re-layout would move the points under the labels
+            box = label.get_window_extent(renderer)
+            free = not any(box.overlaps(b) for b in boxes)
+            fits = inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1)
+            if (free and fits) or (dx, dy) == offsets[-1]:
+                break
+            label.remove()
+        placed.append(label)
+        boxes.append(box)
+    return placed
 
 
 def style() -> Any:
