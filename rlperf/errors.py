@@ -137,6 +137,11 @@ class BaselineError(ValueError):
     """``--baseline`` matches no cell, or several cells of one model."""
 
 
+class ObjectiveError(ValueError):
+    """``rlperf-report --objective``: an objective that does not fit a comparison (time per
+    iteration over iterations that hold different work, time to target without a target)."""
+
+
 class GateError(ValueError):
     """A gate that cannot be run: a bad tolerance, or nothing to compare."""
 

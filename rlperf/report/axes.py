@@ -304,10 +304,12 @@ def select_baselines(
     spec: dict[str, str] | None,
     warnings: list[str],
     first_of: Mapping[str, str] | None = None,
+    workload_of: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Baseline configuration id per model.
+    """Baseline configuration id per workload (``workload_of``: cell id -> its workload's
+    label, :mod:`rlperf.report.workloads`; the model where not given).
 
-    With a ``spec``, the one configuration per model with a cell matching
+    With a ``spec``, the one configuration per workload with a cell matching
     every ``key=value`` (keys are axis names, dotted config keys, their last
     component, or ``cell``); ``first_of`` maps a cell id to its configuration's
     id (repeats of one configuration are one baseline). A model with several
@@ -317,11 +319,11 @@ def select_baselines(
     """
     if not spec:
         return {}
-    first_of = first_of or {}
+    first_of, workload_of = first_of or {}, workload_of or {}
     by_model: dict[str, dict[str, None]] = {}
     for cell in cells:
         if _matches(cell, spec):
-            model = str(cell.axes.get("model"))
+            model = workload_of.get(cell.id, str(cell.axes.get("model")))
             by_model.setdefault(model, {})[first_of.get(cell.id, cell.id)] = None
     if not by_model:
         wanted = ",".join(f"{k}={v}" for k, v in spec.items())
@@ -334,6 +336,6 @@ def select_baselines(
             warnings.append(
                 f"baseline for {model} is ambiguous ({len(hits)} configurations match: "
                 + ", ".join(list(hits)[:4])
-                + "); add keys to --baseline. No speedups for this model."
+                + "); add keys to --baseline. No speedups for this comparison."
             )
     return out

@@ -19,6 +19,7 @@ from pathlib import Path
 from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.report import gate as gate_mod
 from rlperf.report import render, tables
+from rlperf.report.across import across_machines, across_workloads
 from rlperf.report.cells import Cell
 from rlperf.report.compare import Comparison, analyse, compare_cells, configuration_labels
 from rlperf.report.document import document
@@ -30,6 +31,7 @@ from rlperf.report.result import ReportResult, Tables
 from rlperf.report.search import draw_search_figures, read_searches
 from rlperf.report.serve import draw_serve_figures, write_serve_tables
 from rlperf.report.targets import targets_table
+from rlperf.report.workloads import held_constant
 
 log = logging.getLogger("rlperf")
 
@@ -85,6 +87,7 @@ def build_report(
     figures: bool = True,
     gate: Path | str | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
+    objective: str | None = None,
     progress: Progress | None = None,
 ) -> ReportResult:
     """Read every cell under ``paths`` and write the report into ``out``.
@@ -98,7 +101,10 @@ def build_report(
     baseline folder to judge regressions against (``result.gate``, see
     :mod:`rlperf.report.gate`; ``tolerance`` as a fraction). ``legacy_timers``
     (deprecated): ``per_iteration`` (invert RLlib 1.x window means) or
-    ``window``. Raises :class:`NoRunsFoundError` for a path without runs.
+    ``window``. ``objective`` (``--objective``) ranks training on ``env_steps``,
+    ``trained_steps``, ``iter_s`` or ``time_to_target`` instead of each comparison's own
+    (:mod:`rlperf.report.objectives`; :class:`ObjectiveError` where it does not fit).
+    Raises :class:`NoRunsFoundError` for a path without runs.
     """
     say = progress or _quiet
     in_paths = [Path(p) for p in paths]
@@ -106,7 +112,7 @@ def build_report(
     out_dir = Path(out) if out is not None else default_out_dir(in_paths[0])
     comparison = compare_cells(cells, strict)
     comparison.warnings += _deprecations(legacy_timers) + all_excluded_warnings(cells)
-    analyses = analyse(comparison, baseline)
+    analyses = analyse(comparison, baseline, objective)
     judged = None
     if gate is not None:
         judged = gate_against(Path(gate), comparison, analyses, tolerance, strict, legacy_timers)
@@ -128,7 +134,9 @@ def build_report(
         fingerprint_groups=comparison.groups, mixed=comparison.mixed, analyses=analyses,
         gate=judged, files=[*data.files, *serving.files, *_with_svg(drawn.values()),
                *_with_svg(s.figure for s in searches if s.figure is not None)],
-        serve=serving, searches=searches,
+        serve=serving, searches=searches, held_constant=_held_constant(comparison),
+        across=[t for t in (across_workloads(a) for a in analyses.values()) if t is not None]
+        + across_machines(comparison, analyses),
     )  # fmt: skip
     blocks = document(result, comparison.plans, found.sweeps, in_paths)
     result.markdown, result.html = render.write(blocks, out_dir, "rlperf report")
@@ -154,12 +162,21 @@ def gate_against(
     return gate_mod.compare(candidate_side, baseline_side, baseline_dir, tolerance, strict)
 
 
+def _held_constant(comparison: Comparison) -> dict[tuple[str, str], dict[str, str]]:
+    """(family, workload) -> what every cell of that comparison shares."""
+    out: dict[tuple[str, str], list[Cell]] = {}
+    for c in comparison.cells:
+        out.setdefault((c.family, comparison.workload_of[c.id]), []).append(c)
+    return {k: held_constant(cs) for k, cs in out.items()}
+
+
 def all_excluded_warnings(cells: Sequence[Cell]) -> list[str]:
     """A warning (and a note in the cell's ``notes``) for every completed training cell
     whose iterations were all excluded: it has no throughput figure and is not ranked,
     which must never happen silently (e.g. a warm-up rule that waits for a finished
-    episode in runs too short to finish one)."""
-    out = []
+    episode in runs too short to finish one). Cells with the same note share one warning
+    that names them."""
+    by_note: dict[str, list[str]] = {}
     for c in cells:
         df = c.iterations
         if c.family != "training" or not c.completed or df is None or df.empty:
@@ -172,8 +189,12 @@ def all_excluded_warnings(cells: Sequence[Cell]) -> list[str]:
                 "no throughput figure, not ranked"
             )
             c.notes.append(note)
-            out.append(f"{c.id}: {note}")
-    return out
+            by_note.setdefault(note, []).append(c.id)
+    return [
+        f"{ids[0]}: {note}" if len(ids) == 1
+        else f"{len(ids)} cells: {note}: " + ", ".join(f"`{i}`" for i in ids)
+        for note, ids in by_note.items()
+    ]
 
 
 def _deprecations(legacy_timers: str) -> list[str]:

@@ -20,6 +20,7 @@ from rlperf.errors import (
     GateError,
     MixedFingerprintsError,
     NoRunsFoundError,
+    ObjectiveError,
 )
 
 
@@ -77,6 +78,14 @@ def _parser() -> argparse.ArgumentParser:
         help="deprecated (the report gives RLlib 1.x phase times both ways): 'window' "
         "makes the window means the phase times",
     )
+    p.add_argument(
+        "--objective",
+        choices=("env_steps", "trained_steps", "iter_s", "time_to_target"),
+        default=None,
+        help="what training is ranked on (default, per comparison: time to target where the "
+        "runs have a target, else env_steps, the time per 1 000 env steps); iter_s only where "
+        "every iteration sampled the same env steps",
+    )
     p.add_argument("--no-figures", action="store_true", help="write tables and text only")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     return p
@@ -117,9 +126,11 @@ def _run(args: argparse.Namespace) -> int:
             figures=not args.no_figures,
             gate=args.gate,
             tolerance=parse_tolerance(args.tolerance),
+            objective=args.objective,
             progress=None if args.quiet else progress,
         )
-    except (NoRunsFoundError, MixedFingerprintsError, BaselineError, GateError) as exc:
+    except (NoRunsFoundError, MixedFingerprintsError, BaselineError, GateError,
+            ObjectiveError) as exc:  # fmt: skip
         print(f"rlperf-report: error: {exc}", file=sys.stderr)
         return ExitCode.user_error
     for w in result.warnings:

@@ -15,6 +15,7 @@ from rlperf.report.cells import SERVE_FAMILY, Cell
 from rlperf.report.findings import FamilyAnalysis, analyse_family
 from rlperf.report.fingerprints import FingerprintGroup, group_cells
 from rlperf.report.repeats import Configuration, group_repeats
+from rlperf.report.workloads import workload_labels
 
 
 @dataclass
@@ -28,7 +29,8 @@ class Comparison:
     plans: dict[str, AxisPlan]
     groups: dict[str, FingerprintGroup]
     fingerprint_of: dict[str, str]  # cell id -> fingerprint group name
-    mixed: dict[tuple[str, str], list[str]]  # (family, model) -> fingerprints mixed there
+    mixed: dict[tuple[str, str], list[str]]  # (family, workload) -> fingerprints mixed there
+    workload_of: dict[str, str] = field(default_factory=dict)  # cell id -> workload label
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -51,9 +53,13 @@ def compare_cells(cells: list[Cell], strict: bool) -> Comparison:
     groups = group_cells(cells)
     fps = {cid: g.name for g in groups.values() for cid in g.cells}
     confs = {fam: group_repeats(cs, fps) for fam, cs in families.items()}
+    workload = {cid: w for cs in families.values() for cid, w in workload_labels(cs).items()}
+    for fam_confs in confs.values():
+        for conf in fam_confs:
+            conf.workload = workload[conf.id]
     plans = {fam: plan_axes(cs, confs[fam]) for fam, cs in families.items()}
-    mixed = _mixed([c for c in cells if c.completed], fps)
-    comparison = Comparison(cells, families, confs, plans, groups, fps, mixed)
+    mixed = _mixed([c for c in cells if c.completed], fps, workload)
+    comparison = Comparison(cells, families, confs, plans, groups, fps, mixed, workload)
     if mixed:
         where = ", ".join(f"{fam} {model}" for fam, model in sorted(mixed))
         msg = (
@@ -66,11 +72,14 @@ def compare_cells(cells: list[Cell], strict: bool) -> Comparison:
     return comparison
 
 
-def _mixed(cells: Sequence[Cell], fps: dict[str, str]) -> dict[tuple[str, str], list[str]]:
+def _mixed(
+    cells: Sequence[Cell], fps: dict[str, str], workload: dict[str, str]
+) -> dict[tuple[str, str], list[str]]:
+    """(family, workload) -> the fingerprints whose cells meet in that comparison."""
     out: dict[tuple[str, str], list[str]] = {}
     keys: dict[tuple[str, str], set[str]] = {}
     for c in cells:
-        keys.setdefault((c.family, str(c.axes.get("model"))), set()).add(fps[c.id])
+        keys.setdefault((c.family, workload[c.id]), set()).add(fps[c.id])
     for k, names in keys.items():
         if len(names) > 1:
             out[k] = sorted(names)
@@ -78,14 +87,16 @@ def _mixed(cells: Sequence[Cell], fps: dict[str, str]) -> dict[tuple[str, str], 
 
 
 def analyse(
-    comparison: Comparison, baseline: dict[str, str] | str | None
+    comparison: Comparison, baseline: dict[str, str] | str | None, objective: str | None = None
 ) -> dict[str, FamilyAnalysis]:
-    """Estimates, ranks, speedups and findings of every family (see :mod:`.findings`); serve
-    cells are judged by their rate under the latency bound instead (:mod:`.serve`)."""
+    """Estimates, ranks, speedups and findings of every family (see :mod:`.findings`), each
+    workload on its objective (``objective``: ``--objective`` for training); serve cells are
+    judged by their rate under the latency bound instead (:mod:`.serve`)."""
     spec = parse_baseline(baseline) if isinstance(baseline, str) else baseline
     baselines = _baselines(comparison, spec) if spec else {}
     return {
-        fam: analyse_family(fam, confs, comparison.plans[fam], baselines.get(fam))
+        fam: analyse_family(fam, confs, comparison.plans[fam], baselines.get(fam),
+                            objective if fam == "training" else None)  # fmt: skip
         for fam, confs in comparison.configurations.items()
         if fam != SERVE_FAMILY
     }
@@ -100,7 +111,9 @@ def _baselines(comparison: Comparison, spec: dict[str, str]) -> dict[str, dict[s
     for fam, cs in comparison.families.items():
         completed = [c for c in cs if c.completed]
         try:
-            baselines[fam] = select_baselines(completed, spec, comparison.warnings, first_of)
+            baselines[fam] = select_baselines(
+                completed, spec, comparison.warnings, first_of, comparison.workload_of
+            )
         except BaselineError:
             misses += 1
     if misses == len(comparison.families):

@@ -1,10 +1,12 @@
 """The text of the report: the blocks that :mod:`rlperf.report.render` writes as
 ``report.md`` and ``report.html``.
 
-Sections, in reading order: what was read, warnings and findings (and the gate's
-verdict) → methods (:mod:`.methods`) → time to target → searches (:mod:`.search`) →
-one section per comparison family with a table per model (:mod:`.family_tables`) →
-serving (:mod:`.serve`) → figures → fingerprints → cells.
+Sections, in reading order: what was read → the answers to the users' questions
+(:mod:`.answers`) → warnings and findings, those saying the same of several cells folded
+into one line (and the gate's verdict) → time to target → across workloads and across
+machines (:mod:`.across`) → searches (:mod:`.search`) → one section per comparison family
+with a table per comparison set (:mod:`.family_tables`) → serving (:mod:`.serve`) →
+methods (:mod:`.methods`) → figures → fingerprints → cells.
 """
 
 from __future__ import annotations
@@ -15,15 +17,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlperf.report import gate, render
+from rlperf.report import gate, render, stats
+from rlperf.report.answers import answers_section
 from rlperf.report.axes import AxisPlan
 from rlperf.report.cells import SERVE_FAMILY
 from rlperf.report.family_tables import family_section, fmt_ci, fmt_count
 from rlperf.report.figures import FIGURES
-from rlperf.report.findings import level
+from rlperf.report.findings import fold, level
 from rlperf.report.fingerprints import FingerprintGroup
 from rlperf.report.methods import methods_section
-from rlperf.report.objectives import OBJECTIVES
+from rlperf.report.objectives import FAMILY_OBJECTIVE
 from rlperf.report.result import ReportResult
 from rlperf.report.search import search_section
 from rlperf.report.serve import CAPTION as SERVE_CAPTION
@@ -42,23 +45,26 @@ def document(
     res: ReportResult, plans: dict[str, AxisPlan], sweeps: Sequence[Path], paths: Sequence[Path]
 ) -> list[render.Block]:
     """Every block of the report, in reading order."""
-    blocks = _summary(res, paths)
-    blocks += methods_section(res, sweeps)
+    blocks = _summary(res, paths, plans)
     blocks += _targets_section(res)
+    blocks += _across_section(res, plans)
     blocks += search_section(res.searches)  # rlperf.report.search
-    others = [f for f in plans if f not in OBJECTIVES and f != SERVE_FAMILY]
+    others = [f for f in plans if f not in FAMILY_OBJECTIVE and f != SERVE_FAMILY]
     for fam in ("training", "inference", *others):
         if fam in plans:
             blocks += family_section(res, fam, plans[fam])
     blocks += serve_section(res)  # rlperf.report.serve: ranked by rate, not by time
+    blocks += methods_section(res, sweeps)
     blocks += _figures_section(res)
     blocks += _fingerprints_section(res.fingerprint_groups)
     blocks += _cells_section(res, plans)
     return blocks
 
 
-def _summary(res: ReportResult, paths: Sequence[Path]) -> list[render.Block]:
-    """Title, what was read, warnings and findings."""
+def _summary(
+    res: ReportResult, paths: Sequence[Path], plans: dict[str, AxisPlan]
+) -> list[render.Block]:
+    """Title, what was read, the answers, warnings and findings."""
     now = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     n_ok = sum(c.completed for c in res.cells)
     read = render.Para(
@@ -68,11 +74,12 @@ def _summary(res: ReportResult, paths: Sequence[Path]) -> list[render.Block]:
         + ", ".join(f"`{p}`" for p in paths)
         + "."
     )
-    findings = [f.text for f in res.findings] + serve_findings(res.serve)
+    findings = fold(res.findings) + serve_findings(res.serve)
     findings = findings or ["No completed cell to compare."]
     return [
         render.Heading("rlperf report", 1),
         read,
+        *answers_section(res, plans),
         *[render.Warn(w) for w in res.warnings],
         render.Heading("Findings", 2),
         render.Bullets(findings),
@@ -105,6 +112,53 @@ def _targets_section(res: ReportResult) -> list[render.Block]:
            if missed else "Every run reached its target.")
     )  # fmt: skip
     return [render.Heading("Time to target", 2), render.Para(text), render.Table(shown)]
+
+
+def _across_section(res: ReportResult, plans: dict[str, AxisPlan]) -> list[render.Block]:
+    """The cross-workload and cross-machine tables (:mod:`rlperf.report.across`)."""
+    blocks: list[render.Block] = []
+    for t in res.across:
+        labels = plans[t.family].configuration_labels if t.family in plans else {}
+        blocks.append(render.Heading(t.heading, 2))
+        blocks.append(render.Para(t.caption))
+        if t.kind == "workloads":
+            blocks.append(render.Table(_workloads_table(t.rows, labels, t.ranked)))
+            blocks += [render.Para(n) for n in t.notes]
+        else:
+            blocks.append(render.Table(_machines_table(t.rows, labels)))
+    return blocks
+
+
+def _workloads_table(rows: pd.DataFrame, labels: dict[str, str], ranked: bool) -> pd.DataFrame:
+    out = {
+        "rank": [fmt_count(v) if pd.notna(v) else "" for v in rows["rank"]] if ranked else None,
+        "configuration": [labels.get(c, c) for c in rows["configuration"]],
+        "workload": rows["workload"].to_numpy(),
+        f"emulator frames/s [{level()} CI]": [
+            fmt_ci(v, a, b) for v, a, b in zip(rows["frames_per_s"], rows["frames_per_s_low"],
+                                               rows["frames_per_s_high"], strict=True)],
+        "frames per env step": [fmt_ci(v, None, None) for v in rows["frames_per_step"]],
+        f"env steps/s [{level()} CI]": [
+            fmt_ci(v, a, b) for v, a, b in zip(rows["env_steps_per_s"],
+                                               rows["env_steps_per_s_low"],
+                                               rows["env_steps_per_s_high"], strict=True)],
+    }  # fmt: skip
+    return pd.DataFrame({k: v for k, v in out.items() if v is not None})
+
+
+def _machines_table(rows: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
+    out = pd.DataFrame({
+        "configuration": [labels.get(c, c) for c in rows["configuration"]],
+        "workload": rows["workload"].to_numpy(),
+        "objective": rows["objective"].to_numpy(),
+    })  # fmt: skip
+    for col in rows.columns:
+        if col in ("configuration", "workload", "objective"):
+            continue
+        head = f"speedup {col} [{level()} CI]" if " over " in col else col
+        out[head] = [fmt_ci(e.value, e.low, e.high) if isinstance(e, stats.Estimate) else ""
+                     for e in rows[col]]  # fmt: skip
+    return out
 
 
 def _gate_section(res: ReportResult) -> list[render.Block]:

@@ -25,7 +25,7 @@ _GRANULARITY = {"step": "steps", "episode_mean": "episode means", "run_mean": "r
 
 
 def family_section(res: ReportResult, fam: str, plan: AxisPlan) -> list[render.Block]:
-    """What differs, the speedup baseline, and one ranked table per model."""
+    """What differs, the speedup baseline, and one ranked table per workload."""
     shown = [a for a in plan.axes if a != "model"]
     common = ", ".join(f"{k}={v}" for k, v in plan.constants.items() if v is not None)
     blocks: list[render.Block] = [
@@ -39,12 +39,12 @@ def family_section(res: ReportResult, fam: str, plan: AxisPlan) -> list[render.B
     a = res.analyses.get(fam)
     if a is not None and a.baselines:
         how = (
-            "`--baseline`" if a.baseline_chosen else "default: slowest configuration of each model"
+            "`--baseline`" if a.baseline_chosen else "default: the slowest of each comparison"
         )
         blocks.append(
             render.Para(
                 f"Speedup baseline ({how}): "
-                + "; ".join(f"{m}: `{plan.configs[c]}`" for m, c in sorted(a.baselines.items()))
+                + "; ".join(f"{w}: `{plan.configs[c]}`" for w, c in sorted(a.baselines.items()))
                 + "."
             )
         )
@@ -52,8 +52,9 @@ def family_section(res: ReportResult, fam: str, plan: AxisPlan) -> list[render.B
     if confs.empty:
         return blocks
     rows_all = confs[(confs["family"] == fam) & (confs["status"] == "completed")]
-    for model in sorted(rows_all["model"].dropna().astype(str).unique()):
-        blocks += _model_tables(res, fam, model, rows_all[rows_all["model"].astype(str) == model])
+    for workload in sorted(rows_all["workload"].dropna().astype(str).unique()):
+        rows = rows_all[rows_all["workload"].astype(str) == workload]
+        blocks += _workload_tables(res, fam, workload, rows)
     return blocks
 
 
@@ -71,21 +72,41 @@ _LEGACY_CAPTION = (
 )
 
 
-def _model_tables(
-    res: ReportResult, fam: str, model: str, rows: pd.DataFrame
+def _workload_tables(
+    res: ReportResult, fam: str, workload: str, rows: pd.DataFrame
 ) -> list[render.Block]:
-    """One model's ranked table, and for legacy runs the study's way side by side."""
+    """One workload's ranked table (what it holds constant and what it is ranked on in its
+    caption), and for legacy runs the study's way side by side."""
     rows = rows.sort_values(["objective_value", "config"], na_position="last")
-    blocks: list[render.Block] = [render.Heading(model, 3)]
-    if (fam, model) in res.mixed:
-        blocks.append(render.Warn(_mixed_text(res.mixed[(fam, model)], res.fingerprint_groups)))
-    table = _training_table(rows) if fam == "training" else _inference_table(rows)
-    caption = _RUNS_CAPTION if (_col(rows, "repeats").fillna(1) > 1).any() else ""
+    blocks: list[render.Block] = [render.Heading(workload, 3)]
+    if (fam, workload) in res.mixed:
+        blocks.append(
+            render.Warn(_mixed_text(res.mixed[(fam, workload)], res.fingerprint_groups))
+        )
+    a = res.analyses.get(fam)
+    objective = a.objective_for(str(rows["configuration"].iloc[0])) if a is not None else None
+    table = (_training_table(rows, objective) if fam == "training"
+             else _inference_table(rows))  # fmt: skip
+    caption = _ranked_on(res, fam, workload, objective)
+    if (_col(rows, "repeats").fillna(1) > 1).any():
+        caption += " " + _RUNS_CAPTION
     blocks.append(render.Table(table, caption))
     legacy = side_by_side(rows) if fam == "training" else pd.DataFrame()
     if not legacy.empty:
         blocks.append(render.Table(legacy, _LEGACY_CAPTION))
     return blocks
+
+
+def _ranked_on(res: ReportResult, fam: str, workload: str, objective: Any) -> str:
+    """The caption's first sentences: what the table holds constant and its objective."""
+    held = res.held_constant.get((fam, workload)) or {}
+    text = ("Holds constant: " + "; ".join(held.values()) + ". ") if held else ""
+    if objective is None:
+        return text.strip()
+    a = res.analyses[fam]
+    why = a.objective_why.get(workload, "")
+    return text + f"Ranked on {objective.name} ({objective.unit}, lower is better)" + (
+        f": {why}." if why else ".")
 
 
 def _mixed_text(names: list[str], groups: dict[str, FingerprintGroup]) -> str:
@@ -119,7 +140,7 @@ def fmt_ci(v: Any, lo: Any, hi: Any) -> str:
 
 
 def _rank(r: pd.Series, best_rank: int = 1) -> str:
-    rank = r.get("rank_in_model")
+    rank = r.get("rank_in_workload")
     if rank is None or pd.isna(rank):
         return ""
     return f"{int(rank)}"
@@ -135,12 +156,10 @@ def _fmt_col(rows: pd.DataFrame, name: str, digits: int = 3) -> np.ndarray:
 
 
 def _ci_col(rows: pd.DataFrame, prefix: str) -> list[str]:
-    lo, hi = (
-        ("speedup_ci_low", "speedup_ci_high")
-        if prefix == "speedup"
-        else ("objective_ci_low", "objective_ci_high")
-    )
-    value = "speedup" if prefix == "speedup" else "objective_value"
+    """``value [low, high]`` of ``speedup``, ``throughput`` or the objective."""
+    value = prefix if prefix in ("speedup", "throughput") else "objective_value"
+    stem = prefix if prefix in ("speedup", "throughput") else "objective"
+    lo, hi = f"{stem}_ci_low", f"{stem}_ci_high"
     return [fmt_ci(v, a, b) for v, a, b in zip(_col(rows, value), _col(rows, lo), _col(rows, hi),
                                             strict=True)]  # fmt: skip
 
@@ -164,7 +183,8 @@ def _identity(rows: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def _training_table(rows: pd.DataFrame) -> pd.DataFrame:
+def _training_table(rows: pd.DataFrame, objective: Any) -> pd.DataFrame:
+    name = objective.label if objective is not None else "objective"
     out = pd.DataFrame(
         {
             **_identity(rows),
@@ -174,12 +194,14 @@ def _training_table(rows: pd.DataFrame) -> pd.DataFrame:
                     _col(rows, "iterations"), _col(rows, "warmup_iterations"), strict=True
                 )  # fmt: skip
             ],
-            f"time/iter s [{level()} CI]": _ci_col(rows, "objective"),
+            f"{name} [{level()} CI]": _ci_col(rows, "objective"),
+            f"env steps/s [{level()} CI]": _ci_col(rows, "throughput"),
         }
     )
+    if objective is None or objective.key != "iter_s":
+        out["time/iter s"] = _fmt_col(rows, "iter_s_mean")
     for p in PHASES:
         out[p.removesuffix("_s") + " s"] = _fmt_col(rows, f"{p}_mean")
-    out["env steps/s"] = _fmt_col(rows, "env_steps_per_s_mean", 4)
     out["CPU %"] = _fmt_col(rows, "cpu_util_pct_mean", 2)
     gpu_cols = [c for c in rows.columns if re.fullmatch(r"gpu\d+_util_pct_mean", c)
                 and rows[c].notna().any()]  # fmt: skip

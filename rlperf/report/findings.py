@@ -1,5 +1,5 @@
-"""Automatic findings: fastest configuration per model, speedups against a baseline,
-rankings whose ties are decided by intervals (:mod:`rlperf.report.stats`).
+"""Automatic findings: fastest configuration per workload (comparison set), speedups
+against a baseline, rankings whose ties are decided by intervals (:mod:`rlperf.report.stats`).
 
 Configurations (:mod:`rlperf.report.repeats`) are what is compared: a
 configuration run once is estimated on its run's samples, one run several
@@ -19,7 +19,7 @@ from rlperf.report import stats
 from rlperf.report.axes import AxisPlan
 from rlperf.report.cells import Cell, included
 from rlperf.report.legacy_compare import legacy_text
-from rlperf.report.objectives import Objective, objective_of
+from rlperf.report.objectives import OBJECTIVES, PER, Objective, choose, objective_of
 from rlperf.report.repeats import Configuration
 
 
@@ -29,35 +29,54 @@ class Finding:
 
     kind: str
     family: str
-    model: str
+    model: str  # the comparison (workload) it is about
     cells: list[str]
     text: str
+    #: Findings with the same ``fold`` text say the same thing of other cells: the report
+    #: prints them as one line naming the cells (:func:`fold`).
+    fold: str = ""
 
 
 @dataclass
 class FamilyAnalysis:
     """Estimates, ranks and speedups of one comparison family, keyed by configuration id
-    (its first run's cell id); ``run_estimates`` holds every completed run's own."""
+    (its first run's cell id); ``run_estimates`` holds every completed run's own.
+
+    Configurations are ranked within their workload (``Configuration.workload``,
+    :mod:`rlperf.report.workloads`), each workload on its own objective
+    (``objectives``, chosen by :func:`rlperf.report.objectives.choose`; ``objective_why``
+    says why). ``throughput`` holds every training configuration's env steps per second
+    with its interval, whatever it is ranked on (the cross-workload tables use it).
+    """
 
     family: str
-    objective: Objective
+    objective: Objective  # the family's default (a workload may be ranked on another)
     configurations: dict[str, Configuration] = field(default_factory=dict)
     estimates: dict[str, stats.Estimate] = field(default_factory=dict)
     run_estimates: dict[str, stats.Estimate] = field(default_factory=dict)
     ranks: dict[str, int] = field(default_factory=dict)
-    baselines: dict[str, str] = field(default_factory=dict)
+    baselines: dict[str, str] = field(default_factory=dict)  # workload -> configuration id
     baseline_chosen: bool = False
     speedups: dict[str, stats.Estimate] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    objectives: dict[str, Objective] = field(default_factory=dict)  # workload -> objective
+    objective_why: dict[str, str] = field(default_factory=dict)  # workload -> why
+    throughput: dict[str, stats.Estimate] = field(default_factory=dict)
+    run_throughput: dict[str, stats.Estimate] = field(default_factory=dict)
+
+    def objective_for(self, conf_id: str) -> Objective:
+        """The objective the configuration ``conf_id`` is ranked on."""
+        conf = self.configurations.get(conf_id)
+        return self.objectives.get(conf.workload, self.objective) if conf else self.objective
 
     @property
     def metric(self) -> str:
-        """The objective's column."""
+        """The default objective's column."""
         return self.objective.metric
 
     @property
     def statistic(self) -> str:
-        """mean or median."""
+        """mean, median or ratio."""
         return self.objective.statistic
 
     @property
@@ -113,38 +132,59 @@ def analyse_family(
     configurations: Sequence[Configuration],
     plan: AxisPlan,
     baselines: dict[str, str] | None,
-    objective: Objective | None = None,
+    objective: str | None = None,
 ) -> FamilyAnalysis:
-    """Estimate, rank and compare the configurations of one family, model by model, on
-    ``objective`` (default: the family's, :func:`~rlperf.report.objectives.objective_of`)."""
-    objective = objective or objective_of(family)
-    out = FamilyAnalysis(family, objective, {c.id: c for c in configurations})
+    """Estimate, rank and compare the configurations of one family, workload by workload,
+    each on its objective (:func:`~rlperf.report.objectives.choose`; ``objective`` is
+    ``--objective``, which raises :class:`~rlperf.errors.ObjectiveError` where it does not
+    fit). ``baselines``: workload -> configuration id (``--baseline``)."""
+    out = FamilyAnalysis(family, objective_of(family), {c.id: c for c in configurations})
     out.baseline_chosen = bool(baselines)
-    out.run_estimates = {
-        cell.id: objective.within_run(cell) for conf in configurations for cell in conf.completed
-    }
-    out.estimates = {
-        conf.id: objective.estimate(conf, out.run_estimates)
-        for conf in configurations
-        if conf.completed
-    }
-    by_model: dict[str, list[str]] = {}
+    by_workload: dict[str, list[Configuration]] = {}
     for conf in configurations:
-        if conf.id in out.estimates and np.isfinite(out.estimates[conf.id].value):
-            by_model.setdefault(conf.model, []).append(conf.id)
-    for model, ids in sorted(by_model.items()):
+        by_workload.setdefault(conf.workload, []).append(conf)
+    for workload, confs in by_workload.items():
+        obj, why = choose(family, confs, objective, f"{family} {workload!r}")
+        out.objectives[workload], out.objective_why[workload] = obj, why
+        for conf in confs:
+            for cell in conf.completed:
+                out.run_estimates[cell.id] = obj.within_run(cell)
+            if conf.completed:
+                out.estimates[conf.id] = obj.estimate(conf, out.run_estimates)
+        if family == "training":
+            _throughput(out, confs, obj)
+    for workload, confs in sorted(by_workload.items()):
+        ids = [c.id for c in confs if c.id in out.estimates
+               and np.isfinite(out.estimates[c.id].value)]  # fmt: skip
+        if not ids:
+            continue
+        obj = out.objectives[workload]
         est = {k: out.estimates[k] for k in ids}
-        out.ranks.update(stats.rank_with_ties(est, objective.lower_is_better))
-        order = objective.order(est)
-        out.findings.append(_fastest_finding(out, model, order, plan.configs))
+        out.ranks.update(stats.rank_with_ties(est, obj.lower_is_better))
+        order = obj.order(est)
+        out.findings.append(_fastest_finding(out, workload, order, plan.configs))
         if family == "inference":
-            confs = [out.configurations[k] for k in order]
-            out.findings += _fidelity_findings(family, model, confs, plan.configs)
-        repeated = _repeats_finding(out, model, order, plan.configs)
+            ranked = [out.configurations[k] for k in order]
+            out.findings += _fidelity_findings(family, workload, ranked, plan.configs)
+        repeated = _repeats_finding(out, workload, order, plan.configs)
         out.findings += [repeated] if repeated is not None else []
-        out.findings += _legacy_finding(out, model, order, plan.configs)
-        _compare_with_baseline(out, model, order, baselines, plan.configs)
+        out.findings += _legacy_finding(out, workload, order, plan.configs)
+        _compare_with_baseline(out, workload, order, baselines, plan.configs)
     return out
+
+
+def _throughput(out: FamilyAnalysis, confs: Sequence[Configuration], obj: Objective) -> None:
+    """Every configuration's env steps per second (1 000 / its time per 1 000 env steps),
+    reusing the objective's estimates where it is that time."""
+    per_env_step = OBJECTIVES["env_steps"]
+    for conf in confs:
+        runs = {}
+        for cell in conf.completed:
+            e = out.run_estimates[cell.id] if obj is per_env_step else per_env_step.within_run(cell)
+            runs[cell.id] = e
+            out.run_throughput[cell.id] = stats.reciprocal(e, PER)
+        if conf.completed:
+            out.throughput[conf.id] = stats.reciprocal(per_env_step.estimate(conf, runs), PER)
 
 
 def _compare_with_baseline(
@@ -170,7 +210,8 @@ def _compare_with_baseline(
 def _fastest_finding(
     out: FamilyAnalysis, model: str, order: list[str], label: dict[str, str]
 ) -> Finding:
-    objective, est, confs = out.objective, out.estimates, out.configurations
+    objective = out.objectives.get(model, out.objective)
+    est, confs = out.estimates, out.configurations
     family_name = out.family.capitalize()
     best = order[0]
     conf = confs[best]
@@ -221,7 +262,7 @@ def _repeats_finding(
     own = max(((e.high - e.low) / 2 / abs(e.value) for e in runs if e.has_ci), default=np.nan)
     counts = sorted({out.estimates[k].runs for k in repeated})
     n_runs = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    unit = out.objective.unit
+    unit = out.objectives.get(model, out.objective).unit
     own_text = f"±{100 * own:.1f}%" if np.isfinite(own) else "none (too few samples)"
     text = (
         f"{out.family.capitalize()}, {model}: {len(repeated)} configuration(s) ran {n_runs} "
@@ -255,7 +296,9 @@ def _fidelity_findings(
         out.append(Finding("fidelity", family, model, [c.id],
             f"{family.capitalize()}, {model}: the fidelity check of `{label[k]}` (cell `{c.id}`) "
             f"is vacuous: {reason}. Its agreement shows nothing; a constant policy would "
-            "pass it too."))  # fmt: skip
+            "pass it too.",
+            fold=f"fidelity vacuous, {reason}: their agreement shows nothing (a constant "
+                 "policy would pass too)"))  # fmt: skip
     checked = [(k, c) for k, c in checked if (k, c) not in vacuous]
     flagged = [(k, c) for k, c in checked if c.summary["fidelity"].get("flagged")]
     for k, c in flagged:
@@ -312,3 +355,20 @@ def _speedup_finding(
     )
     text += f"; {len(no_ci)} have too few samples for an interval." if no_ci else "."
     return Finding("speedup", out.family, model, [base, best], text)
+
+
+def fold(findings: Sequence[Finding]) -> list[str]:
+    """The findings' texts, those with the same ``fold`` text as one line naming their cells
+    ("8 cells: fidelity vacuous, ...: `a`, `b`, ..."), at the place of the first of them."""
+    groups: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.fold:
+            groups.setdefault(f.fold, []).append(f)
+    out: list[str] = []
+    for f in findings:
+        if not f.fold or len(groups[f.fold]) == 1:
+            out.append(f.text)
+        elif groups[f.fold][0] is f:
+            cells = [c for g in groups[f.fold] for c in g.cells]
+            out.append(f"{len(cells)} cells: {f.fold}: " + ", ".join(f"`{c}`" for c in cells) + ".")
+    return out

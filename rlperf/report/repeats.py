@@ -66,6 +66,9 @@ class Configuration:
     model: str
     fingerprint: str
     cells: list[Cell] = field(default_factory=list)
+    #: The label of its comparison set (:mod:`rlperf.report.workloads`), set by
+    #: :func:`rlperf.report.compare.compare_cells`; configurations are ranked within it.
+    workload: str = ""
 
     @property
     def completed(self) -> list[Cell]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rlperf.report.across import AcrossTable
 from rlperf.report.cells import Cell
 from rlperf.report.discover import Skipped
 from rlperf.report.findings import FamilyAnalysis, Finding
@@ -54,3 +55,6 @@ class ReportResult:
     searches: list[SearchResult] = field(default_factory=list)  # rlperf.report.search
     markdown: Path | None = None
     html: Path | None = None
+    #: (family, workload) -> what that comparison's cells share (part -> text)
+    held_constant: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    across: list[AcrossTable] = field(default_factory=list)  # rlperf.report.across

@@ -234,7 +234,9 @@ def runs_table(
             a, conf = conf_of[c.id]
             row["configuration"] = conf.id
             row["repeats"] = conf.repeats
-            row.update(_estimate_columns(a, a.run_estimates.get(c.id)))
+            row["workload"] = conf.workload
+            row.update(_estimate_columns(a, a.run_estimates.get(c.id), conf.id))
+            row.update(_throughput_columns(a.run_throughput.get(c.id)))
             row.update(_ranking_columns(a, conf.id))
         row["warmup_rule"] = c.warmup_rule
         row["notes"] = "; ".join(c.notes)
@@ -242,35 +244,48 @@ def runs_table(
     return _typed(_coerce(pd.DataFrame(rows), axis_cols))
 
 
-def _estimate_columns(a: FamilyAnalysis, e: Estimate | None) -> dict[str, Any]:
-    """``objective``, ``objective_value`` and its interval (``objective_ci_low`` / ``_high``)."""
+def _estimate_columns(a: FamilyAnalysis, e: Estimate | None, conf_id: str) -> dict[str, Any]:
+    """``objective`` (its name), ``objective_key`` (what ``--objective`` calls it),
+    ``objective_unit``, ``objective_value`` and its interval (``objective_ci_low`` /
+    ``_high``): the objective of the configuration's workload."""
     if e is None:
         return {}
-    return {"objective": f"{a.statistic} {a.metric}", "objective_value": e.value,
-            "objective_ci_low": e.low, "objective_ci_high": e.high}  # fmt: skip
+    obj = a.objective_for(conf_id)
+    return {"objective": obj.name, "objective_key": obj.key, "objective_unit": obj.unit,
+            "objective_value": e.value, "objective_ci_low": e.low,
+            "objective_ci_high": e.high}  # fmt: skip
+
+
+def _throughput_columns(e: Estimate | None) -> dict[str, Any]:
+    """``throughput`` (env steps per second over the non-excluded iterations: their total
+    env steps over their total time) and its interval."""
+    if e is None:
+        return {}
+    return {"throughput": e.value, "throughput_ci_low": e.low, "throughput_ci_high": e.high}
 
 
 def _ranking_columns(a: FamilyAnalysis, conf_id: str) -> dict[str, Any]:
-    """A configuration's ``rank_in_model``, ``baseline`` and ``speedup`` with its interval."""
+    """A configuration's ``rank_in_workload``, ``baseline`` and ``speedup`` with its interval."""
     if conf_id not in a.estimates:
         return {}
-    row: dict[str, Any] = {"rank_in_model": a.ranks.get(conf_id)}
+    row: dict[str, Any] = {"rank_in_workload": a.ranks.get(conf_id)}
     sp = a.speedups.get(conf_id)
     if sp is not None:
-        row["baseline"] = a.baselines.get(a.configurations[conf_id].model)
+        row["baseline"] = a.baselines.get(a.configurations[conf_id].workload)
         row.update(speedup=sp.value, speedup_ci_low=sp.low, speedup_ci_high=sp.high)
     return row
 
 
 def _typed(out: pd.DataFrame) -> pd.DataFrame:
     """Nullable integer, boolean and string dtypes for the columns Parquet needs typed."""
-    for col in ("rank_in_model", "repeats", "runs"):
+    for col in ("rank_in_workload", "repeats", "runs"):
         if col in out:
             out[col] = out[col].astype("Int64")
     for col in ("fidelity_flagged", "fidelity_return_tie", "fidelity_saturates"):
         if col in out:
             out[col] = out[col].astype("boolean")
-    for col in ("delegate", "variant", "baseline", "granularity", "objective",
+    for col in ("delegate", "variant", "baseline", "granularity", "objective", "objective_key",
+                "objective_unit", "workload",
                 "fidelity_flag_reason", "fidelity_verdict", "fidelity_vacuous_reason",
                 "configuration", "interval", "energy_source",
                 "energy_unavailable", "cells"):  # fmt: skip
@@ -285,7 +300,8 @@ SUMMED = ("iterations", "warmup_iterations", "excluded_iterations", "samples", "
 
 #: runs.csv columns that describe one run only (not carried into configurations.csv).
 _PER_RUN = ("cell", "label", "status", "group", "notes", "warmup_rule", "objective_value",
-            "objective_ci_low", "objective_ci_high", "configuration", "repeats")  # fmt: skip
+            "objective_ci_low", "objective_ci_high", "configuration", "repeats", "throughput",
+            "throughput_ci_low", "throughput_ci_high")  # fmt: skip
 
 
 def configurations_table(
@@ -307,9 +323,11 @@ def configurations_table(
             row["status"] = "completed" if conf.completed else str(sub["status"].iloc[0])
             row["repeats"], row["runs"] = conf.repeats, len(conf.cells)
             row["cells"] = "; ".join(c.id for c in conf.cells)
+            row["workload"] = conf.workload
+            row.update(_throughput_columns(a.throughput.get(conf.id)))
             e = a.estimates.get(conf.id)
             if e is not None:
-                row.update(_estimate_columns(a, e))
+                row.update(_estimate_columns(a, e, conf.id))
                 row["objective_n"] = e.n
                 row["interval"] = "run to run" if e.across_runs else "within run"
             row.update(_ranking_columns(a, conf.id))
@@ -322,11 +340,13 @@ def configurations_table(
     return _typed(_coerce(out, sorted(keep_first)))
 
 
-_CONFIGURATION_HEAD = ("configuration", "label", "config", "family", "model", "status",
-                       "repeats", "runs", "cells", "objective", "objective_value",
+_CONFIGURATION_HEAD = ("configuration", "label", "config", "family", "workload", "model",
+                       "status", "repeats", "runs", "cells", "objective", "objective_key",
+                       "objective_unit", "objective_value",
                        "objective_ci_low", "objective_ci_high", "objective_n", "interval",
-                       "rank_in_model", "baseline", "speedup", "speedup_ci_low",
-                       "speedup_ci_high")  # fmt: skip
+                       "rank_in_workload", "baseline", "speedup", "speedup_ci_low",
+                       "speedup_ci_high", "throughput", "throughput_ci_low",
+                       "throughput_ci_high")  # fmt: skip
 
 
 def _aggregate(sub: pd.DataFrame, keep_first: set[str]) -> dict[str, Any]:
@@ -334,7 +354,7 @@ def _aggregate(sub: pd.DataFrame, keep_first: set[str]) -> dict[str, Any]:
     first run's (columns describing one run only are left out)."""
     row: dict[str, Any] = {}
     for col in sub.columns:
-        if col in _PER_RUN or col.startswith(("rank_in_model", "speedup", "baseline")):
+        if col in _PER_RUN or col.startswith(("rank_in_workload", "speedup", "baseline")):
             continue
         s = sub[col]
         numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)

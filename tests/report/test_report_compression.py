@@ -66,7 +66,9 @@ def test_tradeoff_figure_and_table_per_policy(report) -> None:
     head = text.index("| return diff [95% CI] |")
     table = text[text.rindex("### model1", 0, head) : text.index("\n\n", head)]
     # One table for the policy, the torch reference row (rllib) among the variants.
-    assert [line.split(" | ")[1] for line in table.splitlines()[4:]] == [
+    lines = table.splitlines()
+    body = lines[next(i for i, line in enumerate(lines) if line.startswith("|---")) + 1 :]
+    assert [line.split(" | ")[1] for line in body] == [
         "tflite_int8", "tflite_qat", "tflite_prune90", "rllib"
     ]  # fmt: skip
     assert "-310 [-370, -250]" in table and "-3.3 [-17.7, 11] tie" in table

@@ -62,7 +62,7 @@ def test_clear_slowdown_fails_tie_and_improvement_pass(baseline, tmp_path, capsy
     assert out[0].endswith("1 regression, 0 missing, 1 tie, 1 improvement, 0 new")
     regression, tie, improvement = out[1:4]
     assert regression.startswith("REGRESSION   training model1 · ray_cpus: speedup 0.769× [")
-    assert regression.endswith(", 1 run; baseline 15.13 s, 1 run)")
+    assert regression.endswith(", 1 run; baseline 3.152 s, 1 run)")  # s per 1 000 env steps
     assert tie.startswith("TIE          training model1 · pinned: speedup 0.98")
     assert improvement.startswith("IMPROVEMENT  training model1 · all CPUs: speedup 1.42")
     assert out[4] == "gate: FAILED (1 regression)"

@@ -194,7 +194,11 @@ def test_report_on_the_study_data(tmp_path):
     train = runs[runs["family"] == "training"].set_index("cell")
     fastest = train.loc[train["model"] == "model1", "objective_value"].idxmin()
     assert fastest.endswith("model1_gpu0_driver_8_workers")
-    assert train.loc[fastest, "objective_value"] == pytest.approx(12.03, abs=0.01)
+    # Ranked on time per 1 000 env steps: 12.03 s per 4 800-step iteration.
+    assert train.loc[fastest, "objective"] == "time per 1 000 env steps"
+    assert train.loc[fastest, "objective_value"] == pytest.approx(2.505, abs=0.001)
+    assert train.loc[fastest, "iter_s_mean"] == pytest.approx(12.03, abs=0.01)
+    assert train.loc[fastest, "throughput"] == pytest.approx(399.1, abs=0.1)
     slowest = train.loc[train["model"] == "model1", "objective_value"].idxmax()
     assert slowest.endswith("model1_no_gpus_8_workers")  # default speedup baseline
     assert train.loc[slowest, "speedup"] == pytest.approx(1.0)

@@ -114,7 +114,7 @@ def test_partial_and_corrupt_cells_are_reported_not_fatal(report):
     assert len(reasons) == 1 and "cannot parse YAML" in next(iter(reasons.values()))
     runs = report.runs.set_index("cell")
     partial = runs[runs["status"] == "partial"].iloc[0]
-    assert partial["iterations"] == 5 and pd.isna(partial["rank_in_model"])
+    assert partial["iterations"] == 5 and pd.isna(partial["rank_in_workload"])
     assert "last line incomplete" in partial["notes"]
     failed = runs[runs["status"] == "failed"].iloc[0]
     assert "worker died" in failed["notes"] and pd.isna(failed["objective_value"])
@@ -157,7 +157,7 @@ def test_findings_name_existing_cells(report):
     for f in report.findings:
         if f.kind != "fastest":
             continue
-        same = runs[(runs["family"] == f.family) & (runs["model"] == f.model)]
+        same = runs[(runs["family"] == f.family) & (runs["workload"] == f.model)]
         assert f.cells[0] == same.loc[same["objective_value"].idxmin(), "cell"]
     text = " ".join(f.text for f in report.findings)
     assert "Training, model1: fastest configuration is `gpu0_driver · 8 workers" in text
@@ -172,8 +172,13 @@ def test_report_files(report):
                    "max_concurrent_trials=1", "### model1",
                    "ran them with max_concurrent_trials=1 (one cell at a time)"):  # fmt: skip
         assert needle in md
-    assert len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", md)) == 9
-    assert html.count("src='data:image/png;base64,") == 9
+    figures = md[md.index("## Figures") :]
+    assert len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", figures)) == 9
+    # Each answer shows its figure once more, at the top.
+    answers = md[md.index("## Answers") : md.index("## Findings")]
+    shown = len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", answers))
+    assert shown >= 2
+    assert html.count("src='data:image/png;base64,") == 9 + shown
     assert "figures/" not in re.sub(r"<p>Tables:.*?</p>", "", html)
     assert "Warning" not in md  # one machine, one software stack
     assert "read 16/16 cells (1 skipped)" in report.messages  # progress while reading
@@ -187,7 +192,7 @@ def test_baseline_option(sweep, tmp_path):
     assert runs.loc["model1 · no GPU · 8 workers · all CPUs", "speedup"] < 0.05
     assert res.analyses["training"].baselines == {
         "model1": runs.loc["model1 · gpu0 · 8 workers · pinned", "cell"]
-    }
+    }  # the comparison sets are the models: nothing else differs between them
     # model3 / model4 have no pinned cell: no baseline, no speedups there.
     assert runs.loc[runs["model"] == "model3", "speedup"].isna().all()
 
