@@ -88,6 +88,9 @@ def test_edge_stage_remeasures_the_policy_and_passes_its_int8_variant(
     assert ref["random_returns"] == provenance["checks"]["random_returns"][:3]
     assert fid["verdict"] == "passed" and fid["agreement"] >= 0.95, fid
     assert s["weights"]["weights"] > 1_000_000  # model1's policy network, not a stand-in
+    # The env it played: the run's, with the command line's env.episodic_life on top.
+    assert s["env_protocol"]["episodic_life"] is False
+    assert s["env_protocol"]["observation"] == {"dim": 84, "framestack": 4, "grayscale": True}
 
 
 @pytest.mark.slow

@@ -51,6 +51,11 @@ def test_per_step_rows_and_summary(rollout_run: Path, tiny_run: Path) -> None:
     eps = pd.read_csv(rollout_run / "episodes.csv")
     s = json.loads((rollout_run / "summary.json").read_text())
     assert s["status"] == "completed" and s["stage"] == "rollout" and s["error"] is None
+    # It played the run's env (tiny's 42 px) with the command line's step limit on top.
+    trained = json.loads((tiny_run / "summary.json").read_text())["env_protocol"]
+    capped = {"max_episode_steps": EPISODE_CAP, "max_frames_per_episode": EPISODE_CAP * 4}
+    assert s["env_protocol"] == {**trained, **capped}
+    assert s["env_protocol"]["observation"]["dim"] == 42
     # One row per step played, in order; the first WARMUP flagged.
     assert len(steps) == STEPS == s["steps"] and list(steps["step"]) == list(range(STEPS))
     assert list(steps["excluded"].fillna("")) == ["warmup"] * WARMUP + [""] * (STEPS - WARMUP)

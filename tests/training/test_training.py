@@ -75,6 +75,14 @@ def test_summary_excludes_warmup_and_counts_params(tiny_run) -> None:
     net = load_policy(tiny_run / "checkpoint")
     assert s["model_params"] == count_trainable_params(net) == 12_463
     assert s["wall_s"] > m["iter_s"].sum()
+    # What an env step was (rlperf.results.protocol): Pong v5, 4 frames, tiny's 42 px frames.
+    p = s["env_protocol"]
+    assert (p["env_id"], p["frames_per_step"], p["sticky_action_probability"]) == (
+        "ALE/Pong-v5",
+        4.0,
+        0.0,
+    )
+    assert p["observation"] == {"dim": 42, "framestack": 4, "grayscale": True}
 
 
 def test_fingerprint_and_telemetry(tiny_run) -> None:
