@@ -194,7 +194,7 @@ def env_protocol(env: Mapping[str, Any]) -> dict[str, Any]:
     skip = cfg["skip"]
     frames = _frames_per_step(frameskip, skip)
     steps = cfg["max_episode_steps"]
-    full = bool(env.get("full_action_space", False))  # not an rlperf key today: ale-py's
+    full = bool(env.get("full_action_space", False))  # ale-py's; no rlperf key sets it yet
     return _record(
         kind="atari",
         env_id=str(cfg["id"]),
@@ -241,7 +241,8 @@ def legacy_env_protocol(params: Mapping[str, Any]) -> dict[str, Any]:
 
     What RLlib 1.1 did with an Atari id, from knowledge of its source (no 1.x source is
     available offline; the old-stack code left in RLlib 2.60, ``rollout_worker.py`` and
-    ``env/wrappers/atari_wrappers.py``, still does the same): with
+    ``env/wrappers/atari_wrappers.py``, still does the same, except that it picks
+    ``MaxAndSkipEnv`` by ``env_config.frameskip == 1`` instead of by the id): with
     ``preprocessor_pref="deepmind"`` it applied ``wrap_deepmind(env, dim=model.dim,
     framestack=model.framestack)``: ``MonitorEnv``, ``NoopResetEnv(noop_max=30)``,
     ``MaxAndSkipEnv(skip=4)`` only for ids containing ``NoFrameskip``,
