@@ -116,9 +116,13 @@ def _throughput_panel(ax: Any, curve: ScalingCurve, grid_n: np.ndarray, color: A
         if math.isfinite(fit.n_star) and fit.n_star <= grid_n.max():
             ax.axvline(fit.n_star, color="#555555", linestyle=":", linewidth=1)
             label = f"N* = {fit.n_star:.1f}" + ("" if fit.has_peak else " (not established)")
+            # Right of the line in the left half of the axes, left of it in the right half,
+            # so the label stays inside the canvas.
+            right = fit.n_star > math.sqrt(grid_n.min() * grid_n.max())
             ax.annotate(label, (fit.n_star, 0.03), fontsize=8,
-                        xycoords=("data", "axes fraction"), color="#555555", ha="left",
-                        xytext=(3, 0), textcoords="offset points")  # fmt: skip
+                        xycoords=("data", "axes fraction"), color="#555555",
+                        ha="right" if right else "left", xytext=(-3 if right else 3, 0),
+                        textcoords="offset points")  # fmt: skip
         anomalies = p[p["anomaly"]]
         if not anomalies.empty:
                 ax.scatter(anomalies["n"], anomalies["throughput"], s=110, facecolors="none",
