@@ -157,6 +157,8 @@ def _axis_answer(
             f"{format_value(axis, worst[axis])}; {pays}."
         )
         question = f"How many {unit} pay off?"
+        sentence += "".join(f" {c.text()}" for c in res.scaling
+                            if c.axis == axis and c.workload == workload)  # fmt: skip
         figure = "scaling" if "scaling" in res.figures else (
             "iter_time_vs_workers" if axis == "workers" else "intervals")
     else:

@@ -28,6 +28,7 @@ from rlperf.report.findings import FamilyAnalysis
 from rlperf.report.gate import DEFAULT_TOLERANCE, GateResult
 from rlperf.report.read import Progress, read_cells
 from rlperf.report.result import ReportResult, Tables
+from rlperf.report.scaling import scaling_curves
 from rlperf.report.search import draw_search_figures, read_searches
 from rlperf.report.serve import draw_serve_figures, write_serve_tables
 from rlperf.report.targets import targets_table
@@ -137,6 +138,7 @@ def build_report(
         serve=serving, searches=searches, held_constant=_held_constant(comparison),
         across=[t for t in (across_workloads(a) for a in analyses.values()) if t is not None]
         + across_machines(comparison, analyses),
+        scaling=scaling_curves(data.configurations, _training_constants(comparison)),
     )  # fmt: skip
     blocks = document(result, comparison.plans, found.sweeps, in_paths)
     result.markdown, result.html = render.write(blocks, out_dir, "rlperf report")
@@ -160,6 +162,11 @@ def gate_against(
     candidate_side = gate_mod.Side(analyses, configuration_labels(comparison))
     baseline_side = gate_mod.Side(analyse(base, None), configuration_labels(base))
     return gate_mod.compare(candidate_side, baseline_side, baseline_dir, tolerance, strict)
+
+
+def _training_constants(comparison: Comparison) -> dict[str, object]:
+    plan = comparison.plans.get("training")
+    return dict(plan.constants) if plan is not None else {}
 
 
 def _held_constant(comparison: Comparison) -> dict[tuple[str, str], dict[str, str]]:

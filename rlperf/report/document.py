@@ -4,8 +4,9 @@
 Sections, in reading order: what was read → the answers to the users' questions
 (:mod:`.answers`) → warnings and findings, those saying the same of several cells folded
 into one line (and the gate's verdict) → time to target → across workloads and across
-machines (:mod:`.across`) → searches (:mod:`.search`) → one section per comparison family
-with a table per comparison set (:mod:`.family_tables`) → serving (:mod:`.serve`) →
+machines (:mod:`.across`) → scaling (:mod:`.scaling`) → searches (:mod:`.search`) → one
+section per comparison family with a table per comparison set (:mod:`.family_tables`) →
+serving (:mod:`.serve`) →
 methods (:mod:`.methods`) → figures → fingerprints → cells.
 """
 
@@ -28,6 +29,7 @@ from rlperf.report.fingerprints import FingerprintGroup
 from rlperf.report.methods import methods_section
 from rlperf.report.objectives import FAMILY_OBJECTIVE
 from rlperf.report.result import ReportResult
+from rlperf.report.scaling import scaling_section
 from rlperf.report.search import search_section
 from rlperf.report.serve import CAPTION as SERVE_CAPTION
 from rlperf.report.serve import FIGURE as SERVE_FIGURE
@@ -48,6 +50,7 @@ def document(
     blocks = _summary(res, paths, plans)
     blocks += _targets_section(res)
     blocks += _across_section(res, plans)
+    blocks += scaling_section(res.scaling)  # rlperf.report.scaling
     blocks += search_section(res.searches)  # rlperf.report.search
     others = [f for f in plans if f not in FAMILY_OBJECTIVE and f != SERVE_FAMILY]
     for fam in ("training", "inference", *others):

@@ -29,6 +29,7 @@ from rlperf.report import energy
 from rlperf.report.axes import AxisPlan
 from rlperf.report.compare import Comparison
 from rlperf.report.figures_inference import compression_tradeoff, fidelity_latency, latency
+from rlperf.report.figures_scaling import scaling
 from rlperf.report.figures_training import (
     iter_time_vs_workers,
     phase_breakdown,
@@ -130,7 +131,9 @@ FIGURES: dict[str, tuple[Callable[[FigureContext, Path], Path], str]] = {
     "phase_times": (phase_times, "Phase times per configuration (stacked, share of each phase)"),
     "phase_breakdown": (phase_breakdown, "Sample / load / learn / sync time per configuration"),
     "utilisation": (utilisation, "CPU, RAM, GPU and GPU-memory utilisation"),
-    "iter_time_vs_workers": (iter_time_vs_workers, "Time per iteration vs workers"),
+    "iter_time_vs_workers": (iter_time_vs_workers, "The objective against the env runners"),
+    "scaling": (scaling, "Throughput and parallel efficiency against each swept count, with "
+                "the Universal Scalability Law fitted (dashed: predicted, not measured)"),
     "intervals": (intervals, "Objective per configuration with its interval and number of runs"),
     "gpu_power": (gpu_power, "GPU power over each run"),
     "latency": (latency, "Inference latency per backend / configuration (p50, p99 marked)"),

@@ -14,6 +14,7 @@ from rlperf.report.discover import Skipped
 from rlperf.report.findings import FamilyAnalysis, Finding
 from rlperf.report.fingerprints import FingerprintGroup
 from rlperf.report.gate import GateResult
+from rlperf.report.scaling import ScalingCurve
 from rlperf.report.search import SearchResult
 from rlperf.report.serve import ServeTables
 
@@ -58,3 +59,4 @@ class ReportResult:
     #: (family, workload) -> what that comparison's cells share (part -> text)
     held_constant: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     across: list[AcrossTable] = field(default_factory=list)  # rlperf.report.across
+    scaling: list[ScalingCurve] = field(default_factory=list)  # rlperf.report.scaling
