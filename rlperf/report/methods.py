@@ -18,15 +18,17 @@ from rlperf.report.result import ReportResult
 from rlperf.report.stats import N_RESAMPLES
 
 _STATISTICS = (
-    "**Statistics.** Configurations are compared per model on {objectives} over the "
-    "non-warm-up iterations or steps. Cells that differ only in `seed` (on one "
+    "**Statistics.** Configurations are compared within their comparison set (same model, "
+    "env protocol, algorithm, train batch and target) on {objectives}, over the non-warm-up "
+    "iterations or steps. Cells that differ only in `seed` (on one "
     "fingerprint) are runs of one configuration and are pooled: {repeats}. A configuration "
     "run several times is estimated on its runs' values (each run's mean or median, never "
     "the pooled iterations, which are not independent samples of the configuration): their "
     "geometric mean, with a {level} Student-t interval on their logarithms (run to run; "
     "it stays positive). A configuration run once has a "
     "{level} percentile-bootstrap interval over its run's samples (`scipy.stats.bootstrap`, "
-    "{resamples} resamples, seeded by the cell id); iterations of one run are "
+    "{resamples} resamples, seeded by the cell id; a time per 1 000 env steps resamples "
+    "(iteration time, env steps) pairs, so iterations weigh by their work); iterations of one run are "
     "autocorrelated, so such an interval describes that run, not run-to-run variance. A "
     "speedup's interval is that of the ratio of the two estimates' independent sampling "
     "distributions. Two configurations whose intervals overlap are called tied; a rank is "
@@ -191,7 +193,13 @@ def _fingerprints_text(res: ReportResult) -> str:
 
 
 def _statistics_text(analyses: dict[str, FamilyAnalysis]) -> str:
-    objs = "; ".join(f"{fam}: {a.statistic} of `{a.metric}`" for fam, a in analyses.items())
+    used: dict[str, list[str]] = {}
+    for fam, a in analyses.items():
+        for obj in a.objectives.values():
+            names = used.setdefault(fam, [])
+            if obj.name not in names:
+                names.append(obj.name)
+    objs = "; ".join(f"{fam}: " + ", ".join(names) for fam, names in used.items())
     confs = [c for a in analyses.values() for c in a.configurations.values() if c.completed]
     repeated = [c.repeats for c in confs if c.repeats > 1]
     repeats = f"each of the {len(confs)} configuration(s) ran once"
