@@ -8,38 +8,18 @@ the curve peaks at N* = sqrt((1−σ)/κ) and falls beyond it). A sweep over 2, 
 env runners therefore says not only which count was fastest but where the peak lies and
 what an unmeasured count would give.
 
-Fit (:func:`fit_usl`): least squares on log X (throughput errors are relative: a 3 %
-wobble at 400 env steps/s is the same as at 40), σ ∈ [0, 1], κ ≥ 0, each residual in
-units of its count's measured sd (read off its 95 % interval) where every count has one,
-with a Cauchy loss so that one anomalous count does not drag the law onto its neighbours.
-Intervals: Wald intervals from the fit's covariance (scipy ``curve_fit``'s, s²(JᵀJ)⁻¹),
-Student's t on n − 3 degrees of freedom; where the residuals scatter less than the
-measured intervals say, the measured intervals set them (normal quantile), so the law is
-never surer than its measurements. N*'s and the predictions' intervals: the delta method
-on their logarithms. A residual bootstrap was the alternative; with 4-6 counts it
-resamples 4-6 residuals, understates the spread just as much and costs a thousand refits
-per curve, where the covariance is closed-form and deterministic. On the synthetic sweep
-of the tests (λ = 100, σ = 0.05, κ = 0.002, N = 1..32, 3 % noise; 300 sweeps) the
-intervals held the true σ and κ 98 % of the time with measured intervals and 95 %
-without. Near a bound (κ ≈ 0: a curve with no peak in sight) they are approximate and
-clipped at the bound; N* then has no upper end.
-
-Three counts leave no residual for three parameters: the law passes through them, the
-quality is "too few points", and the only intervals are those the measured intervals
-imply (none without them). Fixing λ at a measured N = 1 does not help: it leaves two
-parameters for the two other counts, still no residual.
+The law and its fit: :mod:`rlperf.report.usl`.
 
 Curves (:func:`scaling_curves`) come from the report's configurations table; the
 section (:func:`scaling_section`) and the figure (:mod:`rlperf.report.figures_scaling`)
-draw from them. scipy is imported inside the fitting function (half a second, paid only
-when a curve is fitted).
+draw from them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,337 +29,14 @@ from rlperf.report import render
 from rlperf.report.axes import format_value
 from rlperf.report.cells import PRIMARY_AXES
 from rlperf.report.repeats import is_identity_key
-from rlperf.report.stats import CONFIDENCE
+from rlperf.report.usl import UslFit, fit_usl, number_text
 
 #: Count axes of a training comparison and how the report names one unit of each.
 COUNT_AXES = {"workers": "env runners", "env_runner.num_envs": "envs per runner",
               "learners": "learners"}  # fmt: skip
 #: Count axes whose 0 means "the driver does it" (one process all the same): N = max(v, 1).
 DRIVER_AT_ZERO = {"workers": "the driver samples", "learners": "the learner runs in the driver"}
-#: Relative RMSE of the fit above which the law is said not to describe the curve.
-POOR_RMSE = 0.10
-#: A peak further out than this many times the largest count measured is "not in sight".
-FAR_PEAK = 10.0
-#: Residuals (in measured sd) beyond which the fit's loss grows linearly, not squared.
-ROBUST_SCALE = 2.0
-#: The relative deviation one unit of residual stands for in an unweighted fit.
-UNWEIGHTED_SCALE = 0.03
-_Z = 1.959963984540054  # normal quantile of a 95 % interval, to read sd off a measured one
-_BOUNDS = ([1e-12, 0.0, 0.0], [np.inf, 1.0, np.inf])  # λ > 0, σ in [0, 1], κ >= 0
 _LEGACY_SHARED = ("gpu0", "gpu1", "both")
-
-
-@dataclass(frozen=True)
-class Param:
-    """A fitted parameter with its interval (NaN where none can be given)."""
-
-    value: float
-    low: float = math.nan
-    high: float = math.nan
-
-    def text(self, digits: int = 2) -> str:
-        v = _num(self.value, digits)
-        if not (math.isfinite(self.low) and math.isfinite(self.high)):
-            return v
-        return f"{v} [{_num(self.low, digits)}, {_num(self.high, digits)}]"
-
-
-@dataclass(frozen=True, eq=False)
-class UslFit:
-    """A USL fit of one curve: parameters with intervals, peak, residuals, quality.
-
-    ``residuals`` are measured − fitted throughput, ``residuals_rel`` the same over the
-    fitted value; ``anomalies`` the counts whose measured interval does not contain the
-    fit's prediction. ``quality`` is ``good``, ``poor`` or ``too few points``, with the
-    reason in ``reason``; ``method`` says how the intervals were made.
-    """
-
-    n: np.ndarray
-    x: np.ndarray
-    x_low: np.ndarray
-    x_high: np.ndarray
-    lambda_: Param
-    sigma: Param
-    kappa: Param
-    n_star: float
-    n_star_low: float
-    n_star_high: float
-    residuals: np.ndarray
-    residuals_rel: np.ndarray
-    r2: float
-    rmse_rel: float
-    quality: str
-    reason: str
-    anomalies: tuple[float, ...]
-    method: str
-    dof: int
-    crit: float  # the intervals' critical value: t on ``dof``, or z without residual
-    weighted: bool
-    cov: np.ndarray = field(repr=False)  # of (λ, σ, κ); NaN without intervals
-
-    @property
-    def fitted(self) -> bool:
-        return math.isfinite(self.lambda_.value)
-
-    @property
-    def has_peak(self) -> bool:
-        """A peak the data supports: finite N*, κ's interval clear of 0, not far out."""
-        if not (self.fitted and math.isfinite(self.n_star)):
-            return False
-        if self.n_star > FAR_PEAK * float(np.max(self.n)):
-            return False
-        return not (math.isfinite(self.kappa.low) and self.kappa.low <= 0.0)
-
-    @property
-    def n_star_count(self) -> int | None:
-        """The integer count the law predicts fastest (floor or ceil of N*), None if none."""
-        if not (self.fitted and math.isfinite(self.n_star)):
-            return None
-        lo, hi = max(1, math.floor(self.n_star)), max(1, math.ceil(self.n_star))
-        x_lo, x_hi = (float(v) for v in self.predict([lo, hi])[0])
-        return lo if x_lo >= x_hi else hi
-
-    def predict(self, n: Sequence[float] | np.ndarray | float) -> tuple[np.ndarray, ...]:
-        """Throughput the law predicts at counts ``n`` with its 95 % interval (x, low, high)."""
-        counts = np.atleast_1d(np.asarray(n, dtype=float))
-        if not self.fitted:
-            nan = np.full(counts.shape, np.nan)
-            return nan, nan.copy(), nan.copy()
-        p = np.array([self.lambda_.value, self.sigma.value, self.kappa.value])
-        x = usl(counts, *p)
-        grad = _dlog_usl(counts, p)
-        var = np.einsum("ij,jk,ik->i", grad, self.cov, grad)
-        if not np.all(np.isfinite(var)):
-            nan = np.full(counts.shape, np.nan)
-            return x, nan, nan.copy()
-        half = self.crit * np.sqrt(np.clip(var, 0.0, None))
-        return x, x * np.exp(-half), x * np.exp(half)
-
-
-def usl(n: np.ndarray, lambda_: float, sigma: float, kappa: float) -> np.ndarray:
-    """X(N) = λN / (1 + σ(N−1) + κN(N−1))."""
-    n = np.asarray(n, dtype=float)
-    return lambda_ * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
-
-
-def _dlog_usl(n: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """d log X / d(λ, σ, κ) at each count (rows)."""
-    d = 1.0 + p[1] * (n - 1.0) + p[2] * n * (n - 1.0)
-    return np.column_stack([np.full(n.shape, 1.0 / p[0]), -(n - 1.0) / d, -n * (n - 1.0) / d])
-
-
-def _t(dof: int) -> float:
-    if dof < 1:
-        return math.nan
-    from scipy import stats
-
-    return float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, dof))
-
-
-def _log_sd(x: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """sd of log X read off each measured 95 % interval (NaN where none)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sd = (np.log(high) - np.log(low)) / (2 * _Z)
-    ok = np.isfinite(sd) & (sd > 0) & (low <= x) & (x <= high)
-    return np.where(ok, sd, np.nan)
-
-
-def _as_array(v: Sequence[float] | np.ndarray | None, like: np.ndarray) -> np.ndarray:
-    if v is None:
-        return np.full(like.shape, np.nan)
-    return np.asarray(v, dtype=float).reshape(like.shape)
-
-
-def fit_usl(
-    n: Sequence[float] | np.ndarray,
-    x: Sequence[float] | np.ndarray,
-    x_low: Sequence[float] | np.ndarray | None = None,
-    x_high: Sequence[float] | np.ndarray | None = None,
-) -> UslFit:
-    """Fit the USL to throughputs ``x`` measured at counts ``n`` (N ≥ 1, repeats allowed).
-
-    ``x_low`` / ``x_high``: each count's 95 % interval; used as weights when every count
-    has one, and to flag anomalies. Fewer than 3 distinct counts: no fit, quality "too
-    few points". Exactly 3: see the module docstring.
-    """
-    n_arr = np.asarray(n, dtype=float).ravel()
-    x_arr = np.asarray(x, dtype=float).ravel()
-    low, high = _as_array(x_low, x_arr), _as_array(x_high, x_arr)
-    ok = np.isfinite(n_arr) & np.isfinite(x_arr) & (n_arr >= 1) & (x_arr > 0)
-    n_arr, x_arr, low, high = n_arr[ok], x_arr[ok], low[ok], high[ok]
-    distinct = np.unique(n_arr).size
-    if distinct < 3:
-        return _no_fit(n_arr, x_arr, low, high,
-                       f"{distinct} distinct count{'s' if distinct != 1 else ''}: the law has "
-                       "3 parameters, at least 3 counts are needed")  # fmt: skip
-    sd = _log_sd(x_arr, low, high)
-    weighted = bool(np.all(np.isfinite(sd)))
-    p, cov, dof, crit = _least_squares(n_arr, x_arr, sd if weighted else None)
-    pred = usl(n_arr, *p)
-    lam, sig, kap = _params(p, cov, crit)
-    n_star, ns_low, ns_high = _peak(p, cov, crit, kap, sig)
-    resid = x_arr - pred
-    resid_rel = resid / pred
-    ss_tot = float(np.sum((x_arr - x_arr.mean()) ** 2))
-    r2 = 1.0 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else math.nan
-    rmse_rel = float(np.sqrt(np.mean(resid_rel**2)))
-    has_ci = np.isfinite(low) & np.isfinite(high)
-    anomalies = tuple(sorted({float(c) for c, lo, hi, f, m in
-                              zip(n_arr, low, high, pred, has_ci, strict=True)
-                              if m and not lo <= f <= hi}))  # fmt: skip
-    typical = ~np.isin(n_arr, anomalies)
-    rmse_typical = float(np.sqrt(np.mean(resid_rel[typical] ** 2))) if typical.any() else rmse_rel
-    quality, reason = _judge(distinct, dof, rmse_typical, len(anomalies), int(has_ci.sum()))
-    if dof >= 1:
-        method = (f"Wald intervals from the fit's covariance, t on {dof} degree"
-                  f"{'s' if dof != 1 else ''} of freedom"
-                  + (" (from the measured intervals, normal quantile, where the residuals "
-                     "scatter less than those say)" if weighted else ""))
-    elif weighted:
-        method = ("no residual left (3 counts, 3 parameters): intervals from the measured "
-                  "intervals alone, the law taken as exact")  # fmt: skip
-    else:
-        method = "no residual left (3 counts, 3 parameters) and no measured interval: none"
-    return UslFit(n_arr, x_arr, low, high, lam, sig, kap, n_star, ns_low, ns_high, resid,
-                  resid_rel, r2, rmse_rel, quality, reason, anomalies, method, dof, crit,
-                  weighted, cov)  # fmt: skip
-
-
-def _least_squares(
-    n: np.ndarray, x: np.ndarray, sd: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray, int, float]:
-    """Robust least squares on log X from a few starting points: (λ, σ, κ), their
-    covariance (NaN where nothing bounds it), the residual degrees of freedom and the
-    critical value of the intervals.
-
-    Residuals are in units of each count's measured sd (``sd``) or, unweighted, of
-    :data:`UNWEIGHTED_SCALE`. The Cauchy loss lets a residual beyond
-    :data:`ROBUST_SCALE` of those units pull less the further out it is, so one anomalous
-    count does not drag the fit onto its neighbours (which a squared loss does: with 6
-    counts and a 25 % dip at one, plain least squares flagged two or three neighbours as
-    well, the Cauchy loss the dipped count alone). The covariance is scipy's
-    ``curve_fit`` one for a robust loss (Jacobian scaled by the loss, s² = 2·cost / dof).
-    Weighted, where the residuals scatter less than the measured intervals say (s² ≤ 1),
-    the intervals come from the measured ones (s² = 1, normal quantile): the parameters
-    are never surer than the measurements allow.
-    """
-    from scipy.optimize import least_squares
-
-    y = np.log(x)
-    w = 1.0 / sd if sd is not None else np.full(n.shape, 1.0 / UNWEIGHTED_SCALE)
-    n0 = float(n.min())
-    lam0 = float(np.exp(np.mean(y[n == n0]))) / n0
-
-    def residual(p: np.ndarray) -> np.ndarray:
-        return w * (y - np.log(usl(n, *p)))
-
-    def jacobian(p: np.ndarray) -> np.ndarray:
-        return -w[:, None] * _dlog_usl(n, p)
-
-    best = None
-    for sigma0, kappa0 in ((0.05, 1e-3), (0.0, 0.0), (0.3, 1e-2)):
-        start = [lam0 * (1 + sigma0 * (n0 - 1) + kappa0 * n0 * (n0 - 1)), sigma0, kappa0]
-        r = least_squares(residual, start, jac=jacobian, bounds=_BOUNDS, loss="cauchy",
-                          f_scale=ROBUST_SCALE, x_scale="jac")  # fmt: skip
-        if best is None or r.cost < best.cost:
-            best = r
-    assert best is not None
-    p, dof = best.x, n.size - 3
-    cov = np.full((3, 3), np.nan)
-    s2 = 2 * float(best.cost) / dof if dof >= 1 else math.nan
-    if dof >= 1 and (sd is None or s2 > 1.0):
-        crit = _t(dof)
-    elif sd is not None:
-        s2, crit = 1.0, _Z
-    else:
-        return p, cov, dof, math.nan
-    cov = np.linalg.pinv(best.jac.T @ best.jac) * s2
-    return p, cov, dof, crit
-
-
-def _params(p: np.ndarray, cov: np.ndarray, crit: float) -> tuple[Param, Param, Param]:
-    sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    rel = crit * sd[0] / p[0]
-    lam = Param(float(p[0]), float(p[0] * math.exp(-rel)), float(p[0] * math.exp(rel)))
-    sig = Param(float(p[1]), max(0.0, float(p[1] - crit * sd[1])),
-                min(1.0, float(p[1] + crit * sd[1])))  # fmt: skip
-    kap = Param(float(p[2]), max(0.0, float(p[2] - crit * sd[2])), float(p[2] + crit * sd[2]))
-    return lam, sig, kap
-
-
-def _peak(p: np.ndarray, cov: np.ndarray, crit: float, kap: Param,
-          sig: Param) -> tuple[float, float, float]:  # fmt: skip
-    """N* = sqrt((1−σ)/κ) with its interval: the delta method on log N*; no upper end when
-    κ's interval reaches 0; N* = 1 when σ = 1 (throughput never grows)."""
-    sigma, kappa = float(p[1]), float(p[2])
-    if sigma >= 1.0:
-        return 1.0, math.nan, math.nan
-    if kappa <= 1e-12:
-        bounded = math.isfinite(crit) and kap.high > 0 and sig.high < 1
-        return math.inf, math.sqrt((1 - sig.high) / kap.high) if bounded else math.nan, math.inf
-    n_star = math.sqrt((1.0 - sigma) / kappa)
-    g = np.array([0.0, -0.5 / (1.0 - sigma), -0.5 / kappa])
-    var = float(g @ cov @ g)
-    if not (math.isfinite(var) and math.isfinite(crit)):
-        return n_star, math.nan, math.nan
-    half = crit * math.sqrt(max(var, 0.0))
-    high = math.inf if kap.low <= 0.0 else n_star * math.exp(half)
-    return n_star, n_star * math.exp(-half), high
-
-
-def _judge(distinct: int, dof: int, rmse_rel: float, n_anomalies: int,
-           n_ci: int) -> tuple[str, str]:  # fmt: skip
-    """Quality and its reason: "too few points" before anything else, then "poor" where
-    the law misses the counts that are not anomalies by more than POOR_RMSE (RMS), or
-    where most counts with an interval lie off the fit (``rmse_rel``: over the counts
-    that are not anomalies; one anomaly is flagged as such, not held against the law)."""
-    if distinct == 3:
-        return "too few points", ("3 counts for 3 parameters: the law passes through them "
-                                  "(nearly) exactly, so they cannot tell whether it holds")
-    if rmse_rel > POOR_RMSE:
-        return "poor", (f"the law misses the measurements by {100 * rmse_rel:.0f} % (RMS"
-                        f"{' of the counts that are not anomalies' if n_anomalies else ''}), "
-                        f"over the {100 * POOR_RMSE:.0f} % it is held to")  # fmt: skip
-    if n_ci >= 4 and n_anomalies > n_ci / 2:
-        return "poor", (f"{n_anomalies} of {n_ci} counts lie outside their interval of the "
-                        "fit: the law's shape does not describe the curve")  # fmt: skip
-    others = " other" if n_anomalies else ""
-    reason = f"the law follows the{others} measurements within {100 * rmse_rel:.1f} % (RMS)"
-    if dof <= 2:
-        reason += f", on {dof} residual degree{'s' if dof != 1 else ''} of freedom (a weak test)"
-    return "good", reason
-
-
-def _no_fit(n: np.ndarray, x: np.ndarray, low: np.ndarray, high: np.ndarray,
-            reason: str) -> UslFit:  # fmt: skip
-    nan = Param(math.nan)
-    blank = np.full(x.shape, np.nan)
-    return UslFit(n, x, low, high, nan, nan, nan, math.nan, math.nan, math.nan, blank,
-                  blank.copy(), math.nan, math.nan, "too few points", reason, (),
-                  "no fit", 0, math.nan, False, np.full((3, 3), np.nan))  # fmt: skip
-
-
-def efficiency(n: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Parallel efficiency E(N) = X(N) / (N · X(N_min) / N_min), 1 at the smallest count."""
-    n, x = np.asarray(n, dtype=float), np.asarray(x, dtype=float)
-    if n.size == 0:
-        return np.array([])
-    n_min = float(n.min())
-    per_unit = float(np.mean(x[n == n_min])) / n_min
-    return x / (n * per_unit)
-
-
-def _num(v: float, digits: int = 3) -> str:
-    if not math.isfinite(v):
-        return "∞" if v == math.inf else ""
-    if v == 0:
-        return "0"
-    size = abs(v)
-    if size >= 1000:
-        return f"{v:,.0f}"
-    if size >= 10:
-        return f"{v:.0f}"
-    return f"{v:.{digits}g}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -424,29 +81,35 @@ class ScalingCurve:
         f, unit = self.fit, self.unit_name
         measured = self.points.loc[self.points["fitted"], "n"].to_numpy(dtype=float)
         if not f.fitted:
-            return (f"{self.title}: {unit} {_counts(measured)}; too few points for a fit "
-                    f"({f.reason}).")
+            return (
+                f"{self.title}: {unit} {_counts(measured)}; too few points for a fit ({f.reason})."
+            )
         params = f"USL σ = {f.sigma.text()}, κ = {f.kappa.text(2)}, λ = {f.lambda_.text(3)}"
         star = f"N* = {_star(f)}"
         if f.has_peak:
             peak_n = f.n_star_count or 1
             x, lo, hi = (float(v[0]) for v in f.predict([peak_n]))
-            head = (f"throughput peaks at {star} {unit} ({params}); predicted "
-                    f"{_ci(x, lo, hi)} env steps/s at {peak_n}{_unmeasured(peak_n, measured)}")
+            head = (
+                f"throughput peaks at {star} {unit} ({params}); predicted "
+                f"{_ci(x, lo, hi)} env steps/s at {peak_n}{_unmeasured(peak_n, measured)}"
+            )
         else:
-            head = (f"no peak in sight up to {_num(float(measured.max()))} {unit} ({params}; "
-                    f"{star}{': κ is not distinguishable from 0' if f.kappa.low == 0 else ''})")
+            head = (
+                f"no peak in sight up to {number_text(float(measured.max()))} {unit} ({params}; "
+                f"{star}{': κ is not distinguishable from 0' if f.kappa.low == 0 else ''})"
+            )
         ahead = int(2 * measured.max())
         x, lo, hi = (float(v[0]) for v in f.predict([ahead]))
         head += f"; predicted {_ci(x, lo, hi)} env steps/s at {ahead}{_unmeasured(ahead, measured)}"
         p = self.points[self.points["anomaly"]]
-        tail = [f"{_num(float(c))} {unit} deviates from the fit by {_pct(r)} (outside its "
+        tail = [f"{number_text(float(c))} {unit} deviates from the fit by {_pct(r)} (outside its "
                 f"measured interval, ±{100 * (hi - lo) / (2 * x):.1f} %)"
                 for c, r, x, lo, hi in zip(p["n"], p["residual_pct"], p["throughput"],
                                            p["throughput_ci_low"], p["throughput_ci_high"],
                                            strict=True)]  # fmt: skip
         quality = {"good": f"fit good: {f.reason}", "poor": f"**poor fit**: {f.reason}"}.get(
-            f.quality, f"**too few points**: {f.reason}")
+            f.quality, f"**too few points**: {f.reason}"
+        )
         return f"{self.title}: {head}. " + "; ".join([*tail, quality]) + "."
 
 
@@ -455,7 +118,7 @@ def _missing(v: Any) -> bool:
 
 
 def _counts(n: np.ndarray) -> str:
-    return ", ".join(_num(float(v)) for v in sorted(set(n.tolist())))
+    return ", ".join(number_text(float(v)) for v in sorted(set(n.tolist())))
 
 
 def _unmeasured(n: float, measured: np.ndarray) -> str:
@@ -464,15 +127,15 @@ def _unmeasured(n: float, measured: np.ndarray) -> str:
 
 def _ci(x: float, lo: float, hi: float) -> str:
     if math.isfinite(lo) and math.isfinite(hi):
-        return f"{_num(x)} [{_num(lo)}, {_num(hi)}]"
-    return _num(x)
+        return f"{number_text(x)} [{number_text(lo)}, {number_text(hi)}]"
+    return number_text(x)
 
 
 def _star(f: UslFit) -> str:
     """N* with its interval (the upper end may be ∞: no peak the data can bound)."""
     if not math.isfinite(f.n_star_low):
-        return _num(f.n_star)
-    return f"{_num(f.n_star)} [{_num(f.n_star_low)}, {_num(f.n_star_high)}]"
+        return number_text(f.n_star)
+    return f"{number_text(f.n_star)} [{number_text(f.n_star_low)}, {number_text(f.n_star_high)}]"
 
 
 def _pct(r: float) -> str:
@@ -489,9 +152,8 @@ def _time_like(objective: Any) -> bool:
     """Whether an objective is a time per fixed unit of work (its relative interval then
     carries over to the throughput); a time to target is not."""
     metric = str(objective).split(" ")[-1] if isinstance(objective, str) else ""
-    return (
-        "target" not in metric
-        and (metric.endswith(("_s", "_ms")) or metric.startswith(("s_per", "ms_per")))
+    return "target" not in metric and (
+        metric.endswith(("_s", "_ms")) or metric.startswith(("s_per", "ms_per"))
     )
 
 
@@ -515,10 +177,12 @@ def throughput_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         time_like = df["objective"].map(_time_like).astype(bool)
         value = pd.to_numeric(df["objective_value"], errors="coerce")
         with np.errstate(divide="ignore", invalid="ignore"):
-            out["low"] = (out["x"] * value / pd.to_numeric(df["objective_ci_high"],
-                                                            errors="coerce")).where(time_like)
-            out["high"] = (out["x"] * value / pd.to_numeric(df["objective_ci_low"],
-                                                             errors="coerce")).where(time_like)
+            out["low"] = (
+                out["x"] * value / pd.to_numeric(df["objective_ci_high"], errors="coerce")
+            ).where(time_like)
+            out["high"] = (
+                out["x"] * value / pd.to_numeric(df["objective_ci_low"], errors="coerce")
+            ).where(time_like)
         return out, ("`env_steps_per_s_mean` (mean env steps per second over the kept "
                      "iterations), interval: the objective's relative one")  # fmt: skip
     return out, "`env_steps_per_s_mean` (mean env steps per second over the kept iterations)"
@@ -605,8 +269,10 @@ def _curve(sub: pd.DataFrame, axis: str, workload: str, setting: dict[str, Any],
         setting = {"model": sub["model"].iloc[0], **setting}
     note += _what_else_changes(sub, axis, n, leaves, context)
     if "fingerprint" in sub and sub["fingerprint"].nunique() > 1:
-        note.append(f"the counts ran under {sub['fingerprint'].nunique()} fingerprints "
-                    "(same machine, different software or settings)")
+        note.append(
+            f"the counts ran under {sub['fingerprint'].nunique()} fingerprints "
+            "(same machine, different software or settings)"
+        )
     if fit.fitted and not fit.weighted:
         note.append("unweighted fit: not every count has an interval")
     if fit.fitted and not np.any(np.isfinite(low[fitted])):
@@ -640,7 +306,7 @@ def _what_else_changes(sub: pd.DataFrame, axis: str, n: np.ndarray, leaves: list
     if share in follows and axis == "workers":
         v = sub[share].to_numpy()
         out.append(f"each env runner's GPU share ({share}) shrinks with N: "
-                   + ", ".join(f"{_num(float(s), 4)} at N={_num(float(c))}"
+                   + ", ".join(f"{number_text(float(s), 4)} at N={number_text(float(c))}"
                                for s, c in zip(v, n, strict=True)))  # fmt: skip
     elif axis == "workers" and _shared_layout(context, sub):
         layout = context.get("gpu_layout", "")
@@ -649,7 +315,9 @@ def _what_else_changes(sub: pd.DataFrame, axis: str, n: np.ndarray, leaves: list
     for c in follows:
         if c == share:
             continue
-        pairs = ", ".join(f"{v} at N={_num(float(k))}" for v, k in zip(sub[c], n, strict=True))
+        pairs = ", ".join(
+            f"{v} at N={number_text(float(k))}" for v, k in zip(sub[c], n, strict=True)
+        )
         out.append(f"`{c}` also changes with N: {pairs}")
     return out
 
@@ -695,12 +363,12 @@ def scaling_section(curves: Sequence[ScalingCurve]) -> list[render.Block]:
 def _points_table(c: ScalingCurve) -> pd.DataFrame:
     p = c.points
     return pd.DataFrame({
-        "N": [_num(float(v)) + ("" if f else " (not fitted)") for v, f in zip(p["n"], p["fitted"],
-                                                                             strict=True)],
-        c.axis: [_num(float(v)) for v in p["count"]],
+        "N": [number_text(float(v)) + ("" if f else " (not fitted)")
+              for v, f in zip(p["n"], p["fitted"], strict=True)],
+        c.axis: [number_text(float(v)) for v in p["count"]],
         "throughput [env steps/s, 95% CI]": [_ci(x, lo, hi) for x, lo, hi in zip(
             p["throughput"], p["throughput_ci_low"], p["throughput_ci_high"], strict=True)],
-        f"efficiency (vs N={_num(float(p.loc[p['fitted'], 'n'].min()))})": [
+        f"efficiency (vs N={number_text(float(p.loc[p['fitted'], 'n'].min()))})": [
             f"{v:.2f}" if math.isfinite(v) else "" for v in p["efficiency"]],
         "fit [95% CI]": [_ci(x, lo, hi) for x, lo, hi in zip(
             p["predicted"], p["predicted_low"], p["predicted_high"], strict=True)],

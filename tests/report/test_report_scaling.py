@@ -17,7 +17,8 @@ from rlperf.report.build import build_report
 from rlperf.report.figures_scaling import reach, scaling, scaling_figure
 from rlperf.report.plot import FigureContext
 from rlperf.report.read import read_cells
-from rlperf.report.scaling import efficiency, fit_usl, scaling_curves, scaling_section, usl
+from rlperf.report.scaling import scaling_curves, scaling_section
+from rlperf.report.usl import efficiency, fit_usl, usl
 from tests.conftest import DATA, THESIS
 
 N = np.array([1, 2, 4, 8, 16, 32], dtype=float)
