@@ -68,6 +68,9 @@ class FigureContext:
     configurations: pd.DataFrame = field(default_factory=pd.DataFrame)
     power: pd.DataFrame = field(default_factory=pd.DataFrame)  # cell, label, config, ...
     power_note: str = ""  # why no run has GPU power
+    #: configuration id -> its target return (summary.json ``stop.episode_return``; the
+    #: targets table's ``configuration`` and ``target``): learning curves draw it.
+    targets: dict[str, float] = field(default_factory=dict)
 
 
 def models_of(df: pd.DataFrame) -> list[str]:
