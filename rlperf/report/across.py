@@ -108,6 +108,12 @@ def across_workloads(analysis: FamilyAnalysis) -> AcrossTable | None:
             "an Atari protocol, or none recorded): listed on env steps per second, unranked."
         )
     heading = "Across workloads: emulator frames per second"
+    if not frames:  # no Atari protocol: env steps per second is all they share
+        heading = "Across workloads: env steps per second"
+        caption = (f"{len(workloads)} workloads side by side on env steps per second with "
+                   f"{level()} intervals; an env step is not the same work across them "
+                   "(algorithm, model, batch), so this is throughput only.")  # fmt: skip
+        notes = [n for n in notes if "no emulator frames" not in n]
     return AcrossTable("workloads", analysis.family, heading, caption, df, ranked, notes)
 
 

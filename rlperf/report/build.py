@@ -28,6 +28,8 @@ from rlperf.report.findings import FamilyAnalysis
 from rlperf.report.gate import DEFAULT_TOLERANCE, GateResult
 from rlperf.report.read import Progress, read_cells
 from rlperf.report.result import ReportResult, Tables
+from rlperf.report.returns import draw as draw_returns
+from rlperf.report.returns import return_comparisons
 from rlperf.report.scaling import scaling_curves
 from rlperf.report.search import draw_search_figures, read_searches
 from rlperf.report.serve import draw_serve_figures, write_serve_tables
@@ -123,6 +125,9 @@ def build_report(
     if figures:
         serve_drawn, serve_undrawn = draw_serve_figures(serving, out_dir / "figures")
         drawn, undrawn = {**drawn, **serve_drawn}, {**undrawn, **serve_undrawn}
+    returns = return_comparisons(comparison)
+    if figures:
+        drawn.update(draw_returns(returns, out_dir / "figures"))
     searches = read_searches(found.sweeps)
     if figures:
         draw_search_figures(searches, out_dir / "figures")
@@ -139,6 +144,7 @@ def build_report(
         across=[t for t in (across_workloads(a) for a in analyses.values()) if t is not None]
         + across_machines(comparison, analyses),
         scaling=scaling_curves(data.configurations, _training_constants(comparison)),
+        returns=returns,
     )  # fmt: skip
     blocks = document(result, comparison.plans, found.sweeps, in_paths)
     result.markdown, result.html = render.write(blocks, out_dir, "rlperf report")

@@ -4,10 +4,10 @@
 Sections, in reading order: what was read → the answers to the users' questions
 (:mod:`.answers`) → warnings and findings, those saying the same of several cells folded
 into one line (and the gate's verdict) → time to target → across workloads and across
-machines (:mod:`.across`) → scaling (:mod:`.scaling`) → searches (:mod:`.search`) → one
-section per comparison family with a table per comparison set (:mod:`.family_tables`) →
-serving (:mod:`.serve`) →
-methods (:mod:`.methods`) → figures → fingerprints → cells.
+machines (:mod:`.across`) → scaling (:mod:`.scaling`) → returns (:mod:`.returns`) →
+searches (:mod:`.search`) → one section per comparison family with a table per
+comparison set (:mod:`.family_tables`) → serving (:mod:`.serve`) → methods
+(:mod:`.methods`) → figures → fingerprints → cells.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from rlperf.report.fingerprints import FingerprintGroup
 from rlperf.report.methods import methods_section
 from rlperf.report.objectives import FAMILY_OBJECTIVE
 from rlperf.report.result import ReportResult
+from rlperf.report.returns import returns_section
 from rlperf.report.scaling import scaling_section
 from rlperf.report.search import search_section
 from rlperf.report.serve import CAPTION as SERVE_CAPTION
@@ -51,6 +52,7 @@ def document(
     blocks += _targets_section(res)
     blocks += _across_section(res, plans)
     blocks += scaling_section(res.scaling)  # rlperf.report.scaling
+    blocks += returns_section(res.returns)  # rlperf.report.returns
     blocks += search_section(res.searches)  # rlperf.report.search
     others = [f for f in plans if f not in FAMILY_OBJECTIVE and f != SERVE_FAMILY]
     for fam in ("training", "inference", *others):
@@ -133,14 +135,17 @@ def _across_section(res: ReportResult, plans: dict[str, AxisPlan]) -> list[rende
 
 
 def _workloads_table(rows: pd.DataFrame, labels: dict[str, str], ranked: bool) -> pd.DataFrame:
+    frames = bool(rows["frames_per_step"].notna().any())
     out = {
         "rank": [fmt_count(v) if pd.notna(v) else "" for v in rows["rank"]] if ranked else None,
         "configuration": [labels.get(c, c) for c in rows["configuration"]],
         "workload": rows["workload"].to_numpy(),
         f"emulator frames/s [{level()} CI]": [
             fmt_ci(v, a, b) for v, a, b in zip(rows["frames_per_s"], rows["frames_per_s_low"],
-                                               rows["frames_per_s_high"], strict=True)],
-        "frames per env step": [fmt_ci(v, None, None) for v in rows["frames_per_step"]],
+                                               rows["frames_per_s_high"], strict=True)]
+        if frames else None,
+        "frames per env step": [fmt_ci(v, None, None) for v in rows["frames_per_step"]]
+        if frames else None,
         f"env steps/s [{level()} CI]": [
             fmt_ci(v, a, b) for v, a, b in zip(rows["env_steps_per_s"],
                                                rows["env_steps_per_s_low"],

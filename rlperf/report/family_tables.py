@@ -127,7 +127,9 @@ def fmt_value(v: Any, digits: int = 3) -> str:
         size = abs(float(v))
         if size >= 1000:
             return f"{v:,.0f}"
-        return f"{v:.0f}" if size >= 10**digits else f"{v:.{digits}g}"
+        text = f"{v:.{digits}g}"
+        # 99.7 with 2 digits is "1e+02" in g format: a whole number reads better.
+        return f"{v:.0f}" if size >= 10**digits or "e" in text else text
     return str(v)
 
 

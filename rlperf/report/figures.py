@@ -29,6 +29,7 @@ from rlperf.report import energy
 from rlperf.report.axes import AxisPlan
 from rlperf.report.compare import Comparison
 from rlperf.report.figures_inference import compression_tradeoff, fidelity_latency, latency
+from rlperf.report.figures_learning import learning_curves
 from rlperf.report.figures_scaling import scaling
 from rlperf.report.figures_training import (
     iter_time_vs_workers,
@@ -135,6 +136,8 @@ FIGURES: dict[str, tuple[Callable[[FigureContext, Path], Path], str]] = {
     "scaling": (scaling, "Throughput and parallel efficiency against each swept count, with "
                 "the Universal Scalability Law fitted (dashed: predicted, not measured)"),
     "intervals": (intervals, "Objective per configuration with its interval and number of runs"),
+    "learning_curves": (learning_curves, "Learning curves: return against env steps and "
+                        "wall-clock time per configuration (bands: 95 % over seeds)"),
     "gpu_power": (gpu_power, "GPU power over each run"),
     "latency": (latency, "Inference latency per backend / configuration (p50, p99 marked)"),
     "fidelity_latency": (fidelity_latency, "Fidelity vs latency of exported variants"),
@@ -187,6 +190,8 @@ def draw_figures(
         ),
         mixed_note=_mixed_notes(comparison.mixed),
         configurations=_without_workers(comparison, data.configurations, "configuration"),
+        targets=(dict(zip(data.targets["configuration"], data.targets["target"], strict=True))
+                 if not data.targets.empty else {}),
     )
     ctx.power, ctx.power_note = _power(comparison)
     return draw_all(ctx, out_dir / "figures")

@@ -35,6 +35,8 @@ class Finding:
     #: Findings with the same ``fold`` text say the same thing of other cells: the report
     #: prints them as one line naming the cells (:func:`fold`).
     fold: str = ""
+    #: How a folded line names this finding (default: its cells).
+    brief: str = ""
 
 
 @dataclass
@@ -219,7 +221,11 @@ def _fastest_finding(
         return Finding("fastest", out.family, model, [best],
                        f"{family_name}, {model}: only one configuration (`{label[best]}`, "
                        f"{where(conf)}): {objective.what} {_ci(est[best], objective.unit)} "
-                       f"({level()} CI over {over(est[best], conf, objective)}).")  # fmt: skip
+                       f"({level()} CI over {over(est[best], conf, objective)}).",
+                       fold=f"{out.family}: one configuration in its comparison, nothing to "
+                            f"rank ({objective.what})",
+                       brief=f"{model} `{label[best]}` {_ci(est[best], objective.unit)}",
+                       )  # fmt: skip
     ties = [k for k in order[1:] if stats.tied(est[best], est[k])]
     text = (
         f"{family_name}, {model}: fastest configuration is `{label[best]}` ({where(conf)}), "
@@ -369,6 +375,11 @@ def fold(findings: Sequence[Finding]) -> list[str]:
         if not f.fold or len(groups[f.fold]) == 1:
             out.append(f.text)
         elif groups[f.fold][0] is f:
-            cells = [c for g in groups[f.fold] for c in g.cells]
+            same = groups[f.fold]
+            if all(g.brief for g in same):
+                out.append(f"{len(same)} comparisons: {f.fold}: "
+                           + "; ".join(g.brief for g in same) + ".")  # fmt: skip
+                continue
+            cells = [c for g in same for c in g.cells]
             out.append(f"{len(cells)} cells: {f.fold}: " + ", ".join(f"`{c}`" for c in cells) + ".")
     return out

@@ -14,6 +14,7 @@ from rlperf.report.discover import Skipped
 from rlperf.report.findings import FamilyAnalysis, Finding
 from rlperf.report.fingerprints import FingerprintGroup
 from rlperf.report.gate import GateResult
+from rlperf.report.returns import ReturnComparison
 from rlperf.report.scaling import ScalingCurve
 from rlperf.report.search import SearchResult
 from rlperf.report.serve import ServeTables
@@ -60,3 +61,4 @@ class ReportResult:
     held_constant: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     across: list[AcrossTable] = field(default_factory=list)  # rlperf.report.across
     scaling: list[ScalingCurve] = field(default_factory=list)  # rlperf.report.scaling
+    returns: list[ReturnComparison] = field(default_factory=list)  # rlperf.report.returns

@@ -48,7 +48,8 @@ REPS = 2000
 #: The level of every interval (the report's, :data:`rlperf.report.stats.CONFIDENCE`).
 LEVEL = 0.95
 #: The units a return is counted in (:func:`unit_of`).
-UNITS = ("seed", "episode")
+UNITS = ("seed", "episode", "iteration")  # iteration: a training run's per-iteration mean
+#: returns, where fewer than 3 seeds exist and no single episode was recorded
 #: Fewest seeds whose runs are the unit of a comparison (:func:`unit_of`).
 MIN_SEEDS = 3
 #: Resampled scores held at once (bounds memory for thousands of episodes).

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from support import synthetic
@@ -82,3 +83,16 @@ def test_tradeoff_figure_and_table_per_policy(report) -> None:
 def test_vacuous_fidelity_is_a_finding(report) -> None:
     texts = [f.text for f in report.findings if f.kind == "fidelity"]
     assert any("is vacuous: near-constant" in t for t in texts), texts
+
+
+def test_variant_returns_against_the_torch_policy(report) -> None:
+    """The variants' episode returns against the torch policy's (the same seeded episodes):
+    IQM with its interval and P(improvement) over the reference (rlperf.report.returns)."""
+    (rc,) = [r for r in report.returns if r.family == "inference"]
+    assert rc.unit == "episode" and rc.reference.endswith("rllib")
+    table = rc.table.set_index("label")
+    assert np.isnan(table.loc[rc.reference, "p_improvement"])
+    others = table.drop(index=rc.reference)
+    assert len(others) == 3 and others["p_improvement"].between(0, 1).all()
+    assert (others["iqm_low"] <= others["iqm"]).all()
+    assert (others["iqm"] <= others["iqm_high"]).all()

@@ -136,6 +136,9 @@ def test_every_figure_is_produced(report):
         "utilisation",
         "iter_time_vs_workers",
         "intervals",
+        "learning_curves",
+        "returns_1",  # training returns on Pong (rlperf.report.returns)
+        "returns_2",  # the edge variants' episode returns
         "gpu_power",
         "latency",
         "fidelity_latency",
@@ -175,12 +178,14 @@ def test_report_files(report):
                    "ran them with max_concurrent_trials=1 (one cell at a time)"):  # fmt: skip
         assert needle in md
     figures = md[md.index("## Figures") :]
-    assert len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", figures)) == 9
+    assert len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", figures)) == 10
     # Each answer shows its figure once more, at the top.
     answers = md[md.index("## Answers") : md.index("## Findings")]
     shown = len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", answers))
     assert shown >= 2
-    assert html.count("src='data:image/png;base64,") == 9 + shown
+    returns = md[md.index("## Returns") : md.index("\n## Training\n")]
+    assert len(re.findall(r"!\[[^]]*\]\(figures/returns_\d\.png\)", returns)) == 2
+    assert html.count("src='data:image/png;base64,") == 10 + shown + 2
     assert "figures/" not in re.sub(r"<p>Tables:.*?</p>", "", html)
     assert "Warning" not in md  # one machine, one software stack
     assert "read 16/16 cells (1 skipped)" in report.messages  # progress while reading

@@ -16,6 +16,7 @@ from support import synthetic
 from rlperf.errors import ObjectiveError
 from rlperf.report.build import build_report
 from rlperf.report.cli import main
+from rlperf.report.robust import iqm
 from tests.conftest import THESIS
 
 STUDY = THESIS / "ray_results" / "volta1_def"
@@ -80,7 +81,7 @@ def test_nothing_is_ranked_across_workloads(quickstart_and_study) -> None:
         assert not ("quick" in cells and "volta1_def" in cells), f.text
     # Every family table says what it holds constant.
     md = res.markdown.read_text()
-    training = md[md.index("## Training") : md.index("## Methods")]
+    training = md[md.index("\n## Training\n") : md.index("## Methods")]
     assert training.count("*Holds constant:") == training.count("\n### ")
     assert "Ranked on time per 1 000 env steps (s, lower is better)" in training
 
@@ -212,3 +213,25 @@ def test_the_same_warning_or_finding_of_several_cells_is_one_line(tmp_path) -> N
     folded = [w for w in res.warnings if "iterations excluded" in w]
     assert len(folded) == 1 and folded[0].startswith("4 cells: all 1 iterations excluded")
     assert res.markdown.read_text().count("iterations excluded (warmup 1") == 1 + 4  # + notes
+
+
+def test_returns_compared_with_iqm_over_seeds(tmp_path) -> None:
+    """Two configurations with 3 seeds each on one env: the unit is the seed, each run's
+    last return; IQM and P(improvement) as rliable computes them (robust.py)."""
+    cells, finals = [], {4: [], 8: []}
+    for workers, base in ((4, -20.0), (8, -10.0)):
+        for seed in range(3):
+            m = _metrics(10.0, 4000.0, seed=seed)
+            m["episode_return_mean"] = np.linspace(-21, base + seed, len(m))
+            finals[workers].append(base + seed)
+            cells.append(_cell(m, workers=workers, seed=seed))
+    synthetic.write_sweep(tmp_path / "s", cells)
+    res = build_report([tmp_path / "s"], tmp_path / "o", figures=True)
+    (rc,) = res.returns
+    assert rc.unit == "seed" and rc.reference == "model1 · 8 workers"
+    table = rc.table.set_index("label")
+    assert table.loc["model1 · 8 workers", "iqm"] == pytest.approx(iqm(np.array(finals[8])))
+    assert table.loc["model1 · 4 workers", "p_improvement"] == 0.0  # every run lower
+    assert rc.figure is not None and rc.figure.is_file()
+    md = res.markdown.read_text()
+    assert "### Training returns on Pong v5" in md and "Unit: seed" in md
