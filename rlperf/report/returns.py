@@ -31,7 +31,7 @@ from rlperf.report.compare import Comparison
 from rlperf.report.figures_returns import return_profiles
 from rlperf.report.findings import level
 from rlperf.report.repeats import Configuration
-from rlperf.report.robust import MIN_SEEDS, compare_returns, unit_of
+from rlperf.report.robust import MIN_SEEDS, compare_returns, iqm, unit_of
 from rlperf.results.protocol import protocol_key, protocol_text
 
 #: The share of a training run's last iterations whose mean returns stand for it when
@@ -104,8 +104,7 @@ def training_comparisons(comparison: Comparison) -> list[ReturnComparison]:
             continue
         first = confs[0].completed[0]
         env = protocol_text(first.env_protocol) if first.env_protocol else "env unknown"
-        table = compare_returns(groups, unit)
-        best = str(table.sort_values("iqm", ascending=False)["label"].iloc[0])
+        best = max(groups, key=lambda k: iqm(groups[k][np.isfinite(groups[k])]))
         table = compare_returns(groups, unit, reference=best)
         out.append(ReturnComparison("training", f"Training returns on {env}", unit, unit_text,
                                     best, groups, table))  # fmt: skip
