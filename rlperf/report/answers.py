@@ -85,7 +85,9 @@ def _ratio(e: stats.Estimate) -> str:
 def _groups(rows: pd.DataFrame, axis: str, axes: Sequence[str]) -> list[pd.DataFrame]:
     """The configurations of ``rows`` grouped by every other varying axis, groups with at
     least two values of ``axis``, most values first."""
-    others = [a for a in axes if a != axis and a in rows and rows[a].nunique(dropna=False) > 1]
+    # One machine at a time: a configuration on another fingerprint is not the same setting.
+    others = [a for a in [*axes, "fingerprint"]
+              if a != axis and a in rows and rows[a].nunique(dropna=False) > 1]  # fmt: skip
     grouped = [g for _, g in rows.groupby(others, dropna=False, sort=False)] if others else [rows]
     grouped = [g for g in grouped if g[axis].nunique() >= 2]
     return sorted(grouped, key=lambda g: (-g[axis].nunique(), g["objective_value"].min()))
@@ -188,7 +190,9 @@ def backend_answers(res: ReportResult) -> list[Answer]:
     if a is None or rows.empty or "backend" not in rows or rows["backend"].nunique() < 2:
         return []
     out = []
-    for workload, wrows in rows.groupby("workload", sort=True):
+    keys = ["workload", "fingerprint"] if "fingerprint" in rows else ["workload"]
+    for key, wrows in rows.groupby(keys, sort=True):
+        workload = key[0] if isinstance(key, tuple) else key
         if wrows["backend"].nunique() < 2:
             continue
         ordered = wrows.sort_values("objective_value")
@@ -196,7 +200,9 @@ def backend_answers(res: ReportResult) -> list[Answer]:
         e_best = a.estimates[best["configuration"]]
         slowest = ordered.iloc[-1]
         sp = stats.speedup(a.estimates[slowest["configuration"]], e_best)
-        cost = _return_cost(best)
+        label = f"{workload} · {best['config']}" if best["config"] != "all" else workload
+        iqm_text = _iqm_cost(res, str(best.get("label") or label))
+        cost = _return_cost(best, bool(iqm_text)) + iqm_text
         sentence = (
             f"{workload}: {best['backend']} acts fastest (median {_fmt(e_best, 'ms')} per "
             f"action, {best['config']}), {_ratio(sp)} as fast as the slowest, "
@@ -235,14 +241,15 @@ def _diff(r: pd.Series) -> str:
     return f"{float(d):+.3g} [{float(lo):+.3g}, {float(hi):+.3g}]"
 
 
-def _return_cost(r: pd.Series) -> str:
+def _return_cost(r: pd.Series, compared: bool = False) -> str:
     d = r.get("fidelity_return_diff")
     verdict = r.get("fidelity_verdict")
     if d is None or pd.isna(d):
         ret = r.get("return_mean")
         if ret is None or pd.isna(ret):
             return "no return was measured"
-        return f"its mean return is {float(ret):.3g} (no reference to compare with)"
+        return f"its mean return is {float(ret):.3g}" + (
+            "" if compared else " (no reference to compare with)")
     lo, hi = r.get("fidelity_return_diff_low"), r.get("fidelity_return_diff_high")
     text = f"its return differs from the reference policy's by {_diff(r)}"
     if lo is not None and hi is not None and pd.notna(lo) and float(lo) <= 0 <= float(hi):
@@ -250,6 +257,22 @@ def _return_cost(r: pd.Series) -> str:
     if isinstance(verdict, str) and verdict == "vacuous":
         text += "; the fidelity check is vacuous, so agreement shows nothing"
     return text
+
+
+def _iqm_cost(res: ReportResult, label: str) -> str:
+    """The returns comparison's word on ``label`` (IQM against the reference's, and
+    P(improvement)), where one holds it (:mod:`rlperf.report.returns`)."""
+    for rc in res.returns:
+        t = rc.table.set_index("label")
+        if label not in t.index or label == rc.reference or rc.reference not in t.index:
+            continue
+        r, ref = t.loc[label], t.loc[rc.reference]
+        return (f"; over {int(r['n'])} {rc.unit}s its return IQM is {r['iqm']:.3g} "
+                f"[{r['iqm_low']:.3g}, {r['iqm_high']:.3g}] against the reference's "
+                f"{ref['iqm']:.3g} [{ref['iqm_low']:.3g}, {ref['iqm_high']:.3g}], "
+                f"P(improvement) {r['p_improvement']:.2f} [{r['p_improvement_low']:.2f}, "
+                f"{r['p_improvement_high']:.2f}]")  # fmt: skip
+    return ""
 
 
 def target_answer(res: ReportResult) -> list[Answer]:
