@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rlperf.errors import FigureNotApplicable
-from rlperf.report.plot import FigureContext, config_palette, save, style
+from rlperf.report.plot import FigureContext, config_palette, save, style, suptitle
 from rlperf.report.scaling import ScalingCurve, scaling_curves
 
 #: The dashed prediction never reaches further than this many times the largest count.
@@ -73,11 +73,8 @@ def scaling_figure(curves: Sequence[ScalingCurve]) -> Any:
     axes[0, 0].set_ylabel("env steps per second")
     axes[1, 0].set_ylabel("parallel efficiency")
     axes[2, 0].set_ylabel("residual (%)")
-    fig.suptitle(
-        "Scaling: measured (95% CI) and the Universal Scalability Law fit "
-        "(solid: measured range; dashed: predicted)",
-        fontsize=10,
-    )
+    suptitle(fig, "Scaling: measured (95% CI) and the Universal Scalability Law fit "
+             "(solid: measured range; dashed: predicted)")  # wrapped to the figure's width
     return fig
 
 
