@@ -226,7 +226,9 @@ def _fingerprints_section(groups: dict[str, FingerprintGroup]) -> list[render.Bl
             ],
         }
     )
-    return [render.Heading("Fingerprints", 2), render.Table(table)]
+    return [render.Heading("Fingerprints", 2),
+            render.Collapsed(f"{len(table)} fingerprint(s): every comparable field",
+                             [render.Table(table)])]  # fmt: skip
 
 
 def _cells_section(res: ReportResult, plans: dict[str, AxisPlan]) -> list[render.Block]:
@@ -242,9 +244,10 @@ def _cells_section(res: ReportResult, plans: dict[str, AxisPlan]) -> list[render
             "notes": ["; ".join(c.notes) for c in res.cells],
         }
     )
-    blocks: list[render.Block] = [render.Heading("Cells", 2), render.Table(table)]
+    inner: list[render.Block] = [render.Table(table)]
     if res.skipped:
-        blocks.append(render.Heading("Skipped", 3))
-        blocks.append(render.Bullets([f"`{s.path}`: {s.reason}" for s in res.skipped]))
-    blocks.append(render.Para(_FILES))
-    return blocks
+        inner.append(render.Heading("Skipped", 3))
+        inner.append(render.Bullets([f"`{s.path}`: {s.reason}" for s in res.skipped]))
+    return [render.Heading("Cells", 2),
+            render.Collapsed(f"{len(table)} cell(s), {len(res.skipped)} skipped", inner),
+            render.Para(_FILES)]  # fmt: skip

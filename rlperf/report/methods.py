@@ -73,7 +73,10 @@ def methods_section(res: ReportResult, sweeps: Sequence[Path]) -> list[render.Bl
         text.append(_statistics_text(res.analyses))
     if any(c.source == "legacy" for c in res.cells):
         text.append(_LEGACY_DATA)
-    return [render.Heading("Methods", 2), *[render.Para(t) for t in text if t]]
+    paras: list[render.Block] = [render.Para(t) for t in text if t]
+    return [render.Heading("Methods", 2),
+            render.Collapsed(f"How the numbers were obtained ({len(paras)} paragraphs)",
+                             paras)]  # fmt: skip
 
 
 def _excluded_text(df: pd.DataFrame) -> str:

@@ -62,7 +62,16 @@ class Image:
     caption: str
 
 
-Block = Heading | Para | Bullets | Warn | Table | Image
+@dataclass
+class Collapsed:
+    """Blocks a reader opens on demand (``<details>`` in both formats: GitHub and browsers
+    render it), with a one-line ``summary`` of what is inside."""
+
+    summary: str
+    blocks: list[Block]
+
+
+Block = Heading | Para | Bullets | Warn | Table | Image | Collapsed
 
 
 def _text(value: object) -> str:
@@ -77,7 +86,10 @@ def to_markdown(blocks: list[Block], out_dir: Path) -> str:
     """Markdown with figures linked relative to ``out_dir``."""
     lines: list[str] = []
     for b in blocks:
-        if isinstance(b, Heading):
+        if isinstance(b, Collapsed):
+            lines += [f"<details><summary>{html.escape(b.summary)}</summary>", "",
+                      to_markdown(b.blocks, out_dir), "</details>", ""]  # fmt: skip
+        elif isinstance(b, Heading):
             lines += ["#" * b.level + " " + b.text, ""]
         elif isinstance(b, Para):
             lines += [b.text, ""]
@@ -118,6 +130,7 @@ code{background:#f4f4f4;padding:0 3px;border-radius:3px;font-size:90%}
 figure{margin:1em 0 2em}figure img{max-width:100%;border:1px solid #eee}
 figcaption{font-style:italic;font-size:13px;color:#555}
 .caption{font-style:italic;color:#555;font-size:13px}
+details{margin:0.5em 0 1em}summary{cursor:pointer;color:#0366d6}
 """
 
 
@@ -125,10 +138,21 @@ def to_html(blocks: list[Block], title: str) -> str:
     """A single self-contained HTML page (figures embedded as base64 PNG)."""
     parts = [
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        *_html_blocks(blocks),
+        "</body></html>",
     ]
+    return "\n".join(parts)
+
+
+def _html_blocks(blocks: list[Block]) -> list[str]:
+    parts: list[str] = []
     for b in blocks:
-        if isinstance(b, Heading):
+        if isinstance(b, Collapsed):
+            parts.append(f"<details><summary>{_inline(b.summary)}</summary>")
+            parts += _html_blocks(b.blocks)
+            parts.append("</details>")
+        elif isinstance(b, Heading):
             parts.append(f"<h{b.level}>{_inline(b.text)}</h{b.level}>")
         elif isinstance(b, Para):
             parts.append(f"<p>{_inline(b.text)}</p>")
@@ -152,8 +176,7 @@ def to_html(blocks: list[Block], title: str) -> str:
                 f"src='data:image/png;base64,{data}'>"
                 f"<figcaption>{_inline(b.caption)}</figcaption></figure>"
             )
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return parts
 
 
 def write(blocks: list[Block], out_dir: Path, title: str) -> tuple[Path, Path]:
