@@ -12,7 +12,6 @@ vary and build labels, compare fingerprints: ``strict`` refuses mixtures) →
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -35,12 +34,6 @@ from rlperf.report.search import draw_search_figures, read_searches
 from rlperf.report.serve import draw_serve_figures, write_serve_tables
 from rlperf.report.targets import targets_table
 from rlperf.report.workloads import held_constant
-
-log = logging.getLogger("rlperf")
-
-#: The release that drops ``legacy_timers`` (the report's own deprecated option; the
-#: report imports no config module, so the number is written here).
-LEGACY_TIMERS_REMOVED_IN = "0.3"
 
 
 def default_out_dir(first_path: Path) -> Path:
@@ -86,7 +79,6 @@ def build_report(
     baseline: dict[str, str] | str | None = None,
     strict: bool = False,
     *,
-    legacy_timers: str = "per_iteration",
     figures: bool = True,
     gate: Path | str | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
@@ -98,27 +90,26 @@ def build_report(
     ``out`` defaults to ``report/`` inside the first path. ``baseline`` selects
     one configuration per model (``{"gpu_layout": "none", "workers": "8"}`` or
     the ``key=value,...`` string of ``--baseline``); without it speedups are
-    relative to the slowest configuration of each model. ``strict`` raises
+    relative to the slowest configuration of each comparison set. ``strict`` raises
     :class:`MixedFingerprintsError` before writing anything when a table
     would compare cells of different hardware or software. ``gate`` names a
     baseline folder to judge regressions against (``result.gate``, see
-    :mod:`rlperf.report.gate`; ``tolerance`` as a fraction). ``legacy_timers``
-    (deprecated): ``per_iteration`` (invert RLlib 1.x window means) or
-    ``window``. ``objective`` (``--objective``) ranks training on ``env_steps``,
-    ``trained_steps``, ``iter_s`` or ``time_to_target`` instead of each comparison's own
-    (:mod:`rlperf.report.objectives`; :class:`ObjectiveError` where it does not fit).
+    :mod:`rlperf.report.gate`; ``tolerance`` as a fraction). ``objective``
+    (``--objective``) ranks training on ``env_steps``, ``trained_steps``, ``iter_s`` or
+    ``time_to_target`` instead of each comparison's own (:mod:`rlperf.report.objectives`;
+    :class:`ObjectiveError` where it does not fit).
     Raises :class:`NoRunsFoundError` for a path without runs.
     """
     say = progress or _quiet
     in_paths = [Path(p) for p in paths]
-    found, cells, skipped = read_cells(in_paths, legacy_timers, say)
+    found, cells, skipped = read_cells(in_paths, say)
     out_dir = Path(out) if out is not None else default_out_dir(in_paths[0])
     comparison = compare_cells(cells, strict)
-    comparison.warnings += _deprecations(legacy_timers) + all_excluded_warnings(cells)
+    comparison.warnings += all_excluded_warnings(cells)
     analyses = analyse(comparison, baseline, objective)
     judged = None
     if gate is not None:
-        judged = gate_against(Path(gate), comparison, analyses, tolerance, strict, legacy_timers)
+        judged = gate_against(Path(gate), comparison, analyses, tolerance, strict)
     data = write_tables(comparison, analyses, out_dir, say, judged)
     serving = write_serve_tables(cells, comparison.plans, out_dir)
     drawn, undrawn = draw_figures(comparison, analyses, data, out_dir, say) if figures else ({}, {})
@@ -159,11 +150,10 @@ def gate_against(
     analyses: dict[str, FamilyAnalysis],
     tolerance: float,
     strict: bool,
-    legacy_timers: str = "per_iteration",
 ) -> GateResult:
     """Read the baseline folder the same way as the candidate and judge every configuration
     of the candidate against it (:mod:`rlperf.report.gate`)."""
-    _, base_cells, _ = read_cells([baseline_dir], legacy_timers)
+    _, base_cells, _ = read_cells([baseline_dir])
     base = compare_cells(base_cells, strict=False)
     candidate_side = gate_mod.Side(analyses, configuration_labels(comparison))
     baseline_side = gate_mod.Side(analyse(base, None), configuration_labels(base))
@@ -208,19 +198,6 @@ def all_excluded_warnings(cells: Sequence[Cell]) -> list[str]:
         else f"{len(ids)} cells: {note}: " + ", ".join(f"`{i}`" for i in ids)
         for note, ids in by_note.items()
     ]
-
-
-def _deprecations(legacy_timers: str) -> list[str]:
-    """Warnings for deprecated options (also logged, for callers of the library)."""
-    if legacy_timers == "per_iteration":
-        return []
-    note = (
-        f"--legacy-timers / legacy_timers={legacy_timers!r} is deprecated and will be removed "
-        f"in rlperf {LEGACY_TIMERS_REMOVED_IN}: the report now gives RLlib 1.x phase times both "
-        "ways (the study's window means and rlperf's per-iteration times, side by side)"
-    )
-    log.warning(note)
-    return [note]
 
 
 def _quiet(message: str) -> None:

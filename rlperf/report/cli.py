@@ -72,13 +72,6 @@ def _parser() -> argparse.ArgumentParser:
         help="slowdown the gate lets through, e.g. 5%% (default) or 0.05",
     )
     p.add_argument(
-        "--legacy-timers",
-        choices=("per_iteration", "window"),
-        default="per_iteration",
-        help="deprecated (the report gives RLlib 1.x phase times both ways): 'window' "
-        "makes the window means the phase times",
-    )
-    p.add_argument(
         "--objective",
         choices=("env_steps", "trained_steps", "iter_s", "time_to_target"),
         default=None,
@@ -122,7 +115,6 @@ def _run(args: argparse.Namespace) -> int:
             out=args.out,
             baseline=args.baseline,
             strict=args.strict,
-            legacy_timers=args.legacy_timers,
             figures=not args.no_figures,
             gate=args.gate,
             tolerance=parse_tolerance(args.tolerance),

@@ -196,12 +196,10 @@ def cpu_affinity_from(name: str) -> str:
     return "unrestricted"
 
 
-def load_tune_run(ref: CellRef, timers: str = "per_iteration") -> Cell:
-    """Read a Ray Tune run folder of RLlib 1.x (``params.json`` + ``progress.csv``).
-
-    ``timers`` is ``per_iteration`` (invert the 10-iteration window, checked) or
-    ``window`` (keep the window means as the canonical phase times).
-    """
+def load_tune_run(ref: CellRef) -> Cell:
+    """Read a Ray Tune run folder of RLlib 1.x (``params.json`` + ``progress.csv``); its
+    phase times are recovered per iteration by inverting RLlib's 10-iteration window
+    (checked; the window means stay as ``*_win10``)."""
     notes: list[str] = [LEGACY_NOTE]
     params = read_json(ref.path / "params.json")
     progress = read_csv(ref.path / "progress.csv", notes)
@@ -253,7 +251,7 @@ def load_tune_run(ref: CellRef, timers: str = "per_iteration") -> Cell:
         notes=notes,
         warmup_rule="iterations before the first finished episode (episode_reward_mean NaN)",
     )
-    cell.iterations = _tune_iterations(progress, params, timers, notes)
+    cell.iterations = _tune_iterations(progress, params, notes)
     cell.env_protocol = legacy_env_protocol(params)
     if not params.get("env"):
         notes.append(STUDY_ENV_NOTE.format(where="params.json"))
@@ -267,7 +265,7 @@ def load_tune_run(ref: CellRef, timers: str = "per_iteration") -> Cell:
 
 
 def _tune_iterations(
-    progress: pd.DataFrame, params: dict[str, Any], timers: str, notes: list[str]
+    progress: pd.DataFrame, params: dict[str, Any], notes: list[str]
 ) -> pd.DataFrame:
     p = progress
     it = pd.DataFrame(
@@ -280,22 +278,19 @@ def _tune_iterations(
     for canon, col in _TIMERS.items():
         win = p[col].astype(float) / 1000.0 if col in p else pd.Series(np.nan, index=p.index)
         it[f"{canon}_win10"] = win
-        it[canon] = dewindow(win.to_numpy()) if timers == "per_iteration" else win
+        it[canon] = dewindow(win.to_numpy())
     phases = it[list(_TIMERS)]
-    if timers == "per_iteration":
-        rest = it["iter_s"] - phases.sum(axis=1, min_count=1)
-        ok = bool((phases.fillna(0) >= -1e-3).all().all() and (rest.dropna() >= -0.05).all())
-        if ok:
-            notes.append(
-                "phase times reconstructed per iteration by inverting the 10-iteration window "
-                f"(remainder other_s {rest.min():.2f}-{rest.max():.2f} s per iteration)"
-            )
-        else:
-            for canon in _TIMERS:
-                it[canon] = it[f"{canon}_win10"]
-            notes.append("window inversion failed its check: phase times are window means")
+    rest = it["iter_s"] - phases.sum(axis=1, min_count=1)
+    ok = bool((phases.fillna(0) >= -1e-3).all().all() and (rest.dropna() >= -0.05).all())
+    if ok:
+        notes.append(
+            "phase times reconstructed per iteration by inverting the 10-iteration window "
+            f"(remainder other_s {rest.min():.2f}-{rest.max():.2f} s per iteration)"
+        )
     else:
-        notes.append("phase times are the 10-iteration window means as logged")
+        for canon in _TIMERS:
+            it[canon] = it[f"{canon}_win10"]
+        notes.append("window inversion failed its check: phase times are window means")
     it["other_s"] = it["iter_s"] - it[list(_TIMERS)].sum(axis=1, min_count=1)
     total = pd.to_numeric(p.get("timesteps_total"), errors="coerce")
     it["env_steps"] = total.diff().fillna(total)
@@ -452,10 +447,10 @@ def _episode_means_rollout(df: pd.DataFrame, path: Path, notes: list[str]) -> _R
     return _Rollout(model, backend, stage, 0, "none", latency, episodes)
 
 
-def load_legacy(ref: CellRef, timers: str = "per_iteration") -> Cell:
+def load_legacy(ref: CellRef) -> Cell:
     """Dispatch on the kind of legacy cell."""
     if ref.kind == "tune":
-        return load_tune_run(ref, timers)
+        return load_tune_run(ref)
     return load_rollout_csv(ref)
 
 

@@ -21,7 +21,7 @@ Progress = Callable[[str], None]
 
 
 def load_cells(
-    refs: Sequence[CellRef], progress: Progress | None = None, legacy_timers: str = "per_iteration"
+    refs: Sequence[CellRef], progress: Progress | None = None
 ) -> tuple[list[Cell], list[Skipped]]:
     """Read every cell; a cell that fails to read is returned as :class:`Skipped`."""
     cells: list[Cell] = []
@@ -29,7 +29,7 @@ def load_cells(
     step = max(1, len(refs) // 10)
     for i, ref in enumerate(refs, 1):
         try:
-            cell = load_legacy(ref, legacy_timers) if is_legacy(ref) else load_rlperf_cell(ref)
+            cell = load_legacy(ref) if is_legacy(ref) else load_rlperf_cell(ref)
         except CellError as exc:
             skipped.append(Skipped(ref.path, str(exc)))
         except Exception as exc:  # noqa: BLE001 - a broken cell must never break the report
@@ -67,11 +67,11 @@ def dedupe(cells: list[Cell], skipped: list[Skipped]) -> tuple[list[Cell], list[
 
 
 def read_cells(
-    paths: Sequence[Path], legacy_timers: str, progress: Progress | None = None
+    paths: Sequence[Path], progress: Progress | None = None
 ) -> tuple[Discovery, list[Cell], list[Skipped]]:
     """Discover and read every cell under ``paths``; raise if none could be read."""
     found = discover(paths, progress)
-    cells, skipped = load_cells(found.refs, progress, legacy_timers)
+    cells, skipped = load_cells(found.refs, progress)
     skipped = [*found.skipped, *skipped]
     if not cells:
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:5])

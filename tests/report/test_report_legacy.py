@@ -240,15 +240,3 @@ def test_phase_times_both_ways_side_by_side(tmp_path):
                        figures=False)  # fmt: skip
     (finding,) = [f for f in one.findings if f.kind == "legacy"]
     assert "learn 10.61 s the study's way vs 9.57 s per iteration (-9.8%)" in finding.text
-
-
-def test_legacy_timers_window_is_deprecated_and_still_works(tmp_path, caplog):
-    with caplog.at_level("WARNING", logger="rlperf"):
-        res = build_report([RUNS / "volta1_cpus"], tmp_path, legacy_timers="window",
-                           figures=False)  # fmt: skip
-    note = next(w for w in res.warnings if "deprecated" in w)
-    assert "--legacy-timers" in note and "removed in rlperf 0.3" in note
-    assert note in caplog.text
-    row = res.runs.set_index("cell").loc["volta1_cpus/model1_gpu0_no_cpu_limit_8_workers"]
-    assert row["learn_s_mean"] == pytest.approx(row["learn_s_study_mean"])  # window means
-    assert row["iter_s_mean"] == pytest.approx(15.1621, abs=1e-4)

@@ -160,7 +160,7 @@ def study(tmp_path_factory):
     volta = THESIS / "ray_results" / "volta1_def"
     paths = [volta / "model1_both_gpus_4_workers", volta / "model1_both_gpus_16_workers",
              DATA / "study_sweep" / "volta1_def"]  # fmt: skip
-    _, cells, skipped = read_cells(paths, "per_iteration")
+    _, cells, skipped = read_cells(paths)
     res = build_report(paths, out=tmp_path_factory.mktemp("study"), figures=False)
     return cells, skipped, res
 
