@@ -43,6 +43,8 @@ import numpy as np
 from ale_py.env import AtariEnv
 from gymnasium import spaces
 
+from rlperf.results.protocol import ATARI_DEFAULTS
+
 __all__ = [
     "DEFAULT_ENV_CONFIG",
     "RLLIB_ENV_NAME",
@@ -64,20 +66,9 @@ gym.register_envs(ale_py)
 #: Name under which :func:`register_rllib_env` registers :func:`make_atari_env`.
 RLLIB_ENV_NAME = "rlperf_atari"
 
-#: Every accepted env_config key with its default.
-DEFAULT_ENV_CONFIG: dict[str, Any] = {
-    "id": "ALE/Pong-v5",
-    "dim": 84,
-    "framestack": 4,
-    "frameskip": 1,
-    "skip": 4,
-    "repeat_action_probability": 0.0,
-    "noop_max": 30,
-    "episodic_life": True,
-    "fire_reset": True,
-    "max_episode_steps": None,
-    "seed": None,
-}
+#: Every accepted env_config key with its default: the protocol's defaults (written once,
+#: in the results layer, where the report reads them too) and the default seed.
+DEFAULT_ENV_CONFIG: dict[str, Any] = {**ATARI_DEFAULTS, "seed": None}
 
 # Minimal action-set sizes of games, so env_spaces() needs no emulator for
 # them (tests check the table against ale-py). Keyed by the lower-case game

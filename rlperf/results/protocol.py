@@ -95,9 +95,9 @@ __all__ = [
 #: Version of the record :func:`env_protocol` writes.
 PROTOCOL_SCHEMA = 1
 
-#: rlperf's Atari defaults (``rlperf.envs.atari.DEFAULT_ENV_CONFIG`` without ``seed``,
-#: which is not part of the protocol). Written again here because the results layer may
-#: not import rlperf.envs; tests/report/test_report_protocol.py holds the two equal.
+#: rlperf's Atari defaults, every key of an Atari env config but ``seed`` (not part of the
+#: protocol). Written here, where the report can read them (it may not import rlperf.envs);
+#: ``rlperf.envs.atari.DEFAULT_ENV_CONFIG`` is these and the seed.
 ATARI_DEFAULTS: dict[str, Any] = {
     "id": "ALE/Pong-v5",
     "dim": 84,
