@@ -200,6 +200,9 @@ def _training_table(rows: pd.DataFrame, objective: Any) -> pd.DataFrame:
             f"env steps/s [{level()} CI]": _ci_col(rows, "throughput"),
         }
     )
+    if _col(rows, "s_per_1k_trained_steps").notna().any():  # replay, epochs: other work
+        out["s per 1 000 trained steps"] = _fmt_col(rows, "s_per_1k_trained_steps")
+        out["trained per env step"] = _fmt_col(rows, "trained_per_env_step")
     if objective is None or objective.key != "iter_s":
         out["time/iter s"] = _fmt_col(rows, "iter_s_mean")
     for p in PHASES:

@@ -154,6 +154,14 @@ def _train_summary(c: Cell) -> dict[str, Any]:
         row[f"{col}_mean"] = float(kept[col].mean()) if col in kept else np.nan
     for col in sorted(k for k in df.columns if k.startswith("gpu") and k.endswith("_pct")):
         row[f"{col}_mean"] = float(kept[col].mean())
+    # Per 1 000 trained steps where the learner trains on more (replay) or fewer steps than
+    # were sampled: the time per unit of learner work (rlperf.report.objectives).
+    if "trained_steps" in kept and kept["trained_steps"].notna().any():
+        trained = float(kept["trained_steps"].sum())
+        sampled = float(kept["env_steps"].sum()) if "env_steps" in kept else np.nan
+        if trained > 0 and not np.isclose(trained, sampled):
+            row["s_per_1k_trained_steps"] = 1000 * float(kept["iter_s"].sum()) / trained
+            row["trained_per_env_step"] = trained / sampled if sampled > 0 else np.nan
     returns = df["episode_return_mean"].dropna()
     row["episode_return_last"] = float(returns.iloc[-1]) if len(returns) else np.nan
     row["total_env_steps"] = float(df["env_steps"].sum())

@@ -165,6 +165,11 @@ def test_algorithms_side_by_side_without_a_fastest_algorithm(tmp_path) -> None:
     assert any("different algorithms (dqn, ppo)" in n for n in table.notes)
     for f in res.findings:
         assert "ppo" not in f.text or "dqn" not in f.text, f.text
+    # DQN's learner trains on 8 steps per env step: its time per 1 000 trained steps too.
+    dqn_row = conf.set_index("config").loc["dqn"]
+    assert dqn_row["trained_per_env_step"] == pytest.approx(8.0)
+    assert dqn_row["s_per_1k_trained_steps"] == pytest.approx(4.0 / 8, rel=0.05)
+    assert "| s per 1 000 trained steps |" in res.markdown.read_text()
 
 
 def test_machines_are_an_axis(tmp_path) -> None:
