@@ -37,6 +37,7 @@ from rlperf.algos import plan_resources
 from rlperf.config.schema import register_configs
 from rlperf.gpu_check.checks import MANIFEST_FILE
 from rlperf.gpu_check.sequence import Step, sequence, step_record
+from rlperf.job import record_env_protocol
 from rlperf.layout import FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.resources.placement import plan_record
 from rlperf.resources.plan import ResourcePlan
@@ -243,6 +244,7 @@ def write_training(
         **StopCheck(cfg).summary(),  # no train.stop target: ran its iterations
         "wall_s": 31.5,
     }
+    record_env_protocol(summary, OmegaConf.to_container(cfg, resolve=True))  # as the job does
     write_json(folder / SUMMARY_FILE, summary)
     return record
 
