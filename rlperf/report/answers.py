@@ -161,8 +161,11 @@ def _axis_answer(
         question = f"How many {unit} pay off?"
         sentence += "".join(f" {c.text()}" for c in res.scaling
                             if c.axis == axis and c.workload == workload)  # fmt: skip
-        figure = "scaling" if "scaling" in res.figures else (
-            "iter_time_vs_workers" if axis == "workers" else "intervals")
+        figure = (
+            "scaling"
+            if "scaling" in res.figures
+            else ("iter_time_vs_workers" if axis == "workers" else "intervals")
+        )
     else:
         tied = stats.tied(e_best, e_worst)
         sentence = (
@@ -249,7 +252,8 @@ def _return_cost(r: pd.Series, compared: bool = False) -> str:
         if ret is None or pd.isna(ret):
             return "no return was measured"
         return f"its mean return is {float(ret):.3g}" + (
-            "" if compared else " (no reference to compare with)")
+            "" if compared else " (no reference to compare with)"
+        )
     lo, hi = r.get("fidelity_return_diff_low"), r.get("fidelity_return_diff_high")
     text = f"its return differs from the reference policy's by {_diff(r)}"
     if lo is not None and hi is not None and pd.notna(lo) and float(lo) <= 0 <= float(hi):

@@ -194,7 +194,8 @@ def all_excluded_warnings(cells: Sequence[Cell]) -> list[str]:
             c.notes.append(note)
             by_note.setdefault(note, []).append(c.id)
     return [
-        f"{ids[0]}: {note}" if len(ids) == 1
+        f"{ids[0]}: {note}"
+        if len(ids) == 1
         else f"{len(ids)} cells: {note}: " + ", ".join(f"`{i}`" for i in ids)
         for note, ids in by_note.items()
     ]

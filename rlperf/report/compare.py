@@ -95,8 +95,13 @@ def analyse(
     spec = parse_baseline(baseline) if isinstance(baseline, str) else baseline
     baselines = _baselines(comparison, spec) if spec else {}
     return {
-        fam: analyse_family(fam, confs, comparison.plans[fam], baselines.get(fam),
-                            objective if fam == "training" else None)  # fmt: skip
+        fam: analyse_family(
+            fam,
+            confs,
+            comparison.plans[fam],
+            baselines.get(fam),
+            objective if fam == "training" else None,
+        )  # fmt: skip
         for fam, confs in comparison.configurations.items()
         if fam != SERVE_FAMILY
     }

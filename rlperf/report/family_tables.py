@@ -38,9 +38,7 @@ def family_section(res: ReportResult, fam: str, plan: AxisPlan) -> list[render.B
     ]
     a = res.analyses.get(fam)
     if a is not None and a.baselines:
-        how = (
-            "`--baseline`" if a.baseline_chosen else "default: the slowest of each comparison"
-        )
+        how = "`--baseline`" if a.baseline_chosen else "default: the slowest of each comparison"
         blocks.append(
             render.Para(
                 f"Speedup baseline ({how}): "
@@ -80,9 +78,7 @@ def _workload_tables(
     rows = rows.sort_values(["objective_value", "config"], na_position="last")
     blocks: list[render.Block] = [render.Heading(workload, 3)]
     if (fam, workload) in res.mixed:
-        blocks.append(
-            render.Warn(_mixed_text(res.mixed[(fam, workload)], res.fingerprint_groups))
-        )
+        blocks.append(render.Warn(_mixed_text(res.mixed[(fam, workload)], res.fingerprint_groups)))
     a = res.analyses.get(fam)
     objective = a.objective_for(str(rows["configuration"].iloc[0])) if a is not None else None
     table = (_training_table(rows, objective) if fam == "training"
@@ -105,8 +101,11 @@ def _ranked_on(res: ReportResult, fam: str, workload: str, objective: Any) -> st
         return text.strip()
     a = res.analyses[fam]
     why = a.objective_why.get(workload, "")
-    return text + f"Ranked on {objective.name} ({objective.unit}, lower is better)" + (
-        f": {why}." if why else ".")
+    return (
+        text
+        + f"Ranked on {objective.name} ({objective.unit}, lower is better)"
+        + (f": {why}." if why else ".")
+    )
 
 
 def _mixed_text(names: list[str], groups: dict[str, FingerprintGroup]) -> str:

@@ -133,11 +133,17 @@ FIGURES: dict[str, tuple[Callable[[FigureContext, Path], Path], str]] = {
     "phase_breakdown": (phase_breakdown, "Sample / load / learn / sync time per configuration"),
     "utilisation": (utilisation, "CPU, RAM, GPU and GPU-memory utilisation"),
     "iter_time_vs_workers": (iter_time_vs_workers, "The objective against the env runners"),
-    "scaling": (scaling, "Throughput and parallel efficiency against each swept count, with "
-                "the Universal Scalability Law fitted (dashed: predicted, not measured)"),
+    "scaling": (
+        scaling,
+        "Throughput and parallel efficiency against each swept count, with "
+        "the Universal Scalability Law fitted (dashed: predicted, not measured)",
+    ),
     "intervals": (intervals, "Objective per configuration with its interval and number of runs"),
-    "learning_curves": (learning_curves, "Learning curves: return against env steps and "
-                        "wall-clock time per configuration (bands: 95 % over seeds)"),
+    "learning_curves": (
+        learning_curves,
+        "Learning curves: return against env steps and "
+        "wall-clock time per configuration (bands: 95 % over seeds)",
+    ),
     "gpu_power": (gpu_power, "GPU power over each run"),
     "latency": (latency, "Inference latency per backend / configuration (p50, p99 marked)"),
     "fidelity_latency": (fidelity_latency, "Fidelity vs latency of exported variants"),
@@ -190,8 +196,11 @@ def draw_figures(
         ),
         mixed_note=_mixed_notes(comparison.mixed),
         configurations=_without_workers(comparison, data.configurations, "configuration"),
-        targets=(dict(zip(data.targets["configuration"], data.targets["target"], strict=True))
-                 if not data.targets.empty else {}),
+        targets=(
+            dict(zip(data.targets["configuration"], data.targets["target"], strict=True))
+            if not data.targets.empty
+            else {}
+        ),
     )
     ctx.power, ctx.power_note = _power(comparison)
     return draw_all(ctx, out_dir / "figures")

@@ -73,8 +73,11 @@ def scaling_figure(curves: Sequence[ScalingCurve]) -> Any:
     axes[0, 0].set_ylabel("env steps per second")
     axes[1, 0].set_ylabel("parallel efficiency")
     axes[2, 0].set_ylabel("residual (%)")
-    suptitle(fig, "Scaling: measured (95% CI) and the Universal Scalability Law fit "
-             "(solid: measured range; dashed: predicted)")  # wrapped to the figure's width
+    suptitle(
+        fig,
+        "Scaling: measured (95% CI) and the Universal Scalability Law fit "
+        "(solid: measured range; dashed: predicted)",
+    )  # wrapped to the figure's width
     return fig
 
 
@@ -122,7 +125,7 @@ def _throughput_panel(ax: Any, curve: ScalingCurve, grid_n: np.ndarray, color: A
                         textcoords="offset points")  # fmt: skip
         anomalies = p[p["anomaly"]]
         if not anomalies.empty:
-                ax.scatter(anomalies["n"], anomalies["throughput"], s=110, facecolors="none",
+            ax.scatter(anomalies["n"], anomalies["throughput"], s=110, facecolors="none",
                        edgecolors=_ANOMALY, linewidths=1.5, zorder=4, label="anomaly")  # fmt: skip
     ax.set_title(f"{curve.title}: {curve.unit_name}\n{_fit_words(curve)}", loc="left",
                  fontsize=8.5)  # fmt: skip

@@ -207,8 +207,10 @@ def returns_section(comparisons: Sequence[ReturnComparison]) -> list[render.Bloc
                 _ci(v, a, b, 2) for v, a, b in zip(t["p_improvement"], t["p_improvement_low"],
                                                    t["p_improvement_high"], strict=True)],
         })  # fmt: skip
-        blocks += [render.Heading(rc.title, 3),
-                   render.Table(shown, f"Unit: {rc.unit_text}. Reference: {rc.reference}.")]
+        blocks += [
+            render.Heading(rc.title, 3),
+            render.Table(shown, f"Unit: {rc.unit_text}. Reference: {rc.reference}."),
+        ]
         if rc.figure is not None:
             blocks.append(render.Image(rc.figure, f"{rc.title}: IQM and performance profiles"))
     return blocks

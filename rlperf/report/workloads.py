@@ -92,8 +92,7 @@ def workload_labels(cells: Sequence[Cell]) -> dict[str, str]:
         if any(len(v) > 1 for v in seen.values()):
             varying.append(name)
     labels = {
-        cid: " · ".join(w.texts[n] for n in varying if n in w.texts)
-        for cid, w in workloads.items()
+        cid: " · ".join(w.texts[n] for n in varying if n in w.texts) for cid, w in workloads.items()
     }
     # Two workloads whose texts read alike (a protocol field the text leaves out) stay apart.
     keys_of: dict[str, list[str]] = {}

@@ -146,15 +146,68 @@ GYM017_REGISTRATION: dict[str, tuple[int | tuple[int, int], float, int]] = {
 #: the same 62 for its v0 / v4 ids, ``register_v0_v4_envs``: a test holds them equal).
 GYM017_GAMES = frozenset(
     {
-        "Adventure", "AirRaid", "Alien", "Amidar", "Assault", "Asterix", "Asteroids", "Atlantis",
-        "BankHeist", "BattleZone", "BeamRider", "Berzerk", "Bowling", "Boxing", "Breakout",
-        "Carnival", "Centipede", "ChopperCommand", "CrazyClimber", "Defender", "DemonAttack",
-        "DoubleDunk", "ElevatorAction", "Enduro", "FishingDerby", "Freeway", "Frostbite",
-        "Gopher", "Gravitar", "Hero", "IceHockey", "Jamesbond", "JourneyEscape", "Kangaroo",
-        "Krull", "KungFuMaster", "MontezumaRevenge", "MsPacman", "NameThisGame", "Phoenix",
-        "Pitfall", "Pong", "Pooyan", "PrivateEye", "Qbert", "Riverraid", "RoadRunner", "Robotank",
-        "Seaquest", "Skiing", "Solaris", "SpaceInvaders", "StarGunner", "Tennis", "TimePilot",
-        "Tutankham", "UpNDown", "Venture", "VideoPinball", "WizardOfWor", "YarsRevenge", "Zaxxon"
+        "Adventure",
+        "AirRaid",
+        "Alien",
+        "Amidar",
+        "Assault",
+        "Asterix",
+        "Asteroids",
+        "Atlantis",
+        "BankHeist",
+        "BattleZone",
+        "BeamRider",
+        "Berzerk",
+        "Bowling",
+        "Boxing",
+        "Breakout",
+        "Carnival",
+        "Centipede",
+        "ChopperCommand",
+        "CrazyClimber",
+        "Defender",
+        "DemonAttack",
+        "DoubleDunk",
+        "ElevatorAction",
+        "Enduro",
+        "FishingDerby",
+        "Freeway",
+        "Frostbite",
+        "Gopher",
+        "Gravitar",
+        "Hero",
+        "IceHockey",
+        "Jamesbond",
+        "JourneyEscape",
+        "Kangaroo",
+        "Krull",
+        "KungFuMaster",
+        "MontezumaRevenge",
+        "MsPacman",
+        "NameThisGame",
+        "Phoenix",
+        "Pitfall",
+        "Pong",
+        "Pooyan",
+        "PrivateEye",
+        "Qbert",
+        "Riverraid",
+        "RoadRunner",
+        "Robotank",
+        "Seaquest",
+        "Skiing",
+        "Solaris",
+        "SpaceInvaders",
+        "StarGunner",
+        "Tennis",
+        "TimePilot",
+        "Tutankham",
+        "UpNDown",
+        "Venture",
+        "VideoPinball",
+        "WizardOfWor",
+        "YarsRevenge",
+        "Zaxxon",
     }
 )
 
@@ -326,9 +379,7 @@ def protocol_key(protocol: Mapping[str, Any]) -> str:
     model, batch and target to it.
     """
     fields = {
-        k: _canonical(v)
-        for k, v in protocol.items()
-        if k not in NOT_WORKLOAD and v is not None
+        k: _canonical(v) for k, v in protocol.items() if k not in NOT_WORKLOAD and v is not None
     }
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]

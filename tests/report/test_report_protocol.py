@@ -74,8 +74,7 @@ def test_the_study_params_give_pong_v0_with_sticky_actions_and_a_random_skip() -
     assert p["observation"] == {"dim": 84, "framestack": 4, "grayscale": True}
     assert (p["noop_max"], p["episodic_life"], p["fire_reset"]) == (30, True, True)
     assert protocol_text(p) == (
-        "Pong v0 · frameskip 2–4 · sticky 0.25 · episodic life · clipped rewards · "
-        "≤10,000 steps"
+        "Pong v0 · frameskip 2–4 · sticky 0.25 · episodic life · clipped rewards · ≤10,000 steps"
     )
     # NoFrameskip ids got RLlib's MaxAndSkip(4): 4 frames per step, the TimeLimit's 400 000
     # ALE steps are 100 000 env steps; without the deepmind wrappers nothing is clipped.

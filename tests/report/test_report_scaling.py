@@ -130,8 +130,10 @@ def test_curves_split_on_other_axes_and_count_workers_zero_as_one():
     zero = _frame(_noisy(seed=2)[:4], np.array([0.0, 2.0, 4.0, 8.0]), gpu_layout="shared_gpu0")
     zero["configuration"] += "z"
     curves = scaling_curves(pd.concat([one, zero], ignore_index=True))
-    assert [(c.title, c.axis) for c in curves] == [("synthetic · no GPU", "workers"),
-                                                   ("synthetic · shared_gpu0", "workers")]
+    assert [(c.title, c.axis) for c in curves] == [
+        ("synthetic · no GPU", "workers"),
+        ("synthetic · shared_gpu0", "workers"),
+    ]
     shared = curves[1]
     assert shared.points["n"].tolist() == [1.0, 2.0, 4.0, 8.0]  # workers=0: the driver
     assert shared.points["fitted"].all()

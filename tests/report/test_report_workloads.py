@@ -140,7 +140,8 @@ def test_iter_s_where_every_iteration_holds_the_same_work(tmp_path) -> None:
     assert "every iteration sampled 4,000 env steps" in md
     default = build_report([tmp_path / "sweep"], tmp_path / "out2", figures=False)
     assert default.configurations.set_index("config").loc["8 workers", "objective_value"] == (
-        pytest.approx(2.5, rel=0.03))  # 10 s per 4 000 env steps
+        pytest.approx(2.5, rel=0.03)
+    )  # 10 s per 4 000 env steps
 
 
 def test_time_to_target_needs_a_target(tmp_path) -> None:
