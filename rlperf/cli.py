@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig
@@ -21,7 +22,7 @@ from rlperf.config.search_path import (
     user_primary_config_clash,
 )
 from rlperf.console.filters import TF_IMPORT_LOGGER, OnceFilter
-from rlperf.errors import ExitCode, run_command
+from rlperf.errors import ConfigError, ExitCode, run_command
 
 #: Short for ``verbosity=verbose`` (Hydra itself has no ``-v``).
 VERBOSE_FLAGS = ("-v", "--verbose")
@@ -44,11 +45,37 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     if HydraConfig.get().mode != RunMode.RUN:  # a sweep's cell: its launcher reports
         return run_stage(cfg)
     try:
+        refuse_sweep_options(HydraConfig.get())
         return run_stage(cfg)
     except Exception as exc:
         # Raised again by _run: Hydra would first print "Error executing job ...".
         _job_error = exc
         return None
+
+
+#: Config nodes that only a multirun (``-m``) reads: set in a single run they do nothing.
+SWEEP_ONLY = ("hydra.sweeper.", "hydra.launcher.")
+
+
+def refuse_sweep_options(hydra_cfg: Any) -> None:
+    """A single run (no ``-m``) given sweep options: the command line's are an error (the
+    user asked for a sweep or a search and would get one plain job, minutes later), a
+    preset's ``hydra.sweeper.params`` a one-line warning (the preset runs one job: its
+    defaults). ``hydra_cfg``: Hydra's config of this run (``HydraConfig.get()``)."""
+    given = [o for o in hydra_cfg.overrides.hydra if o.lstrip("+~").startswith(SWEEP_ONLY)]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)}: sweep options do nothing in a single run; add -m to "
+            "sweep or search (docs/sweeps.md, docs/search.md)"
+        )
+    params = hydra_cfg.sweeper.get("params") if "sweeper" in hydra_cfg else None
+    if params:
+        axes = ", ".join(f"{k}={v}" for k, v in params.items())
+        print(
+            f"rlperf: warning: hydra.sweeper.params ({axes}) has no effect without -m: this "
+            "runs one job with the defaults; add -m to sweep them",
+            file=sys.stderr,
+        )
 
 
 def _run() -> None:
