@@ -46,6 +46,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         return run_stage(cfg)
     try:
         refuse_sweep_options(HydraConfig.get())
+        warn_other_stage_keys(HydraConfig.get(), str(cfg.stage))
         return run_stage(cfg)
     except Exception as exc:
         # Raised again by _run: Hydra would first print "Error executing job ...".
@@ -76,6 +77,37 @@ def refuse_sweep_options(hydra_cfg: Any) -> None:
             "runs one job with the defaults; add -m to sweep them",
             file=sys.stderr,
         )
+
+
+#: The stages that read each stage-specific node or key (serve builds its TFLite models
+#: with the edge stage's settings); a node named here is read by no other stage.
+READ_BY = {
+    "train": ("train",),
+    "rollout": ("rollout",),
+    "edge": ("edge", "serve"),
+    "serve": ("serve",),
+    "run": ("rollout", "edge", "serve"),
+    "run_match": ("rollout", "edge", "serve"),
+    "run_select": ("rollout", "edge", "serve"),
+    "checkpoint": ("rollout", "edge", "serve"),
+    "model_path": ("edge", "serve"),
+}
+
+
+def warn_other_stage_keys(hydra_cfg: Any, stage: str) -> None:
+    """One warning line per command-line override of a key only other stages read
+    (``rollout.episodes=5`` in a training run, ``run=...`` given to training): the run
+    goes on, and the terminal says the key does nothing here."""
+    for override in hydra_cfg.overrides.task:
+        key = override.lstrip("+~").split("=", 1)[0]
+        readers = READ_BY.get(key.split(".", 1)[0])
+        if readers is not None and stage not in readers:
+            print(
+                f"rlperf: warning: {override} does nothing in a stage={stage} run (read by "
+                + " / ".join(f"stage={r}" for r in readers)
+                + ")",
+                file=sys.stderr,
+            )
 
 
 def _run() -> None:

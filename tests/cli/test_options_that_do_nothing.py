@@ -1,5 +1,5 @@
 """Options that do nothing are refused or named (issue 28, point 5): a sweep or search
-option in a single run (no ``-m``)."""
+option in a single run (no ``-m``), a key only other stages read."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from rlperf.cli import refuse_sweep_options
+from rlperf.cli import refuse_sweep_options, warn_other_stage_keys
 from rlperf.errors import ConfigError
 from rlperf.layout import SUMMARY_FILE
 from tests.conftest import run_rlperf
@@ -50,3 +50,27 @@ def test_a_presets_sweep_axes_are_named_and_the_run_goes_on(capsys) -> None:
     ]
     refuse_sweep_options(OmegaConf.create({"overrides": {"hydra": []}, "sweeper": {}}))
     assert capsys.readouterr().err == ""  # a plain run: silent
+
+
+@pytest.mark.parametrize(
+    ("stage", "override", "readers"),
+    [
+        ("train", "rollout.episodes=5", "stage=rollout"),
+        ("train", "run=outputs/x", "stage=rollout / stage=edge / stage=serve"),
+        ("rollout", "train.iterations=2", "stage=train"),
+        ("rollout", "edge.episodes=2", "stage=edge / stage=serve"),
+    ],
+)
+def test_a_key_only_other_stages_read_is_named(capsys, stage, override, readers) -> None:
+    warn_other_stage_keys(OmegaConf.create({"overrides": {"task": [override]}}), stage)
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"rlperf: warning: {override} does nothing in a stage={stage} run (read by {readers})"
+    ]
+
+
+def test_keys_the_stage_reads_are_silent(capsys) -> None:
+    task = ["train.iterations=2", "workers=0", "env=cartpole", "seed=3"]
+    warn_other_stage_keys(OmegaConf.create({"overrides": {"task": task}}), "train")
+    serve = ["edge.calibration.size=64", "serve.replicas=2", "run=outputs/x"]
+    warn_other_stage_keys(OmegaConf.create({"overrides": {"task": serve}}), "serve")
+    assert capsys.readouterr().err == ""
