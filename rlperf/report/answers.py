@@ -29,7 +29,7 @@ import pandas as pd
 
 from rlperf.report import render, stats
 from rlperf.report.axes import AxisPlan, format_value
-from rlperf.report.findings import FamilyAnalysis, level
+from rlperf.report.findings import FamilyAnalysis, level, ratio_text
 from rlperf.report.result import ReportResult
 
 #: Count axes (name in the tables -> how answers name one unit of it).
@@ -76,12 +76,6 @@ def _fmt(e: stats.Estimate, unit: str = "") -> str:
     return f"{one(e.value)}{unit} [{one(e.low)}, {one(e.high)}]"
 
 
-def _ratio(e: stats.Estimate) -> str:
-    if not e.has_ci:
-        return f"{e.value:.2f}×"
-    return f"{e.value:.2f}× [{e.low:.2f}, {e.high:.2f}]"
-
-
 def _groups(rows: pd.DataFrame, axis: str, axes: Sequence[str]) -> list[pd.DataFrame]:
     """The configurations of ``rows`` grouped by every other varying axis, groups with at
     least two values of ``axis``, most values first."""
@@ -105,7 +99,7 @@ def _numbers(a: FamilyAnalysis, group: pd.DataFrame, axis: str, best: str) -> pd
             axis: format_value(axis, r[axis]),
             "configuration": r["config"],
             f"{obj.label} [{level()} CI]": _fmt(e),
-            "best's speedup over it": "" if r["configuration"] == best else _ratio(sp),
+            "best's speedup over it": "" if r["configuration"] == best else ratio_text(sp),
         })  # fmt: skip
     return pd.DataFrame(out)
 
@@ -155,7 +149,7 @@ def _axis_answer(
         sentence = (
             f"{workload}: {format_value(axis, best[axis])} is fastest of "
             f"{', '.join(f'{c:g}' for c in counts)} {unit} ({obj.name} "
-            f"{_fmt(e_best, obj.unit)}), {_ratio(sp)} as fast as "
+            f"{_fmt(e_best, obj.unit)}), {ratio_text(sp)} as fast as "
             f"{format_value(axis, worst[axis])}; {pays}."
         )
         question = f"How many {unit} pay off?"
@@ -171,7 +165,7 @@ def _axis_answer(
         sentence = (
             f"{workload}: {format_value(axis, best[axis])} is fastest ({obj.name} "
             f"{_fmt(e_best, obj.unit)}); {format_value(axis, worst[axis])} is "
-            + ("not distinguishable from it" if tied else f"{_ratio(sp)} slower")
+            + ("not distinguishable from it" if tied else f"{ratio_text(sp)} slower")
             + f" (other settings: {_other(best, axis, res)})."
         )
         question = CHOICE_AXES[axis]
@@ -208,7 +202,7 @@ def backend_answers(res: ReportResult) -> list[Answer]:
         cost = _return_cost(best, bool(iqm_text)) + iqm_text
         sentence = (
             f"{workload}: {best['backend']} acts fastest (median {_fmt(e_best, 'ms')} per "
-            f"action, {best['config']}), {_ratio(sp)} as fast as the slowest, "
+            f"action, {best['config']}), {ratio_text(sp)} as fast as the slowest, "
             f"{slowest['backend']}; {cost}."
         )
         figure = next((f for f in ("compression_tradeoff", "latency") if f in res.figures), None)

@@ -101,7 +101,8 @@ def _ci(e: stats.Estimate, unit: str) -> str:
     return f"{e.value:.{d}f} {unit} [{e.low:.{d}f}, {e.high:.{d}f}]"
 
 
-def _ratio(e: stats.Estimate) -> str:
+def ratio_text(e: stats.Estimate) -> str:
+    """A speedup as the report writes it: ``1.23× [1.20, 1.26]``."""
     if not e.has_ci:
         return f"{e.value:.2f}× (no interval)"
     return f"{e.value:.2f}× [{e.low:.2f}, {e.high:.2f}]"
@@ -239,7 +240,7 @@ def _fastest_finding(
     else:
         nxt = order[1]
         margin = stats.speedup(est[nxt], est[best])
-        text += f" It beats the next best, `{label[nxt]}`, by {_ratio(margin)}."
+        text += f" It beats the next best, `{label[nxt]}`, by {ratio_text(margin)}."
     text += _phase_shares(conf.completed) if out.family == "training" else ""
     return Finding("fastest", out.family, model, [best, *ties], text)
 
@@ -355,7 +356,7 @@ def _speedup_finding(
     text = (
         f"{out.family.capitalize()}, {model}: against the baseline `{label[base]}` "
         f"({where(out.configurations[base])}, {how}), the fastest configuration is "
-        f"{_ratio(sp[best])} as fast; {len(faster)} configuration(s) are faster, "
+        f"{ratio_text(sp[best])} as fast; {len(faster)} configuration(s) are faster, "
         f"{len(slower)} slower and {len(same)} not distinguishable from it (speedup interval "
         "contains 1)"
     )

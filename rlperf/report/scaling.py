@@ -29,7 +29,7 @@ from rlperf.report import render
 from rlperf.report.axes import format_value
 from rlperf.report.cells import PRIMARY_AXES
 from rlperf.report.repeats import is_identity_key
-from rlperf.report.usl import UslFit, fit_usl, number_text
+from rlperf.report.usl import UslFit, efficiency, fit_usl, number_text
 
 #: Count axes of a training comparison and how the report names one unit of each.
 COUNT_AXES = {"workers": "env runners", "env_runner.num_envs": "envs per runner",
@@ -251,10 +251,7 @@ def _curve(sub: pd.DataFrame, axis: str, workload: str, setting: dict[str, Any],
     x, low, high = (sub[c].to_numpy(dtype=float) for c in ("_x", "_low", "_high"))
     fit = fit_usl(n[fitted], x[fitted], low[fitted], high[fitted])
     pred, pred_low, pred_high = fit.predict(n)
-    e_all = np.full(n.shape, np.nan)
-    if fitted.any():
-        n_min = float(n[fitted].min())
-        e_all = x / (n * float(np.mean(x[fitted][n[fitted] == n_min])) / n_min)
+    e_all = efficiency(n, x, fitted)
     points = pd.DataFrame({
         "count": count, "n": n,
         "configuration": sub["configuration"].to_numpy() if "configuration" in sub else sub.index,

@@ -347,13 +347,18 @@ def _no_fit(n: np.ndarray, x: np.ndarray, low: np.ndarray, high: np.ndarray,
                   "no fit", 0, math.nan, False, np.full((3, 3), np.nan))  # fmt: skip
 
 
-def efficiency(n: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Parallel efficiency E(N) = X(N) / (N · X(N_min) / N_min), 1 at the smallest count."""
+def efficiency(n: np.ndarray, x: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
+    """Parallel efficiency E(N) = X(N) / (N · X(N_min) / N_min), 1 at the smallest count.
+
+    ``base`` (a mask): the points N_min is taken from (e.g. the fitted ones, when a
+    ``workers=0`` point is shown but not fitted); every point gets its efficiency.
+    """
     n, x = np.asarray(n, dtype=float), np.asarray(x, dtype=float)
-    if n.size == 0:
-        return np.array([])
-    n_min = float(n.min())
-    per_unit = float(np.mean(x[n == n_min])) / n_min
+    mask = np.ones(n.shape, dtype=bool) if base is None else np.asarray(base, dtype=bool)
+    if not mask.any():
+        return np.full(n.shape, np.nan)
+    n_min = float(n[mask].min())
+    per_unit = float(np.mean(x[mask][n[mask] == n_min])) / n_min
     return x / (n * per_unit)
 
 
