@@ -8,7 +8,10 @@ Every command maps what ended it to one exit status *by exception type*:
 - ``2`` user error: a :class:`UserError` (a wrong config, a run this machine
   cannot run, a missing or wrong checkpoint, an unknown environment), printed
   as one line without a traceback;
-- ``130`` interrupted (Ctrl-C).
+- ``128 + signal`` interrupted: ``130`` Ctrl-C (SIGINT), ``143`` SIGTERM (what SLURM,
+  Kubernetes and ``timeout`` send), ``129`` SIGHUP (a closed terminal or ssh session).
+  All three stop a command the same way (:func:`interrupt_reason`); a second one
+  ends it at once.
 
 A stage signals a user error by raising a subclass of :class:`UserError`
 (``ConfigError``, ``InfeasibleError``, ``CheckpointError``, ``SkipCell``, ...);
@@ -18,11 +21,13 @@ stage, the launcher and the report import it.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import IntEnum
 from typing import Any
 
@@ -33,7 +38,9 @@ class ExitCode(IntEnum):
     completed = 0
     failed = 1
     user_error = 2
-    interrupted = 130
+    interrupted = 130  # 128 + SIGINT (Ctrl-C)
+    hangup = 129  # 128 + SIGHUP
+    terminated = 143  # 128 + SIGTERM
 
 
 class ReportedError(Exception):
@@ -210,7 +217,7 @@ class EdgeTpuUnavailable(SkipCell):
 def exit_code_of(exc: BaseException) -> int:
     """The exit status of a command that ended with ``exc`` (see the module docstring)."""
     if isinstance(exc, KeyboardInterrupt):
-        return ExitCode.interrupted
+        return 128 + (_stop_signal or signal.SIGINT)
     if isinstance(exc, SystemExit):
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else ExitCode.failed)
@@ -229,44 +236,92 @@ def run_command(
     ``is_user_error``: exceptions of other libraries that are user errors too
     (e.g. Hydra's composition errors before any job started).
     """
-    previous = _install_interrupt_handler()
-    try:
-        command()
-    except BaseException as exc:
-        code = ExitCode.user_error if is_user_error(exc) else exit_code_of(exc)
-        report_exit(exc, code, prog)
-        return code
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    with stop_handlers():
+        try:
+            command()
+        except BaseException as exc:
+            code = ExitCode.user_error if is_user_error(exc) else exit_code_of(exc)
+            report_exit(exc, code, prog)
+            return code
     return ExitCode.completed
 
 
-_interrupt_requested = False
+#: The signals that stop a command as Ctrl-C does, and their names in reasons.
+STOP_SIGNALS: dict[int, str] = {
+    signal.SIGINT: "Ctrl-C",
+    signal.SIGTERM: "SIGTERM",
+    signal.SIGHUP: "SIGHUP",
+}
+
+_stop_signal: int | None = None  # the first stop signal of this command, once one came
+_handlers_installed = False
 
 
-def _on_sigint(signum: int, frame: object) -> None:
-    global _interrupt_requested
-    _interrupt_requested = True
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    """The first stop signal: remembered, then KeyboardInterrupt (see :func:`interrupt_reason`).
+
+    SIGTERM and SIGHUP raise it as Ctrl-C does, also while Ray Tune runs a sweep's group
+    (Tune's own SIGINT handler waits for its trials, which hangs when the signal went
+    to the process group and Ray's processes died with it). A second stop signal, while
+    the first one's cleanup runs, exits at once with 128 + its number.
+    """
+    global _stop_signal
+    if _stop_signal is not None:
+        os.write(2, f"rlperf: {STOP_SIGNALS[signum]} again: exiting now\n".encode())
+        os._exit(128 + signum)
+    _stop_signal = signum
     raise KeyboardInterrupt
 
 
-def _install_interrupt_handler() -> Any:
-    """Ctrl-C raises KeyboardInterrupt as Python's default handler does, and is also
-    remembered: an interrupt raised while the main thread ran a finalizer (``__del__``,
-    a weakref callback) is swallowed by Python, and :func:`raise_if_interrupted` at
-    the next step raises it again. None where no handler can be installed."""
-    global _interrupt_requested
-    _interrupt_requested = False
+@contextmanager
+def stop_handlers() -> Iterator[None]:
+    """:func:`_on_stop_signal` for :data:`STOP_SIGNALS` while a command runs; the previous
+    handlers after. Every command of rlperf's runs in it (:func:`run_command`, rlperf-report).
+
+    An interrupt raised while the main thread ran a finalizer (``__del__``, a weakref
+    callback) is swallowed by Python; the signal is remembered, and
+    :func:`raise_if_interrupted` at the next step raises it again. Nothing is installed
+    off the main thread.
+    """
+    global _stop_signal, _handlers_installed
+    _stop_signal = None
     if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGINT, _on_sigint)
+        yield
+        return
+    previous = {signum: signal.signal(signum, _on_stop_signal) for signum in STOP_SIGNALS}
+    _handlers_installed = True
+    try:
+        yield
+    finally:
+        _handlers_installed = False
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def keep_stop_handlers() -> None:
+    """Install the stop handlers again after a library replaced them (``ray.init`` sets a
+    SIGTERM handler that exits with ``SystemExit(15)``, and its C++ core one that prints a
+    stack dump and aborts). Only where :func:`run_command` installed them, on the main thread."""
+    if _handlers_installed and threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _on_stop_signal)
 
 
 def raise_if_interrupted() -> None:
-    """Raise KeyboardInterrupt when Ctrl-C was pressed during this command (a step's end)."""
-    if _interrupt_requested:
+    """Raise KeyboardInterrupt when a stop signal came during this command (a step's end)."""
+    if _stop_signal is not None:
         raise KeyboardInterrupt
+
+
+def stop_signal() -> int | None:
+    """The stop signal that came during this command (its number), None while none came."""
+    return _stop_signal
+
+
+def interrupt_reason() -> str:
+    """What stopped the command, for summaries and tables: ``interrupted (Ctrl-C)``,
+    ``interrupted (SIGTERM)`` or ``interrupted (SIGHUP)``."""
+    return f"interrupted ({STOP_SIGNALS.get(_stop_signal or signal.SIGINT, 'Ctrl-C')})"
 
 
 def report_exit(exc: BaseException, code: int, prog: str = "rlperf") -> None:
@@ -274,7 +329,7 @@ def report_exit(exc: BaseException, code: int, prog: str = "rlperf") -> None:
     if isinstance(exc, SystemExit):
         return
     if isinstance(exc, KeyboardInterrupt):
-        message = "interrupted (Ctrl-C); completed rows and cells are kept"
+        message = f"{interrupt_reason()}; completed rows and cells are kept"
     elif isinstance(exc, ReportedError) or code == ExitCode.user_error:
         message = message_of(exc)
     else:

@@ -8,7 +8,7 @@ config; a machine that cannot run it), with the reason and ``preflight: true``;
 ``skipped`` when the stage finds it cannot run here (:class:`SkipCell`);
 ``invalid`` when the stage finds an input wrong (a
 :class:`~rlperf.errors.UserError` such as a checkpoint that does not load);
-``failed`` (with the error and traceback) or ``interrupted`` (Ctrl-C) — keeping
+``failed`` (with the error and traceback) or ``interrupted`` (Ctrl-C, SIGTERM, SIGHUP) — keeping
 every row already flushed by the stage. The exception goes on to the caller,
 which maps it to the exit status (docs/exit-codes.md); only a skip inside a
 sweep's trial ends here.
@@ -39,6 +39,7 @@ from rlperf.errors import (
     TrialStopped,
     UserError,
     error_line,
+    interrupt_reason,
     raise_if_interrupted,
 )
 from rlperf.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunStatus
@@ -210,7 +211,7 @@ def execute_stage(
         summary.update(status=RunStatus.stopped_early, error="stopped by the search's scheduler")
         raise
     except KeyboardInterrupt:
-        summary.update(status=RunStatus.interrupted, error="interrupted (Ctrl-C)")
+        summary.update(status=RunStatus.interrupted, error=interrupt_reason())
         raise
     except BaseException as exc:
         summary.update(status=RunStatus.failed, error=error_line(exc))

@@ -125,7 +125,7 @@ class RunStatus(StrEnum):
     failed = "failed"  # the stage raised; ``error`` and ``traceback`` say what
     invalid = "invalid"  # refused before start: the config is wrong (``error`` names the key)
     skipped = "skipped"  # refused: this machine cannot run it (GPU, Edge TPU, CPUs, runtime)
-    interrupted = "interrupted"  # Ctrl-C; the rows written so far are kept
+    interrupted = "interrupted"  # Ctrl-C, SIGTERM, SIGHUP; the rows written so far are kept
     stopped_early = "stopped_early"  # a search scheduler stopped it; ``error`` has its reason
 
 

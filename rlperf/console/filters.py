@@ -9,12 +9,16 @@ terminal shows only what a person running an experiment must act on:
 - the warnings in :data:`MATTERS` (the run is slower or may fail because of
   something the user can change);
 
-each distinct line once. ``verbosity=verbose`` (``-v``) shows every line.
+each distinct line once; nothing after a stop signal (Ctrl-C, SIGTERM, SIGHUP), when
+Ray's processes die with the run and RLlib logs each lost actor as an error.
+``verbosity=verbose`` (``-v``) shows every line.
 """
 
 from __future__ import annotations
 
 import re
+
+from rlperf.errors import stop_signal
 
 #: Timestamps, process ids and object ids that make copies of one line look different.
 _VOLATILE = re.compile(
@@ -92,6 +96,8 @@ class TerminalFilter:
         """Whether the terminal shows ``line`` (a line of captured output, no newline)."""
         if self.verbose:
             return True
+        if stop_signal() is not None:
+            return False
         if self._traceback_line(line):
             return True
         text = line.strip()

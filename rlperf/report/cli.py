@@ -21,6 +21,9 @@ from rlperf.errors import (
     MixedFingerprintsError,
     NoRunsFoundError,
     ObjectiveError,
+    exit_code_of,
+    interrupt_reason,
+    stop_handlers,
 )
 
 
@@ -90,14 +93,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     docs/exit-codes.md: 0 report written; 2 nothing to report or a refusal the
     user can fix (no runs, ``--strict`` and mixed hardware, a bad ``--baseline``,
     a bad argument); 1 a ``--gate`` that failed, or an unexpected error (with its
-    traceback); 130 Ctrl-C.
+    traceback); 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
     """
     args = _parser().parse_args(argv)
-    try:
-        return _run(args)
-    except KeyboardInterrupt:
-        print("rlperf-report: interrupted", file=sys.stderr)
-        return ExitCode.interrupted
+    with stop_handlers():
+        try:
+            return _run(args)
+        except KeyboardInterrupt as exc:
+            print(f"rlperf-report: {interrupt_reason()}", file=sys.stderr)
+            return exit_code_of(exc)
 
 
 def _run(args: argparse.Namespace) -> int:

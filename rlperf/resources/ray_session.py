@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rlperf.errors import keep_stop_handlers
 from rlperf.resources.listeners import ray_listeners
 from rlperf.resources.plan import Machine, ResourcePlan, ray_cpu_count
 
@@ -111,6 +112,7 @@ def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = N
     t0 = time.perf_counter()
     with _loopback_kept(kwargs["address"] if joining else None):
         ray.init(**kwargs)
+    keep_stop_handlers()  # ray.init replaced rlperf's SIGTERM handler (rlperf.errors)
     seconds = time.perf_counter() - t0
     if not joining:
         check_exposure()

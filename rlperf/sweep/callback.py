@@ -14,6 +14,7 @@ from typing import Any
 
 from ray import tune
 
+from rlperf.errors import interrupt_reason
 from rlperf.layout import RunStatus
 from rlperf.sweep.index import jsonable_return, mark_summary, now_iso, read_summary, summary_status
 from rlperf.sweep.state import Cell, Sweep
@@ -125,7 +126,7 @@ def mark_interrupted(sweep: Sweep) -> None:
         rec = cell.record
         if rec.status != "running":
             continue
-        rec.status, rec.reason = "interrupted", "interrupted (Ctrl-C)"
+        rec.status, rec.reason = "interrupted", interrupt_reason()
         rec.finished_at = now_iso()
         if cell.t0 is not None:
             rec.wall_s = time.monotonic() - cell.t0

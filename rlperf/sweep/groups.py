@@ -22,7 +22,7 @@ from hydra.core.singleton import Singleton
 from ray import tune
 
 from rlperf.resources.ray_session import applied_placement, init_ray
-from rlperf.sweep.callback import SweepCallback
+from rlperf.sweep.callback import SweepCallback, mark_interrupted
 from rlperf.sweep.index import now_iso
 from rlperf.sweep.state import TUNE_DIR, Group, Sweep
 from rlperf.sweep.trial import cell_trial
@@ -82,6 +82,9 @@ def run_group(sweep: Sweep, group: Group, existing: bool) -> None:
         if any(c.record.status in ("pending", "running") for c in gcells):
             # Tune ends early only when stopped (its SIGINT handler: Ctrl-C).
             raise KeyboardInterrupt
+        if any(c.record.status in ("pending", "running") for c in gcells):
+            # Tune ends early only when stopped (its SIGINT handler: Ctrl-C).
+            raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -101,6 +104,9 @@ def _local_ray(sweep: Sweep, group: Group) -> Iterator[float]:
         )
         try:
             yield seconds
+        except KeyboardInterrupt:
+            mark_interrupted(sweep)  # before Ray's shutdown, which a dead Ray can slow down
+            raise
         finally:
             ray.shutdown()
 

@@ -31,7 +31,7 @@ from omegaconf import OmegaConf
 
 from rlperf.console import TERMINAL, Console
 from rlperf.console.deprecations import watching
-from rlperf.errors import ExitCode, SweepIncomplete
+from rlperf.errors import ExitCode, SweepIncomplete, interrupt_reason
 from rlperf.layout import RunStatus
 from rlperf.resources.ray_session import init_ray
 from rlperf.sweep.callback import mark_interrupted
@@ -125,7 +125,7 @@ def _run_sweep(sweep: Sweep) -> None:
             joined = False
         mark_interrupted(sweep)
         progress.say(
-            "interrupted (Ctrl-C): completed cells are kept; run the same command with "
+            f"{interrupt_reason()}: completed cells are kept; run the same command with "
             f"hydra.sweep.dir={sweep.sweep_dir} to resume"
         )
         raise

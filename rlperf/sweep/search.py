@@ -37,7 +37,7 @@ from ray import tune
 from rlperf.config.validate import validate_config
 from rlperf.console import TERMINAL
 from rlperf.console.deprecations import watching
-from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete
+from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete, interrupt_reason
 from rlperf.layout import FINAL_STATUSES, MULTIRUN_FILE, REFUSED_STATUSES, SEARCH_FILE, RunStatus
 from rlperf.resources.plan import detect_machine
 from rlperf.resources.ray_session import init_ray
@@ -194,7 +194,7 @@ def _run(search: Search) -> None:
     except KeyboardInterrupt:
         mark_interrupted(search)
         search.progress.say(
-            "interrupted (Ctrl-C): finished trials are kept; run the same command with "
+            f"{interrupt_reason()}: finished trials are kept; run the same command with "
             f"hydra.sweep.dir={search.sweep_dir} to resume the search"
         )
         raise
