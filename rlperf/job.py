@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -82,6 +83,11 @@ class JobContext:
     started: float = field(default_factory=time.monotonic)
     label: str = "rlperf"  # the stage, in progress lines
     display: Any | None = None  # the run's progress display, opened by the first step
+    # What runs now, since when, and when the terminal last heard of it (Heartbeat).
+    phase: str = "starting"
+    phase_since: float = field(default_factory=time.monotonic)
+    last_line: float = field(default_factory=time.monotonic)
+    steps_done: str = ""
 
     @classmethod
     def for_job(cls, cfg: DictConfig, out_dir: Path) -> JobContext:
@@ -106,6 +112,20 @@ class JobContext:
         """One progress line for the person (:func:`rlperf.console.current`) and the job log."""
         log.info(message, extra={TERMINAL: False})
         current().say(f"[rlperf {self.elapsed_s():7.1f}s] {message}", progress=True)
+        self._now_running(message)
+
+    def _now_running(self, phase: str) -> None:
+        self.phase, self.phase_since = phase, time.monotonic()
+        self.last_line = self.phase_since
+
+    def incident(self, kind: str, message: str, setting: str | None = None) -> None:
+        """A problem that does not stop the job: one warning line on the terminal and an
+        entry ``{kind, at, message, setting}`` of ``summary.json``'s ``incidents``
+        (``at``: UTC time; ``setting``: the key that governs it, if one does)."""
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        entry = {"kind": kind, "at": at, "message": message, "setting": setting}
+        self.summary.setdefault("incidents", []).append(entry)
+        log.warning("%s", message)
 
     def step(
         self,
@@ -136,6 +156,10 @@ class JobContext:
         self.display.update(done, info, brief or info, fraction)
         for sink in STEP_SINKS:
             sink(done, total, brief or info, row)
+        self.steps_done = f"{done} of {total} {unit}s done"
+        if self.rows and "env_steps" in self.rows[-1]:
+            self.steps_done += f", {sum(int(r['env_steps']) for r in self.rows)} env steps"
+        self._now_running(f"{unit} {done + 1} of {total}" if done < total else "finishing")
 
     def open_display(self, total: int, unit: str = "iteration") -> None:
         """Show the run's progress (a bar on a terminal) from now on: before its first step."""
@@ -195,7 +219,8 @@ def execute_stage(
             write_json(out_dir / SUMMARY_FILE, summary)
             sampler = _start_telemetry(cfg, out_dir, ctx.gpu_indices, ctx.started)
             ctx.sampler = sampler
-            summary.update(stage(cfg, out_dir, ctx))
+            with Heartbeat(ctx, float(cfg.console.heartbeat_s)):
+                summary.update(stage(cfg, out_dir, ctx))
         summary["status"] = RunStatus.completed
     except SkipCell as exc:
         summary.update(status=RunStatus.skipped, error=str(exc))
@@ -228,6 +253,42 @@ def execute_stage(
             summary.setdefault("iterations", len(ctx.rows))
         write_json(out_dir / SUMMARY_FILE, summary)
     return summary
+
+
+class Heartbeat:
+    """While a job runs: a line whenever ``every_s`` seconds passed without a progress line
+    (``console.heartbeat_s``; 0 = never), saying what runs, since when and what is done, so
+    that a phase that takes long (Ray's start, an evaluation, a hung env) is never silent."""
+
+    def __init__(self, ctx: JobContext, every_s: float) -> None:
+        self.ctx, self.every_s = ctx, every_s
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="rlperf-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        if self.every_s > 0:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=5)
+
+    def _run(self) -> None:
+        ctx = self.ctx
+        while not self.stopped.wait(min(1.0, self.every_s)):
+            now = time.monotonic()
+            if now - ctx.last_line < self.every_s:
+                continue
+            since = time.strftime("%H:%M:%S", time.localtime(time.time() - (now - ctx.phase_since)))
+            done = f"; {ctx.steps_done}" if ctx.steps_done else ""
+            line = (
+                f"still running: {ctx.phase} (since {since}, {now - ctx.phase_since:.0f} s){done}"
+            )
+            log.info(line, extra={TERMINAL: False})
+            current().say(f"[rlperf {ctx.elapsed_s():7.1f}s] {line}", progress=True)
+            ctx.last_line = now
 
 
 def record_env_protocol(summary: dict[str, Any], resolved: Mapping[str, Any]) -> None:

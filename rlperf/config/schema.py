@@ -240,6 +240,18 @@ class EvaluationConfig:
     interval: int = 1  # evaluate after every N-th training iteration
     episodes: int = 10  # episodes per evaluation (RLlib evaluation_duration)
     explore: bool = False  # false = greedy actions
+    # Agent steps after which an evaluation episode is stopped (truncated); a round then
+    # does not count toward the target. null = the env's own time limit, else 10 000.
+    max_episode_steps: int | None = None
+
+
+@dataclass
+class ConsoleConfig:
+    """``console``: the terminal while a job runs (every stage)."""
+
+    # A phase that has run this many seconds without a progress line gets one saying what
+    # runs, since when and the steps so far; 0 = never.
+    heartbeat_s: float = 30.0
 
 
 @dataclass
@@ -400,6 +412,7 @@ class RlperfConfig:
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     # What the terminal shows; `-v` on the command line is verbosity=verbose.
     verbosity: Verbosity = Verbosity.normal
+    console: ConsoleConfig = field(default_factory=ConsoleConfig)
     # Downstream stages: the upstream run folder, or a checkpoint path.
     run: str | None = None
     # Downstream stages over a sweep folder: which of its training jobs (docs/sweeps.md).

@@ -249,6 +249,8 @@ def validate_stop(cfg: DictConfig) -> None:
     if str(stop.judge) == "eval" and ret is not None:
         positive("train.evaluation.interval", cfg.train.evaluation.interval)
         positive("train.evaluation.episodes", cfg.train.evaluation.episodes)
+        if cfg.train.evaluation.max_episode_steps is not None:
+            positive("train.evaluation.max_episode_steps", cfg.train.evaluation.max_episode_steps)
 
 
 def validate_rollout(cfg: DictConfig) -> None:
@@ -355,4 +357,5 @@ def validate_config(cfg: DictConfig) -> None:
     validate_gpu_layout(cfg)
     validate_algo(cfg)
     validate_telemetry(cfg)
+    positive("console.heartbeat_s", cfg.console.heartbeat_s, allow_zero=True)
     STAGE_VALIDATORS[str(cfg.stage)](cfg)

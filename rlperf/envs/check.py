@@ -13,6 +13,11 @@ names the entry point (or id), the call and what was wrong:
   ``(obs, reward, terminated: bool, truncated: bool, info: dict)``, and both
   observations lie inside ``observation_space``.
 
+An env without a time limit (a ``custom`` env without ``env.max_episode_steps``:
+:func:`~rlperf.envs.factory.time_limit`) gets a warning: an episode that never ends
+reports no return, and a greedy evaluation caps it
+(``train.evaluation.max_episode_steps``).
+
 Only what breaks training is refused (:class:`~rlperf.errors.EnvCheckError`, a
 :class:`~rlperf.errors.ConfigError`). An env that does not seed its
 ``np_random`` on ``reset(seed=...)`` (gymnasium's strict ``check_env``
@@ -36,10 +41,14 @@ import gymnasium as gym
 import numpy as np
 
 from rlperf.envs.entry_point import load_entry_point
-from rlperf.envs.factory import describe_env, env_kind, env_spaces, make_env
+from rlperf.envs.factory import describe_env, env_kind, env_spaces, make_env, time_limit
 from rlperf.errors import EntryPointError, EnvCheckError
 
 log = logging.getLogger(__name__)
+
+#: Agent steps at which a greedy evaluation stops an episode of an env without a time limit
+#: of its own (``train.evaluation.max_episode_steps`` null; rlperf.training.target).
+DEFAULT_EVALUATION_CAP = 10_000
 
 #: The seed the check resets with (any fixed value).
 CHECK_SEED = 123
@@ -55,6 +64,7 @@ class EnvReport:
     action_space: gym.Space[Any]
     warnings: list[str] = field(default_factory=list)
     check_s: float = 0.0
+    time_limit: int | None = None  # agent steps after which the env ends an episode itself
 
 
 _CACHE: dict[str, EnvReport] = {}
@@ -71,6 +81,15 @@ def check_env(env_config: Mapping[str, Any]) -> EnvReport:
         t0 = time.perf_counter()
         checker = {"atari": _check_atari, "gym": _check_gym, "custom": _check_custom}
         report = checker[env_kind(env_config)](dict(env_config))
+        report.time_limit = time_limit(env_config)
+        if report.time_limit is None:
+            report.warnings.append(
+                f"{report.name} has no time limit (env.max_episode_steps is null and the env "
+                f"has none rlperf can see): an episode that never ends reports no return, and "
+                f"a greedy evaluation stops each episode at train.evaluation.max_episode_steps "
+                f"(default {DEFAULT_EVALUATION_CAP}) and does not count it toward a target; "
+                f"set env.max_episode_steps"
+            )
         report.check_s = time.perf_counter() - t0
         _CACHE[key] = report
     report = _CACHE[key]

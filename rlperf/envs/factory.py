@@ -11,7 +11,8 @@ custom     ``Class(config)`` of ``entry_point`` (``package.module:     ``entry_p
 =========  ==========================================================  =====================
 
 Every kind also takes ``max_episode_steps`` (a gymnasium ``TimeLimit`` in
-agent steps; null = the env's own) and ``seed`` (the job's ``seed``: the
+agent steps; null = the env's own, :func:`time_limit`), ``evaluation_cap`` (set by
+the training's greedy evaluation only: :class:`EvaluationCap`) and ``seed`` (the job's ``seed``: the
 default seed of the first reset, derived per env runner and sub-env as for
 Atari, see docs/environment.md#seeds). A config without ``kind`` (runs of
 rlperf before 0.2) is Atari.
@@ -39,7 +40,12 @@ RLLIB_ENV_NAME = "rlperf_env"
 KINDS = ("atari", "gym", "custom")
 
 # Keys every kind accepts besides its own, and RLlib's key of a vectorised EnvContext.
-_COMMON_KEYS = frozenset({"kind", "max_episode_steps", "seed"})
+_COMMON_KEYS = frozenset({"kind", "max_episode_steps", "seed", "evaluation_cap"})
+
+#: The key of an env config that caps its episodes for an evaluation (:class:`EvaluationCap`).
+EVALUATION_CAP = "evaluation_cap"
+#: What :class:`EvaluationCap` adds to the ``info`` of the step that it truncated.
+CAPPED_INFO = "rlperf_evaluation_capped"
 _KIND_KEYS = {"gym": frozenset({"id", "config"}), "custom": frozenset({"entry_point", "config"})}
 _RLLIB_CONTEXT_KEYS = frozenset({"num_envs"})
 
@@ -81,6 +87,52 @@ def construct_env(env_config: Mapping[str, Any]) -> gym.Env:
     return load_entry_point(str(cfg["entry_point"]))(kwargs)  # type: ignore[no-any-return]
 
 
+class EvaluationCap(gym.Wrapper[Any, Any, Any, Any]):
+    """Truncates an episode after ``steps`` agent steps, and says so in the step's ``info``
+    (:data:`CAPPED_INFO`): the cap of a greedy evaluation on an env without a time limit
+    of its own (``train.evaluation.max_episode_steps``), whose capped episodes do not count
+    toward a return target (:mod:`rlperf.training.target`)."""
+
+    def __init__(self, env: gym.Env, steps: int) -> None:
+        super().__init__(env)
+        self.steps, self.elapsed = int(steps), 0
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.elapsed = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.elapsed += 1
+        if self.elapsed >= self.steps and not (terminated or truncated):
+            truncated, info = True, {**info, CAPPED_INFO: True}
+        return obs, reward, terminated, truncated, info
+
+
+def time_limit(env_config: Mapping[str, Any]) -> int | None:
+    """The agent steps after which the env of ``env_config`` ends an episode by itself:
+    ``max_episode_steps``; else ALE's frame cap in agent steps (Atari: 108 000 frames at 4
+    frames per step, 27 000), or the registered id's ``max_episode_steps`` (``gym``); None
+    where none is known (a ``custom`` env without ``max_episode_steps``)."""
+    if env_config.get("max_episode_steps") is not None:
+        return int(env_config["max_episode_steps"])
+    kind = env_kind(env_config)
+    if kind == "atari":
+        # rlperf.results: the protocol knows the frame cap; deferred (it imports this module's kin).
+        from rlperf.results.protocol import env_protocol
+
+        protocol = env_protocol(env_config)
+        frames, per_step = protocol.get("max_frames_per_episode"), protocol.get("frames_per_step")
+        return int(frames // per_step) if frames and per_step else None
+    if kind == "gym":
+        try:
+            steps = gym.spec(str(env_config.get("id"))).max_episode_steps
+        except gym.error.Error:
+            return None
+        return int(steps) if steps is not None else None
+    return None
+
+
 def make_env(env_config: Mapping[str, Any] | None = None) -> gym.Env:
     """Build the env of ``env_config`` (see the module docstring), seeded like Atari envs.
 
@@ -88,6 +140,10 @@ def make_env(env_config: Mapping[str, Any] | None = None) -> gym.Env:
     instance gets its own derived default seed (:func:`rlperf.envs.atari.derive_seed`).
     """
     env_config = env_config if env_config is not None else {}
+    cap = env_config.get(EVALUATION_CAP)
+    if cap is not None:
+        rest = {k: v for k, v in dict(env_config).items() if k != EVALUATION_CAP}
+        return EvaluationCap(make_env(_keep_context(env_config, rest)), int(cap))
     if env_kind(env_config) == "atari":
         return make_atari_env(env_config)
     cfg = _plain_config(env_config)
@@ -97,6 +153,16 @@ def make_env(env_config: Mapping[str, Any] | None = None) -> gym.Env:
     if cfg.get("seed") is not None:
         env = _DefaultSeed(env, _instance_seed(env_config, int(cfg["seed"])))
     return env
+
+
+def _keep_context(original: Mapping[str, Any], config: dict[str, Any]) -> Mapping[str, Any]:
+    """``config`` as an RLlib ``EnvContext`` like ``original`` (its worker and vector index,
+    which seed derivation reads), where ``original`` is one."""
+    copy_with_overrides = getattr(original, "copy_with_overrides", None)
+    if copy_with_overrides is None:
+        return config
+    context = copy_with_overrides(env_config=config)
+    return context  # type: ignore[no-any-return]
 
 
 def env_spaces(env_config: Mapping[str, Any]) -> tuple[gym.Space[Any], gym.Space[Any]]:

@@ -49,6 +49,8 @@ TRAIN_COLUMNS = (
     # mean return of this iteration's evaluation episodes (NaN without one), and their number
     "eval_return_mean",
     "eval_episodes",
+    # evaluation episodes of this iteration that train.evaluation.max_episode_steps ended
+    "eval_capped_episodes",
     "cpu_util_pct",
     "ram_util_pct",
     *FAULT_COLUMNS,

@@ -34,7 +34,13 @@ from rlperf.runs.probe import write_probe
 from rlperf.telemetry.cpu import CpuWindow
 from rlperf.telemetry.sampler import gpu_columns
 from rlperf.training import faults
-from rlperf.training.target import StopCheck, evaluates, evaluation_row, with_evaluation
+from rlperf.training.target import (
+    StopCheck,
+    evaluates,
+    evaluation_cap,
+    evaluation_row,
+    with_evaluation,
+)
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +212,8 @@ def iteration_text(row: dict[str, Any]) -> str:
         f"{row['env_steps_per_s']:.0f} env steps/s | return {row['episode_return_mean']:.1f}"
     )
     if row["eval_episodes"]:
-        text += f" | eval {row['eval_return_mean']:.1f} ({row['eval_s']:.1f} s)"
+        capped = f"{row['eval_capped_episodes']} capped, " if row["eval_capped_episodes"] else ""
+        text += f" | eval {row['eval_return_mean']:.1f} ({capped}{row['eval_s']:.1f} s)"
     return text + (f" | excluded: {row[EXCLUDED_COLUMN]}" if row[EXCLUDED_COLUMN] else "")
 
 
@@ -231,12 +238,32 @@ def train(
             brief = f"{row['iter_s']:.1f} s/it, {row['env_steps_per_s']:.0f} env steps/s"
             fraction = stop.budget_fraction(it, row["train_time_s"])
             ctx.step(it, iterations, iteration_text(row), brief, row=row, fraction=fraction)
+            if row["eval_capped_episodes"] and stop.capped == row["eval_capped_episodes"]:
+                report_capped(cfg, ctx, row)  # the first round with a capped episode
             faults.handle(row, str(cfg.train.on_fault))
             if hit is not None:
                 ctx.progress(f"train.stop.{hit} reached after iteration {it}: stopping")
                 return
             if every and it % every == 0 and it < iterations:
                 save_checkpoint(algo, cfg, out_dir, it)
+
+
+def report_capped(cfg: DictConfig, ctx: Any, row: dict[str, Any]) -> None:
+    """The first evaluation round that rlperf's cap cut short: one line and an incident."""
+    cap, source = evaluation_cap(cfg)
+    where = {
+        "default": "the default for an env without a time limit",
+        "train.evaluation.max_episode_steps": "train.evaluation.max_episode_steps",
+    }.get(source, source)
+    ctx.incident(
+        "evaluation_capped",
+        f"iteration {row['iteration']}: {row['eval_capped_episodes']} of {row['eval_episodes']} "
+        f"greedy evaluation episode(s) ran {cap} agent steps without ending ({where}) and were "
+        f"stopped; a round with a stopped episode does not count toward "
+        f"train.stop.episode_return (set env.max_episode_steps, or "
+        f"train.evaluation.max_episode_steps)",
+        "train.evaluation.max_episode_steps",
+    )
 
 
 def summarise_training(

@@ -2,7 +2,7 @@
 and what ``summary.json`` records about them.
 
 Config subtrees used: ``train.stop`` (``episode_return``, ``env_steps``, ``time_s``,
-``judge``), ``train.evaluation`` (``interval``, ``episodes``, ``explore``),
+``judge``), ``train.evaluation`` (``interval``, ``episodes``, ``explore``, ``max_episode_steps``),
 ``train.iterations`` (the cap).
 
 The clock starts when the algorithm is built (Ray start, pre-flight and the env
@@ -11,6 +11,12 @@ time since then less the time spent in RLlib's evaluation (``eval_s``, reported
 apart): evaluation measures the policy, it is not part of training, and leaving it
 out keeps ``judge=eval`` and ``judge=train`` comparable. The first criterion
 reached ends the run after the iteration that reached it.
+
+No evaluation runs unbounded: each evaluation episode ends at the env's own time
+limit, else at ``train.evaluation.max_episode_steps`` (default 10 000 agent steps,
+:func:`evaluation_cap`), where :class:`~rlperf.envs.factory.EvaluationCap` truncates
+it. A round with a capped episode (``eval_capped_episodes`` > 0) does not count toward
+the target: its mean return includes the capped episode's partial one.
 """
 
 from __future__ import annotations
@@ -21,6 +27,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rlperf.envs.check import DEFAULT_EVALUATION_CAP
+from rlperf.envs.factory import CAPPED_INFO, EVALUATION_CAP, time_limit
+
+#: The key RLlib's evaluation results count capped episodes under (:func:`count_capped`).
+CAPPED_METRIC = "rlperf_capped_episodes"
+
 #: Criteria of ``train.stop`` in the order they are checked (``iterations`` is the cap).
 STOP_KEYS = ("episode_return", "env_steps", "time_s")
 
@@ -29,6 +41,29 @@ def evaluates(cfg: DictConfig) -> bool:
     """Whether the run evaluates: a return target judged on evaluation episodes."""
     stop = cfg.train.stop
     return stop.episode_return is not None and str(stop.judge) == "eval"
+
+
+def evaluation_cap(cfg: DictConfig) -> tuple[int, str]:
+    """Agent steps after which an evaluation episode ends, and where the number comes from:
+    ``train.evaluation.max_episode_steps`` when set, else the env's own time limit
+    (``env``: :func:`~rlperf.envs.factory.time_limit`), else 10 000 (``default``). Only
+    the env's own limit ends episodes that count: the others are rlperf's cap."""
+    given = cfg.train.evaluation.max_episode_steps
+    if given is not None:
+        return int(given), "train.evaluation.max_episode_steps"
+    own = time_limit(dict(cfg.env))
+    if own is not None:
+        return own, "env"
+    return DEFAULT_EVALUATION_CAP, "default"
+
+
+def count_capped(*, episode: Any, metrics_logger: Any = None, **kwargs: Any) -> None:
+    """RLlib ``on_episode_end`` callback: count the episodes rlperf's cap truncated."""
+    if metrics_logger is None:
+        return
+    info = episode.get_infos(-1)
+    capped = isinstance(info, dict) and bool(info.get(CAPPED_INFO))
+    metrics_logger.log_value(CAPPED_METRIC, int(capped), reduce="sum")
 
 
 def evaluation_settings(cfg: DictConfig) -> dict[str, Any]:
@@ -41,6 +76,8 @@ def evaluation_settings(cfg: DictConfig) -> dict[str, Any]:
         "interval": int(e.interval),
         "episodes": int(e.episodes),
         "explore": bool(e.explore),
+        "max_episode_steps": evaluation_cap(cfg)[0],
+        "max_episode_steps_from": evaluation_cap(cfg)[1],
         # Evaluation runs in the driver, on a local env runner of RLlib's evaluation
         # group, after the training step (not in parallel): it asks Ray for no CPU.
         "env_runners": 0,
@@ -54,19 +91,23 @@ def with_evaluation(algo_config: Any, cfg: DictConfig) -> Any:
     if not evaluates(cfg):
         return algo_config
     e = cfg.train.evaluation
-    return algo_config.evaluation(
+    overrides: dict[str, Any] = {"explore": bool(e.explore)}
+    cap, source = evaluation_cap(cfg)
+    if source != "env":
+        overrides["env_config"] = {**dict(algo_config.env_config), EVALUATION_CAP: cap}
+    return algo_config.callbacks(on_episode_end=count_capped).evaluation(
         evaluation_interval=int(e.interval),
         evaluation_duration=int(e.episodes),
         evaluation_duration_unit="episodes",
         evaluation_num_env_runners=0,
         evaluation_parallel_to_training=False,
-        evaluation_config={"explore": bool(e.explore)},
+        evaluation_config=overrides,
     )
 
 
 def evaluation_row(result: dict[str, Any]) -> dict[str, float]:
-    """``eval_return_mean`` and ``eval_episodes`` of one ``train()`` result (NaN / 0
-    in iterations without evaluation)."""
+    """``eval_return_mean``, ``eval_episodes`` and ``eval_capped_episodes`` of one
+    ``train()`` result (NaN / 0 / 0 in iterations without evaluation)."""
     # RLlib: deferred, the job wrapper validates the config before Ray loads.
     from ray.rllib.utils.metrics import (
         ENV_RUNNER_RESULTS,
@@ -81,6 +122,7 @@ def evaluation_row(result: dict[str, Any]) -> dict[str, float]:
     return {
         "eval_return_mean": float(ret) if ret is not None else math.nan,
         "eval_episodes": int(episodes) if episodes is not None else 0,
+        "eval_capped_episodes": int(runners.get(CAPPED_METRIC) or 0) if episodes else 0,
     }
 
 
@@ -99,12 +141,14 @@ class StopCheck:
         self.settings = evaluation_settings(cfg)
         self.built_at = time.perf_counter()
         self.eval_s = 0.0
+        self.capped = 0  # evaluation episodes rlperf's cap ended
         self.env_steps = 0
         self.stopped_by = "iterations"
         self.reached_row: dict[str, Any] | None = None
 
     def observe(self, row: dict[str, Any]) -> str | None:
         self.eval_s += float(row.get("eval_s") or 0.0)
+        self.capped += int(row.get("eval_capped_episodes") or 0)
         self.env_steps += int(row["env_steps"])
         wall = time.perf_counter() - self.built_at
         row["train_time_s"] = wall - self.eval_s
@@ -133,6 +177,8 @@ class StopCheck:
         return min(max(parts), 1.0)
 
     def _judged_return(self, row: dict[str, Any]) -> float:
+        if self.judge == "eval" and row.get("eval_capped_episodes"):
+            return math.nan  # a capped episode never counts toward the target
         key = "eval_return_mean" if self.judge == "eval" else "episode_return_mean"
         value = row.get(key)
         return float(value) if value is not None else math.nan
@@ -167,5 +213,5 @@ class StopCheck:
             "iterations_to_target": hit.get("iteration"),
             "wall_s_to_target": hit.get("wall_s"),
             "return_at_target": hit.get("return"),
-            "evaluation": {**self.settings, "eval_s": self.eval_s},
+            "evaluation": {**self.settings, "eval_s": self.eval_s, "capped_episodes": self.capped},
         }

@@ -76,12 +76,15 @@ def test_import_errors_name_the_module_and_where_it_was_looked_for(compose_cfg) 
 
 def test_unseeded_env_runs_with_a_logged_warning(compose_cfg, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="rlperf.envs.check"):
-        validate_config(custom(compose_cfg, f"{BAD}:Unseeded"))
+        validate_config(custom(compose_cfg, f"{BAD}:Unseeded", "env.max_episode_steps=50"))
     assert "did not seed np_random" in caplog.text and f"{BAD}:Unseeded" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="rlperf.envs.check"):
-        validate_config(custom(compose_cfg, f"{BAD}:Walk"))
+        validate_config(custom(compose_cfg, f"{BAD}:Walk", "env.max_episode_steps=50"))
     assert caplog.text == ""
+    with caplog.at_level(logging.WARNING, logger="rlperf.envs.check"):
+        validate_config(custom(compose_cfg, f"{BAD}:Walk"))  # no time limit: said, runs
+    assert "has no time limit" in caplog.text
 
 
 def test_checks_start_no_ray(tmp_path) -> None:

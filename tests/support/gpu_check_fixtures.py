@@ -150,6 +150,7 @@ def _telemetry_and_rows(
                 "episode_return_mean": -21.0 if it == 2 else float("nan"),
                 "eval_return_mean": float("nan"),
                 "eval_episodes": 0,
+                "eval_capped_episodes": 0,
                 # PPO: one learner update per iteration; replay/async columns stay empty.
                 "learner_updates": 1,
                 **dict.fromkeys(ALGO_COLUMNS[1:], float("nan")),

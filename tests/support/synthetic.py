@@ -233,6 +233,7 @@ def train_metrics_from(
     out["eval_s"] = 0.0
     out["eval_return_mean"] = np.nan
     out["eval_episodes"] = 0
+    out["eval_capped_episodes"] = 0
     warmup = np.arange(len(rows)) < n_warm
     out["excluded"] = np.where(warmup, "warmup", "")
     out["env_steps"] = rows["env_steps"].fillna(4000).to_numpy()

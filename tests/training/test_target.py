@@ -35,7 +35,8 @@ def test_eval_judge_ignores_the_training_return(compose_cfg) -> None:
     assert s["wall_s_to_target"] - s["time_to_target_s"] == pytest.approx(0.75)
     assert s["evaluation"] | {"eval_s": 0} == {
         "enabled": True, "interval": 1, "episodes": 10, "explore": False, "env_runners": 0,
-        "parallel_to_training": False, "eval_s": 0}  # fmt: skip
+        "parallel_to_training": False, "eval_s": 0, "max_episode_steps": 27_000,
+        "max_episode_steps_from": "env", "capped_episodes": 0}  # fmt: skip
 
 
 def test_train_judge_and_budgets(compose_cfg) -> None:
@@ -225,6 +226,8 @@ def test_progress_line_shows_the_evaluation() -> None:
 
     row = {"iter_s": 2.0, "sample_s": 0.5, "learn_s": 1.0, "env_steps_per_s": 2000.0,
            "episode_return_mean": 120.0, "eval_episodes": 10, "eval_return_mean": 455.5,
-           "eval_s": 1.25, "excluded": ""}  # fmt: skip
+           "eval_s": 1.25, "eval_capped_episodes": 0, "excluded": ""}  # fmt: skip
     assert iteration_text(row).endswith("| return 120.0 | eval 455.5 (1.2 s)")
+    capped = iteration_text(row | {"eval_capped_episodes": 3})
+    assert capped.endswith("| eval 455.5 (3 capped, 1.2 s)")
     assert "eval" not in iteration_text(row | {"eval_episodes": 0})
