@@ -67,14 +67,16 @@ def _train(work: Path, ray_tmp: str, name: str, target: str) -> tuple[int, float
     metrics = out / "metrics.csv"
     while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= 3):
         if proc.poll() is not None:
-            raise SystemExit(f"the run ended before two iterations: {proc.communicate()[1][-2000:]}")
+            err = proc.communicate()[1]
+            raise SystemExit(f"the run ended before two iterations: {err[-2000:]}")
         time.sleep(0.2)
     t0 = _send(proc, name, target)
     proc.communicate(timeout=120)
     seconds = time.monotonic() - t0
     summary = json.loads((out / "summary.json").read_text())
     rows = len(metrics.read_text().splitlines()) - 1
-    return proc.returncode, seconds, f"`{summary['status']}`, error `{summary['error']}`, {rows} rows kept"
+    said = f"`{summary['status']}`, error `{summary['error']}`, {rows} rows kept"
+    return proc.returncode, seconds, said
 
 
 def _sweep(work: Path, ray_tmp: str, name: str, target: str) -> tuple[int, float, str]:
