@@ -1,8 +1,12 @@
-"""nox sessions: tests, lint, smoke (the README's main command), bench (benchmarks), gpu_check."""
+"""nox sessions: tests, lint, smoke (the README's main command), bench (benchmarks), gpu_check,
+and the suite's own checks: random_order, timing."""
 
 from __future__ import annotations
 
 import glob
+import os
+import subprocess
+import sys
 
 import nox
 
@@ -10,6 +14,11 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.default_venv_backend = "venv"
 
 TORCH = "torch==2.13.0"  # the CPU build; install it before the project
+#: Shuffles the test order (random_order only: it stays out of `dev`, so the suite's
+#: usual order is the file order).
+RANDOMLY = "pytest-randomly==5.1.0"
+#: The seeds random_order runs the non-slow suite under.
+ORDER_SEEDS = (1, 2, 3)
 #: Benchmarks that train for an hour or more: `nox -s bench` runs them only when named.
 LONG_BENCHMARKS = ("benchmarks/bench_algos_targets.py", "benchmarks/bench_image_policy.py")
 
@@ -24,6 +33,37 @@ def tests(session: nox.Session) -> None:
     """The README's test command (slow integration tests included; `-- -m 'not slow'` to skip)."""
     _install(session)
     session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(python="3.11")
+def random_order(session: nox.Session) -> None:
+    """The non-slow suite in three shuffled orders (pytest-randomly): no test may depend on
+    another having run first. `-- <pytest args>` are added to each run."""
+    _install(session)
+    session.install(RANDOMLY)
+    for seed in ORDER_SEEDS:
+        session.run(
+            "python", "-m", "pytest", "-m", "not slow", f"--randomly-seed={seed}", *session.posargs
+        )
+
+
+@nox.session(python="3.11")
+def timing(session: nox.Session) -> None:
+    """The tests marked `timing` (their outcome depends on the order of events between
+    processes or threads), 10 times over beside a CPU hog that keeps every core busy.
+    `-- N` repeats N times; `-- N slow` includes the slow ones (Ray runs, signals)."""
+    _install(session)
+    repeats = int(session.posargs[0]) if session.posargs else 10
+    marker = "timing" if "slow" in session.posargs[1:] else "timing and not slow"
+    hog = "while True: pass"
+    cores = len(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(cores)]
+    try:
+        for _ in range(repeats):
+            session.run("python", "-m", "pytest", "-q", "-m", marker, "-p", "no:randomly")
+    finally:
+        for proc in hogs:
+            proc.kill()
 
 
 @nox.session(python="3.11")

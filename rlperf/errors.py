@@ -112,6 +112,11 @@ class TrialRefused(RuntimeError):
     """A search's searcher proposed a trial the pre-flight refuses (status skipped or invalid)."""
 
 
+class ResultsWriteError(ReportedError, OSError):
+    """A result file could not be written (a full disk, a lost mount): exit 1 with one line
+    naming the file and what is already in it; the rows written before are kept."""
+
+
 class SweepIncomplete(ReportedError):
     """A sweep ran to its end but some cells failed (exit 1) or were invalid (exit 2).
 

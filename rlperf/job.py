@@ -36,6 +36,7 @@ from rlperf.console.deprecations import watching
 from rlperf.errors import (
     ConfigError,
     InfeasibleError,
+    ResultsWriteError,
     SkipCell,
     TrialStopped,
     UserError,
@@ -251,7 +252,15 @@ def execute_stage(
         summary["wall_s"] = ctx.elapsed_s()
         if summary.get("stage") == "train":  # a downstream job has steps, not iterations
             summary.setdefault("iterations", len(ctx.rows))
-        write_json(out_dir / SUMMARY_FILE, summary)
+        try:
+            write_json(out_dir / SUMMARY_FILE, summary)
+        except OSError as exc:  # a full disk; where the stage failed, its error says more
+            log.error("cannot write %s: %s", out_dir / SUMMARY_FILE, exc, extra={TERMINAL: False})
+            if summary["status"] == RunStatus.completed:
+                raise ResultsWriteError(
+                    f"cannot write {out_dir / SUMMARY_FILE}: {exc.strerror or exc}; the job "
+                    f"completed and its other result files are written"
+                ) from exc
     return summary
 
 

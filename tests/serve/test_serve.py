@@ -297,6 +297,7 @@ def test_malformed_request_gets_400_naming_shape_and_dtype_and_the_replica_serve
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_overload_on_a_bounded_queue_is_counted_as_rejections(served) -> None:
     from rlperf.serve.loadgen import http_target
 

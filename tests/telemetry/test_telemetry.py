@@ -331,6 +331,7 @@ def test_sampler_gpu_without_energy_counter_gives_nan_energy(tmp_path: Path) -> 
     assert first_data_line[telemetry_columns([0, 1]).index("gpu0_energy_j")] == "nan"
 
 
+@pytest.mark.timing
 def test_sampler_thread_appends_flushed_rows_while_running(tmp_path: Path) -> None:
     card = gpu(util_pct=64, energy_mj=0, energy_rate_w=250.0)
     path = tmp_path / "telemetry.csv"
@@ -410,6 +411,7 @@ def test_sampler_time_origin_and_argument_checks() -> None:
         TelemetrySampler(None, gpu_indices=[]).now()
 
 
+@pytest.mark.timing
 def test_proc_rss_covers_the_process_tree() -> None:
     # The child says when its 64 MiB are allocated and touched, so its RSS is
     # steady while it is measured (polling for RSS >= 64 MiB raced the tail of
@@ -455,6 +457,7 @@ def test_cpu_util_between_matches_psutil_formula() -> None:
     assert cpu_util_between(after, after) == 0.0
 
 
+@pytest.mark.timing
 def test_cpu_window_busy_loop_shows_utilisation() -> None:
     window = CpuWindow().start()
     end = time.monotonic() + 0.3

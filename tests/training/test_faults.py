@@ -176,6 +176,7 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObservedRun
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_ray_listens_on_loopback_only(killed_run: ObservedRun) -> None:
     """No process of the run's Ray (driver, GCS, raylet, agents, env runner) listens beyond
     127.0.0.1; before rlperf kept the node on loopback, GCS, raylet and workers listened on
@@ -192,6 +193,7 @@ def test_ray_listens_on_loopback_only(killed_run: ObservedRun) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_killed_env_runner_leaves_excluded_fault_iterations(killed_run: ObservedRun) -> None:
     run = killed_run
     assert run.killed, run.output[-3000:]
