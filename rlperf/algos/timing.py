@@ -111,7 +111,9 @@ class AsyncTiming(Timing):
             return q.qsize() if q is not None and hasattr(q, "qsize") else None
 
         sizes = [r.get() for r in self.algo.learner_group.foreach_learner(size)]
-        known = [s for s in sizes if s is not None]
+        # A learner actor that died answers with its error (ActorDiedError), not a size:
+        # the fault columns record it (rlperf.training.faults).
+        known = [s for s in sizes if isinstance(s, int)]
         return sum(known) / len(known) if known else NAN
 
 

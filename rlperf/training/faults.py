@@ -51,6 +51,7 @@ class FaultWatch:
         self.learners = int(plan.num_learners)
         self.restarts = 0
         self.learner_restarts = _learner_counts(algo, self.learners)[1]
+        self.learners_healthy = self.learners
 
     def read(self, result: dict[str, Any]) -> dict[str, int]:
         """The :data:`~rlperf.results.columns.FAULT_COLUMNS` of the iteration ``result`` ended."""
@@ -58,6 +59,7 @@ class FaultWatch:
         healthy = int(tolerance.get("num_healthy_workers", self.env_runners))
         restarts = int(tolerance.get("num_remote_worker_restarts", self.restarts))
         learners_healthy, learner_restarts = _learner_counts(self.algo, self.learners)
+        self.learners_healthy = learners_healthy
         row = {
             "env_runners_healthy": healthy,
             "env_runner_restarts": restarts - self.restarts,
@@ -100,6 +102,24 @@ def handle(row: dict[str, Any], on_fault: str) -> None:
     if on_fault == "fail":
         raise RunFault(f"{what} (train.on_fault=fail)")
     log.warning("%s: excluded from the figures (train.on_fault=continue)", what)
+
+
+def check_trainable(watch: FaultWatch, row: dict[str, Any]) -> None:
+    """Raise :class:`RunFault` when every remote learner actor is lost: RLlib 2.60 does not
+    restart learners, and an APPO/IMPALA run without one goes on sampling nothing and
+    training nothing (and cannot save its checkpoint), whatever ``train.on_fault`` says."""
+    if watch.learners and watch.learners_healthy == 0:
+        raise learner_lost(row["iteration"], row["iteration"] - 1)
+
+
+def learner_lost(iteration: int, kept: int, cause: BaseException | None = None) -> RunFault:
+    """The fault that ends a run whose learner actor died (in an iteration, or at its end)."""
+    why = f" ({type(cause).__name__})" if cause is not None else ""
+    return RunFault(
+        f"iteration {iteration}: a learner actor died{why} and RLlib does not restart "
+        f"learners, so the run cannot train on; the {kept} iteration(s) before are kept in "
+        f"metrics.csv"
+    )
 
 
 def fault_list(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

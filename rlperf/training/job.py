@@ -13,9 +13,11 @@ checkpoint (RLlib checkpoint, ``rlperf_policy.pt``, ``probe.npz``:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,13 +160,19 @@ class IterationTimer:
     def iteration(self, it: int) -> dict[str, Any]:
         """Iteration ``it`` (1-based): phases, counters, CPU and telemetry of its window."""
         # RLlib: deferred, the job wrapper validates the config before Ray loads.
+        from ray.exceptions import RayActorError
         from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN
 
         cpu = CpuWindow()
         cpu.start()
         t0 = self.ctx.telemetry_now()
         start = time.perf_counter()
-        result = self.algo.train()
+        try:
+            result = self.algo.train()
+        except RayActorError as exc:  # env runners are restarted by RLlib; learners are not
+            if self.faults.learners:
+                raise faults.learner_lost(it, it - 1, exc) from exc
+            raise
         eval_s = self.eval_clock.pop().get("evaluate", 0.0)
         iter_s = time.perf_counter() - start - eval_s
         t1 = self.ctx.telemetry_now()
@@ -241,6 +249,7 @@ def train(
             if row["eval_capped_episodes"] and stop.capped == row["eval_capped_episodes"]:
                 report_capped(cfg, ctx, row)  # the first round with a capped episode
             faults.handle(row, str(cfg.train.on_fault))
+            faults.check_trainable(timer.faults, row)
             if hit is not None:
                 ctx.progress(f"train.stop.{hit} reached after iteration {it}: stopping")
                 return
@@ -390,8 +399,13 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
             ctx.summary["scale"] = record_scale(algo)
             train(algo, cfg, out_dir, ctx, columns, stop)
             ckpt = save_checkpoint(algo, cfg, out_dir, len(ctx.rows))
-        finally:
-            algo.stop()
+        except BaseException:
+            # Stopping actors that died with the run: RLlib logs each as an error with the
+            # run's own exception attached, which the one line rlperf prints already says.
+            with quiet_logger("ray.rllib"):
+                algo.stop()
+            raise
+        algo.stop()
     summary = summarise_training(
         cfg,
         ctx.rows,
@@ -401,6 +415,18 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
         ctx.summary.get("env_ceiling_steps_per_s"),
     )
     return {**summary, **stop.summary()}
+
+
+@contextlib.contextmanager
+def quiet_logger(name: str) -> Iterator[None]:
+    """The ``name`` logger at CRITICAL for the duration (the job log misses it too)."""
+    logger = logging.getLogger(name)
+    saved = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(saved)
 
 
 def _warmup_rule(cfg: DictConfig) -> str:

@@ -216,3 +216,50 @@ def test_killed_env_runner_leaves_excluded_fault_iterations(killed_run: Observed
     # The person sees it: one line per fault iteration, the summary counts them.
     assert "excluded from the figures (train.on_fault=continue)" in run.output
     assert f"{len(summary['faults'])} fault(s) recorded" in run.output
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+def test_a_killed_learner_actor_ends_the_run_with_one_line(tmp_path: Path) -> None:
+    """APPO with a remote learner (``learners=1``): ``kill -9`` of the learner actor after the
+    2nd iteration. RLlib does not restart learners; the run fails at once with one line,
+    keeps the iterations before, and its summary says why (not a TypeError from a dead
+    actor's reply, nor iterations that train nothing)."""
+    out = tmp_path / "run"
+    args = [
+        "model=tiny", "algo=appo", "learners=1", "workers=1", "ray.overcommit_cpus=true",
+        "algo.train_batch_size=256", "algo.minibatch_size=null",
+        "algo.min_time_s_per_iteration=2", "train.iterations=8", "telemetry.enabled=false",
+        "train.env_ceiling.enabled=false", f"hydra.run.dir={out}",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlperf", *args],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    killed: list[str] = []
+    deadline = time.monotonic() + 300
+    try:
+        while proc.poll() is None and not killed and time.monotonic() < deadline:
+            if _rows(out / "metrics.csv") >= 2:
+                for p in _tree(proc.pid):
+                    if _cmdline(p).startswith("ray::_WrappedExecutable"):  # the learner actor
+                        killed.append(_cmdline(p))
+                        os.kill(p.pid, signal.SIGKILL)
+            time.sleep(0.2)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert killed, err[-3000:]
+    assert proc.returncode == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("rlperf: iteration ") and "a learner actor died" in last, err[-3000:]
+    assert "does not restart learners" in last and "Traceback" not in err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "failed" and "a learner actor died" in s["error"]
+    m = pd.read_csv(out / "metrics.csv")
+    assert len(m) >= 2 and list(m["iteration"]) == list(range(1, len(m) + 1))
