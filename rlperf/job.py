@@ -125,7 +125,7 @@ class JobContext:
         (``at``: UTC time; ``setting``: the key that governs it, if one does)."""
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         entry = {"kind": kind, "at": at, "message": message, "setting": setting}
-        self.summary.setdefault("incidents", []).append(entry)
+        self.summary["incidents"].append(entry)
         log.warning("%s", message)
 
     def step(
@@ -326,6 +326,7 @@ def _new_summary(cfg: Any, status: RunStatus) -> dict[str, Any]:
         "backend": str(OmegaConf.select(cfg, "backend.name")),
         "error": None,
         "traceback": None,
+        "incidents": [],  # problems that did not stop the job (JobContext.incident)
     }
 
 
