@@ -224,6 +224,7 @@ def write_training(
         "backend": "rllib",
         "error": None if tweak.status == "completed" else "RuntimeError: recorded failure",
         "traceback": None,
+        "incidents": [],
         "resource_plan": record,
         "model_params": 2009447,
         "learner": learner_info,
@@ -272,6 +273,7 @@ def write_rollout(folder: Path, cfg: DictConfig, n_gpus: int, energy: bool, twea
         "backend": "rllib",
         "error": None,
         "traceback": None,
+        "incidents": [],
         "executor": {"process": "driver", "device": tweak.executor_device or "cuda:0"},
         "probe": {
             "observations": 32,
