@@ -71,13 +71,14 @@ def evaluation_settings(cfg: DictConfig) -> dict[str, Any]:
     e = cfg.train.evaluation
     if not evaluates(cfg):
         return {"enabled": False}
+    cap, source = evaluation_cap(cfg)
     return {
         "enabled": True,
         "interval": int(e.interval),
         "episodes": int(e.episodes),
         "explore": bool(e.explore),
-        "max_episode_steps": evaluation_cap(cfg)[0],
-        "max_episode_steps_from": evaluation_cap(cfg)[1],
+        "max_episode_steps": cap,
+        "max_episode_steps_from": source,
         # Evaluation runs in the driver, on a local env runner of RLlib's evaluation
         # group, after the training step (not in parallel): it asks Ray for no CPU.
         "env_runners": 0,
