@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 from rlperf.errors import keep_stop_handlers
 from rlperf.resources.listeners import ray_listeners
+from rlperf.resources.node_watch import watch_node
 from rlperf.resources.plan import Machine, ResourcePlan, ray_cpu_count
 
 log = logging.getLogger(__name__)
@@ -207,6 +208,7 @@ def ray_session(plan: ResourcePlan, machine: Machine, ray_cfg: DictConfig) -> It
         return
     init_ray(ray_cfg, ray_cpu_count(plan, machine, bool(ray_cfg.overcommit_cpus)), plan.num_gpus)
     try:
-        yield
+        with watch_node("during the run"):  # a local Ray only (a cluster's raylet is not ours)
+            yield
     finally:
         ray.shutdown()

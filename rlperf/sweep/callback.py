@@ -122,16 +122,22 @@ def _first_line(text: str | None) -> str | None:
 
 def mark_interrupted(sweep: Sweep) -> None:
     """Cells whose trial was running when the sweep stopped: status interrupted."""
+    mark_running(sweep, RunStatus.interrupted, interrupt_reason())
+
+
+def mark_running(sweep: Sweep, status: str, reason: str) -> None:
+    """Cells whose trial was running when the sweep stopped or lost its Ray: ``status``
+    with ``reason``, in the cell's record and its summary.json (its job died with Ray)."""
     for cell in sweep.cells:
         rec = cell.record
         if rec.status != "running":
             continue
-        rec.status, rec.reason = "interrupted", interrupt_reason()
+        rec.status, rec.reason = status, reason
         rec.finished_at = now_iso()
         if cell.t0 is not None:
             rec.wall_s = time.monotonic() - cell.t0
         if cell.rlperf:
-            mark_summary(cell.out_dir, "interrupted", rec.reason)
+            mark_summary(cell.out_dir, status, rec.reason)
         sweep.save(cell)
-        sweep.progress.emit("interrupted", rec, sweep.records)
+        sweep.progress.emit(status, rec, sweep.records)
     sweep.index.save()

@@ -21,8 +21,10 @@ import ray
 from hydra.core.singleton import Singleton
 from ray import tune
 
+from rlperf.layout import RunStatus
+from rlperf.resources.node_watch import NodeLost, watch_node
 from rlperf.resources.ray_session import applied_placement, init_ray
-from rlperf.sweep.callback import SweepCallback, mark_interrupted
+from rlperf.sweep.callback import SweepCallback, mark_interrupted, mark_running
 from rlperf.sweep.index import now_iso
 from rlperf.sweep.state import TUNE_DIR, Group, Sweep
 from rlperf.sweep.trial import cell_trial
@@ -77,11 +79,8 @@ def run_group(sweep: Sweep, group: Group, existing: bool) -> None:
                 callbacks=[SweepCallback(sweep)],
             ),
         )
-        with tune_environment():
+        with tune_environment(), watch_node(f"while group {group.gid} ran"):
             tuner.fit()
-        if any(c.record.status in ("pending", "running") for c in gcells):
-            # Tune ends early only when stopped (its SIGINT handler: Ctrl-C).
-            raise KeyboardInterrupt
         if any(c.record.status in ("pending", "running") for c in gcells):
             # Tune ends early only when stopped (its SIGINT handler: Ctrl-C).
             raise KeyboardInterrupt
@@ -104,6 +103,9 @@ def _local_ray(sweep: Sweep, group: Group) -> Iterator[float]:
         )
         try:
             yield seconds
+        except NodeLost as lost:  # the cells not started go on in a new Ray (launch.py)
+            mark_running(sweep, RunStatus.failed, f"{lost}; the same command runs it again")
+            raise
         except KeyboardInterrupt:
             mark_interrupted(sweep)  # before Ray's shutdown, which a dead Ray can slow down
             raise

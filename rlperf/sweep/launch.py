@@ -33,6 +33,7 @@ from rlperf.console import TERMINAL, Console
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SweepIncomplete, interrupt_reason
 from rlperf.layout import RunStatus
+from rlperf.resources.node_watch import NodeLost
 from rlperf.resources.ray_session import init_ray
 from rlperf.sweep.callback import mark_interrupted
 from rlperf.sweep.groups import run_group
@@ -48,6 +49,7 @@ from rlperf.sweep.preflight import (
 from rlperf.sweep.prepare import prepare_cells
 from rlperf.sweep.progress import SweepProgress, format_table
 from rlperf.sweep.state import (
+    Group,
     Sweep,
     SweepSetup,
     ray_options,
@@ -117,8 +119,7 @@ def _run_sweep(sweep: Sweep) -> None:
         announce(sweep, groups, existing)
         progress.start_live([c.record for c in cells if not c.kept])
         for group in groups:
-            if group.cells:
-                run_group(sweep, group, existing)
+            _run_to_end(sweep, group, existing)
     except KeyboardInterrupt:
         if joined:  # the cluster ends this driver's trials when it disconnects
             ray.shutdown()
@@ -136,6 +137,24 @@ def _run_sweep(sweep: Sweep) -> None:
         index.save()
         if any(c.record.status != "pending" or c.kept for c in cells):
             progress.say("cells:\n" + format_table(sweep.records))
+
+
+def _run_to_end(sweep: Sweep, group: Group, existing: bool) -> None:
+    """:func:`run_group`; when the group's Ray loses its node (the raylet died), the cell that
+    ran fails with the reason, and the group's cells not started go on in a fresh Ray."""
+    while group.cells:
+        try:
+            run_group(sweep, group, existing)
+            return
+        except NodeLost:
+            rest = [c for c in group.cells if c.record.status == RunStatus.pending]
+            lost_gid, group = group.gid, Group(-1, group.start, rest, group.capacity)
+            register_groups(sweep, [group])
+            if rest:
+                sweep.progress.say(
+                    f"group {lost_gid}: Ray's node was lost; {len(rest)} cell(s) not started "
+                    f"go on in a new Ray (group {group.gid})"
+                )
 
 
 def _outcome(sweep: Sweep) -> SweepIncomplete | None:

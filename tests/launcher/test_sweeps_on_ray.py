@@ -29,6 +29,7 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
+from support.live_run import LiveRun, command_starts, csv_rows, named
 
 from tests.conftest import TESTS, run_rlperf
 
@@ -321,6 +322,82 @@ def test_interrupt_then_resume_and_affinity_groups(tmp_path: Path, ray_tmp: str)
         [cpus[1]],  # the resumed run's group
     ]
     assert [again_first["group"], again_second["group"]] == [0, 2]
+    assert not wait_gone(ray_tmp)
+
+
+#: A config group ``faultcell`` for the fault test: APPO with a remote learner, a PPO cell
+#: long enough to lose its node under, and a quick one.
+FAULT_CELLS = {
+    "learner": """# @package _global_
+defaults:
+  - override /algo: appo
+learners: 1
+workers: 1
+algo: {train_batch_size: 256, minibatch_size: null, min_time_s_per_iteration: 2}
+train: {iterations: 4}
+""",
+    "node": """# @package _global_
+workers: 0
+algo: {train_batch_size: 256, minibatch_size: 128, num_epochs: 1}
+train: {iterations: 8}
+""",
+    "ok": """# @package _global_
+workers: 0
+algo: {train_batch_size: 256, minibatch_size: 128, num_epochs: 1}
+train: {iterations: 1}
+""",
+}
+
+
+@pytest.mark.timing
+def test_learner_and_raylet_killed_mid_sweep_then_resume(tmp_path: Path, ray_tmp: str) -> None:
+    """Three cells in one Ray: ``kill -9`` of cell #0's remote learner actor after its 2nd
+    iteration, then of the raylet under cell #1 after its 1st. Both fail with their reason and
+    keep their rows; #2, not started when the node was lost, completes in a fresh Ray; the
+    same command again runs #0 and #1 only."""
+    group = tmp_path / "conf" / "faultcell"
+    group.mkdir(parents=True)
+    for name, text in FAULT_CELLS.items():
+        (group / f"{name}.yaml").write_text(text)
+    sweep = tmp_path / "sweep"
+    args = [
+        "-m", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "+faultcell=learner,node,ok",
+        "model=tiny", "telemetry.enabled=false", "train.env_ceiling.enabled=false",
+        "ray.overcommit_cpus=true", f"hydra.sweep.dir={sweep}",
+    ]  # fmt: skip
+    with LiveRun(args, tmp_path, rlperf_env(ray_tmp)) as run:
+        assert run.wait_until(lambda: csv_rows(sweep / "0" / "metrics.csv") >= 2, 300), run.output
+        learner = run.kill(command_starts("ray::_WrappedExecutable"))
+        assert run.wait_until(lambda: csv_rows(sweep / "1" / "metrics.csv") >= 1, 300), run.output
+        raylet = run.kill(named("raylet"))
+        rc = run.finish(timeout=300)
+    err = run.output
+    assert learner and raylet, err[-3000:]
+    assert rc == 1, err[-3000:]
+    first, second, third = (cell(sweep, d) for d in ("0", "1", "2"))
+    assert [first["status"], second["status"], third["status"]] == ["failed", "failed", "completed"]
+    assert "a learner actor died" in first["reason"], first
+    assert second["reason"].startswith("Ray's node was lost while group 0 ran: its raylet (pid ")
+    assert "was killed by SIGKILL" in second["reason"]
+    for d, why in (("0", "a learner actor died"), ("1", "Ray's node was lost")):
+        summary = cell(sweep, d, "summary.json")
+        assert summary["status"] == "failed" and why in summary["error"], summary
+        assert csv_rows(sweep / d / "metrics.csv") >= {"0": 2, "1": 1}[d]  # the rows are kept
+    assert (first["group"], second["group"], third["group"]) == (0, 0, 1)
+    assert "group 0: Ray's node was lost; 1 cell(s) not started go on in a new Ray (group 1)" in err
+    assert err.strip().splitlines()[-1].startswith("rlperf: sweep of 3 cells: 2 failed (")
+    assert "Traceback" not in err[err.rindex("] cells:") :]
+    assert not wait_gone(ray_tmp), "Ray processes left behind"
+
+    proc = run_rlperf(args, cwd=tmp_path, timeout=480, env={"RAY_TMPDIR": ray_tmp})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 to run in 1 local Ray instance(s), 1 completed earlier (kept)" in proc.stderr
+    again = [cell(sweep, d) for d in ("0", "1", "2")]
+    assert [(c["status"], c["runs"]) for c in again] == [
+        ("completed", 2),
+        ("completed", 2),
+        ("completed", 1),
+    ]
     assert not wait_gone(ray_tmp)
 
 

@@ -7,13 +7,11 @@ table is read for every process of its Ray, then its env runner is killed
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import psutil
 import pytest
+from support.live_run import LiveRun, command_starts, csv_rows
 
+from rlperf import errors
 from rlperf.algos import plan_resources
 from rlperf.layout import EXCLUDED_COLUMN, Exclusion
+from rlperf.resources import node_watch
 from rlperf.resources.listeners import Listener, is_loopback, listeners
 from rlperf.training import faults
 from tests.conftest import TINY_TRAIN
@@ -78,6 +78,89 @@ def test_fault_watch_flags_lost_restarted_and_empty_iterations(compose_cfg) -> N
         faults.handle(rows[1], "fail")
 
 
+# ------------------------------------------------- the node watch (a stand-in raylet)
+
+
+@pytest.fixture
+def raylet() -> Iterator[subprocess.Popen[bytes]]:
+    """A real process in the raylet's place: what the watch polls is only its exit."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _busy_until_raised(seconds: float) -> None:
+    """Python code running in the main thread (as Tune's loop does), ``seconds`` at most."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.timing
+def test_a_dead_raylet_raises_node_lost_in_the_main_thread(raylet) -> None:
+    with (
+        pytest.raises(node_watch.NodeLost) as lost,
+        node_watch.watch_node("during the test", process=raylet) as watch,
+    ):
+        assert watch is not None
+        raylet.kill()
+        _busy_until_raised(30)
+    message = str(lost.value)
+    assert message.startswith(f"Ray's node was lost during the test: its raylet (pid {raylet.pid})")
+    assert "was killed by SIGKILL" in message
+    assert signal.getsignal(node_watch.WAKE_SIGNAL) is not watch._raise  # handler put back
+
+
+def _raise_lost_nowhere() -> None:
+    """The watch's raise never lands (as when a library swallows it, or it lands in C code)."""
+    signal.signal(node_watch.WAKE_SIGNAL, lambda signum, frame: None)
+
+
+@pytest.mark.timing
+def test_whatever_the_block_ends_with_after_the_loss_is_node_lost(raylet) -> None:
+    """Raised inside a C extension, NodeLost arrives as a SystemError (Ray's
+    ``CoreWorker.wait``); a library may swallow it and return: the watch knows."""
+    with pytest.raises(node_watch.NodeLost), node_watch.watch_node("x", process=raylet) as watch:
+        assert watch is not None
+        _raise_lost_nowhere()
+        raylet.kill()
+        while watch.lost is None:
+            time.sleep(0.01)
+        raise SystemError("<cyfunction CoreWorker.wait> returned a result with an exception set")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    with pytest.raises(node_watch.NodeLost), node_watch.watch_node("y", process=gone) as watch:
+        assert watch is not None
+        _raise_lost_nowhere()
+        while watch.lost is None:
+            time.sleep(0.01)
+
+
+@pytest.mark.timing
+def test_a_stop_signal_is_not_a_lost_node(raylet) -> None:
+    """A SIGTERM to the process group kills the raylet with rlperf: an interrupt, no more."""
+    with errors.stop_handlers():
+        with pytest.raises(KeyboardInterrupt), node_watch.watch_node("x", process=raylet):
+            os.kill(os.getpid(), signal.SIGTERM)
+            _busy_until_raised(30)
+        with node_watch.watch_node("x", process=raylet) as watch:
+            raylet.kill()
+            _busy_until_raised(node_watch.POLL_S + node_watch.GRACE_S + 1)
+        assert watch is not None and watch.lost is None
+
+
+def test_a_raylet_that_stops_after_the_block_raises_nothing(raylet) -> None:
+    with node_watch.watch_node("x", process=raylet):
+        pass
+    raylet.kill()
+    _busy_until_raised(node_watch.POLL_S + node_watch.GRACE_S + 0.5)
+    assert node_watch.describe_exit(1) == "exited with status 1"
+    assert node_watch.describe_exit(-15) == "was killed by SIGTERM"
+
+
+# ------------------------------------------------------------------ listeners
+
+
 def test_loopback_addresses() -> None:
     assert all(map(is_loopback, ("127.0.0.1", "::1", "::ffff:127.0.0.1", "127.1.2.3")))
     assert not any(map(is_loopback, ("0.0.0.0", "::", "192.0.2.2", "::ffff:192.0.2.2")))
@@ -108,70 +191,25 @@ class ObservedRun:
     killed: list[str] = field(default_factory=list)
 
 
-def _tree(pid: int) -> list[psutil.Process]:
-    with contextlib.suppress(psutil.Error):
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    return []
-
-
-def _cmdline(p: psutil.Process) -> str:
-    with contextlib.suppress(psutil.Error):
-        return " ".join(p.cmdline())
-    return ""
-
-
-def _rows(path: Path) -> int:
-    with contextlib.suppress(OSError):
-        return max(len(path.read_text().splitlines()) - 1, 0)
-    return 0
-
-
 @pytest.fixture(scope="module")
 def killed_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObservedRun]:
     """5 tiny iterations; after the 2nd: the socket table, then ``kill -9`` of the env runner."""
     root = tmp_path_factory.mktemp("faults")
     out = root / "run"
     args = [a for a in TINY_TRAIN if not a.startswith("train.iterations")]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlperf",
-            *args,
-            "train.iterations=5",
-            "train.warmup_iterations=1",
-            "train.warmup_until_first_episode=false",
-            f"hydra.run.dir={out}",
-        ],  # fmt: skip
-        cwd=root,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    printed: list[str] = []
-    reader = threading.Thread(target=lambda: printed.extend(proc.stdout or ()), daemon=True)
-    reader.start()
+    args += [
+        "train.iterations=5", "train.warmup_iterations=1",
+        "train.warmup_until_first_episode=false", f"hydra.run.dir={out}",
+    ]  # fmt: skip
     seen = ObservedRun(-1, out, "")
-    deadline = time.monotonic() + 420
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            if not seen.killed and _rows(out / "metrics.csv") >= 2:
-                tree = _tree(proc.pid)
-                seen.listeners = listeners(p.pid for p in tree)
-                seen.ray_processes = sorted({p.name() for p in tree})
-                for p in tree:
-                    if _cmdline(p).startswith("ray::SingleAgentEnvRunner"):
-                        seen.killed.append(_cmdline(p))
-                        os.kill(p.pid, signal.SIGKILL)
-            time.sleep(0.2)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        reader.join(timeout=10)
-    seen.returncode, seen.output = proc.returncode, "".join(printed)
+    with LiveRun(args, root) as run:
+        if run.wait_until(lambda: csv_rows(out / "metrics.csv") >= 2, timeout=420):
+            tree = run.tree()
+            seen.listeners = listeners(p.pid for p in tree)
+            seen.ray_processes = sorted({p.name() for p in tree})
+            seen.killed = run.kill(command_starts("ray::SingleAgentEnvRunner"))
+        seen.returncode = run.finish(timeout=420)
+    seen.output = run.output
     yield seen
 
 
@@ -216,50 +254,3 @@ def test_killed_env_runner_leaves_excluded_fault_iterations(killed_run: Observed
     # The person sees it: one line per fault iteration, the summary counts them.
     assert "excluded from the figures (train.on_fault=continue)" in run.output
     assert f"{len(summary['faults'])} fault(s) recorded" in run.output
-
-
-@pytest.mark.slow
-@pytest.mark.timing
-def test_a_killed_learner_actor_ends_the_run_with_one_line(tmp_path: Path) -> None:
-    """APPO with a remote learner (``learners=1``): ``kill -9`` of the learner actor after the
-    2nd iteration. RLlib does not restart learners; the run fails at once with one line,
-    keeps the iterations before, and its summary says why (not a TypeError from a dead
-    actor's reply, nor iterations that train nothing)."""
-    out = tmp_path / "run"
-    args = [
-        "model=tiny", "algo=appo", "learners=1", "workers=1", "ray.overcommit_cpus=true",
-        "algo.train_batch_size=256", "algo.minibatch_size=null",
-        "algo.min_time_s_per_iteration=2", "train.iterations=8", "telemetry.enabled=false",
-        "train.env_ceiling.enabled=false", f"hydra.run.dir={out}",
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlperf", *args],
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    killed: list[str] = []
-    deadline = time.monotonic() + 300
-    try:
-        while proc.poll() is None and not killed and time.monotonic() < deadline:
-            if _rows(out / "metrics.csv") >= 2:
-                for p in _tree(proc.pid):
-                    if _cmdline(p).startswith("ray::_WrappedExecutable"):  # the learner actor
-                        killed.append(_cmdline(p))
-                        os.kill(p.pid, signal.SIGKILL)
-            time.sleep(0.2)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert killed, err[-3000:]
-    assert proc.returncode == 1, err[-3000:]
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("rlperf: iteration ") and "a learner actor died" in last, err[-3000:]
-    assert "does not restart learners" in last and "Traceback" not in err
-    s = json.loads((out / "summary.json").read_text())
-    assert s["status"] == "failed" and "a learner actor died" in s["error"]
-    m = pd.read_csv(out / "metrics.csv")
-    assert len(m) >= 2 and list(m["iteration"]) == list(range(1, len(m) + 1))
