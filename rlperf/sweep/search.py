@@ -39,9 +39,10 @@ from rlperf.console import TERMINAL
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete, interrupt_reason
 from rlperf.layout import FINAL_STATUSES, MULTIRUN_FILE, REFUSED_STATUSES, SEARCH_FILE, RunStatus
+from rlperf.resources.node_watch import NodeLost, watch_node
 from rlperf.resources.plan import detect_machine
 from rlperf.resources.ray_session import init_ray
-from rlperf.sweep.callback import SweepCallback, mark_interrupted
+from rlperf.sweep.callback import SweepCallback, mark_interrupted, mark_running
 from rlperf.sweep.cells import cell_hash
 from rlperf.sweep.groups import tune_environment
 from rlperf.sweep.index import CellRecord, SweepIndex, mark_summary, read_summary, write_cell_file
@@ -191,6 +192,9 @@ def _run(search: Search) -> None:
             init_ray(search.ray_cfg, int(capacity["CPU"]), int(capacity.get("GPU", 0)))
             joined = True
         _fit(search, machine)
+    except NodeLost as lost:  # a searcher's state cannot move to a new Ray: resume it
+        mark_running(search, RunStatus.failed, f"{lost}; the same command resumes the search")
+        raise
     except KeyboardInterrupt:
         mark_interrupted(search)
         search.progress.say(
@@ -269,7 +273,8 @@ def _fit(search: Search, machine: Any) -> None:
         else:
             tuner = _new_tuner(search, trainable)
         search.progress.say(_announcement(search))
-        tuner.fit()
+        with watch_node("while the search ran"):
+            tuner.fit()
     if any(c.record.status in ("pending", "running") for c in search.cells):
         raise KeyboardInterrupt  # Tune ends early only when stopped (its SIGINT handler)
 
