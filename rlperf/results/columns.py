@@ -13,6 +13,7 @@ FAULT_COLUMNS = (
     "env_runner_restarts",
     "env_runners_lost",
     "learner_failures",
+    "oom_kills",
 )
 
 #: What each algorithm family adds to the phases (rlperf.algos.timing; docs/results.md

@@ -11,12 +11,14 @@ the row stays in ``metrics.csv``) and listed in ``summary.json["faults"]``.
 failed, exit 1). Counters read (Ray 2.60): the result's ``fault_tolerance``
 entry (``num_healthy_workers``, ``num_remote_worker_restarts``) and, for remote
 learners, the learner group's actor manager (a private attribute; absent
-learners count as healthy).
+learners count as healthy). A worker Ray's memory monitor killed is named as such
+(``oom_kills``, from the exit causes in Ray's worker table).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from rlperf.errors import RunFault
@@ -42,8 +44,45 @@ def _learner_counts(algo: Any, learners: int) -> tuple[int, int]:
     return int(manager.num_healthy_actors()), int(manager.total_num_restarts())
 
 
+def oom_kills(seen: set[str]) -> list[str]:
+    """What Ray's memory monitor said of each worker it killed that is not in ``seen``
+    (added): the GCS worker table's exit causes (``NODE_OUT_OF_MEMORY``; Ray 2.60, a private
+    accessor, so none where it fails). A restarted actor's own record forgets its death."""
+    import ray
+    from ray.core.generated import common_pb2, gcs_pb2
+
+    try:
+        table = ray._private.state.state._connect_and_get_accessor().get_worker_table()
+    except Exception:  # not connected, or the API moved: the fault is counted all the same
+        return []
+    out_of_memory = common_pb2.NODE_OUT_OF_MEMORY  # type: ignore[attr-defined]
+    found = []
+    for raw in table:
+        worker = gcs_pb2.WorkerTableData.FromString(raw)  # type: ignore[attr-defined]
+        key = worker.worker_address.worker_id.hex()
+        if worker.exit_type != out_of_memory or key in seen:
+            continue
+        seen.add(key)
+        found.append(_memory_figures(worker.exit_detail))
+    return found
+
+
+def _memory_figures(detail: str) -> str:
+    """``the node's memory was 5.9GB used / 23.5GB limit, over its threshold of 25.0% (...)``
+    from Ray's text (its first line where the figures are not found)."""
+    used = re.search(r"was ([\d.]+GB used / [\d.]+GB limit)", detail)
+    threshold = re.search(r"exceeded threshold of \d+B \(([\d.]+%) of", detail)
+    if used is None or threshold is None:
+        return detail.split("\n", 1)[0]
+    return (
+        f"the node's memory was {used.group(1)}, over its threshold of {threshold.group(1)} "
+        f"(RAY_memory_usage_threshold)"
+    )
+
+
 class FaultWatch:
-    """Per-iteration health of the env runners and learners from RLlib's lifetime counters."""
+    """Per-iteration health of the env runners and learners from RLlib's lifetime counters,
+    and which of their deaths were Ray's memory monitor's (out of memory)."""
 
     def __init__(self, algo: Any, plan: ResourcePlan) -> None:
         self.algo = algo
@@ -52,6 +91,9 @@ class FaultWatch:
         self.restarts = 0
         self.learner_restarts = _learner_counts(algo, self.learners)[1]
         self.learners_healthy = self.learners
+        self.oom_seen: set[str] = set()
+        self.oom_said = False
+        oom_kills(self.oom_seen)  # a sweep's Ray: earlier cells' kills are not this run's
 
     def read(self, result: dict[str, Any]) -> dict[str, int]:
         """The :data:`~rlperf.results.columns.FAULT_COLUMNS` of the iteration ``result`` ended."""
@@ -66,8 +108,15 @@ class FaultWatch:
             "env_runners_lost": max(self.env_runners - healthy, 0),
             "learner_failures": max(self.learners - learners_healthy, 0)
             + (learner_restarts - self.learner_restarts),
+            "oom_kills": 0,
         }
         self.restarts, self.learner_restarts = restarts, learner_restarts
+        if row["env_runner_restarts"] or row["env_runners_lost"] or row["learner_failures"]:
+            killed = oom_kills(self.oom_seen)
+            row["oom_kills"] = len(killed)
+            if killed and not self.oom_said:  # once a run; the fault lines count them
+                self.oom_said = True
+                log.warning("Ray's memory monitor killed a worker: %s", killed[0])
         return row
 
 
@@ -91,6 +140,8 @@ def describe(row: dict[str, Any]) -> str:
     ]
     if row["learner_failures"]:
         parts.append(f"{row['learner_failures']} learner failure(s)")
+    if row.get("oom_kills"):
+        parts.append(f"{row['oom_kills']} killed by Ray's memory monitor (out of memory)")
     return ", ".join(parts)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import psutil
 import pytest
 from support.live_run import LiveRun, command_starts, csv_rows
 
@@ -76,6 +79,32 @@ def test_fault_watch_flags_lost_restarted_and_empty_iterations(compose_cfg) -> N
         faults.RunFault, match=r"iteration 2: 1 env runner\(s\) lost.*on_fault=fail"
     ):
         faults.handle(rows[1], "fail")
+
+
+#: Ray 2.60's exit detail of a worker its memory monitor killed (shortened after the figures).
+RAY_OOM_DETAIL = (
+    "1 worker(s) were killed due to the node running low on memory. Memory on the node (IP: "
+    "192.0.2.2, ID: ecad9b97) was 2.04GB used / 23.54GB limit (0.086501)\nOOM kill reason: "
+    "Memory usage 2178011136B exceeded threshold of 2173735168B (8.6% of 25275990016B limit)\n"
+    "Object store memory usage: [- objects spillable: 0"
+)
+
+
+def test_a_memory_monitor_kill_is_said_with_rays_figures() -> None:
+    assert faults._memory_figures(RAY_OOM_DETAIL) == (
+        "the node's memory was 2.04GB used / 23.54GB limit, over its threshold of 8.6% "
+        "(RAY_memory_usage_threshold)"
+    )
+    assert faults._memory_figures("killed\nmore") == "killed"  # Ray's text changed: its line
+    row = {
+        "iteration": 3, "excluded": Exclusion.fault, "env_runners_healthy": 0,
+        "env_runner_restarts": 0, "env_runners_lost": 1, "learner_failures": 0, "oom_kills": 2,
+    }  # fmt: skip
+    assert faults.describe(row) == (
+        "1 env runner(s) lost, 0 restarted, 0 healthy at its end, 2 killed by Ray's memory "
+        "monitor (out of memory)"
+    )
+    assert faults.oom_kills(set()) == []  # no Ray connected: nothing to name, no error
 
 
 # ------------------------------------------------- the node watch (a stand-in raylet)
@@ -254,3 +283,49 @@ def test_killed_env_runner_leaves_excluded_fault_iterations(killed_run: Observed
     # The person sees it: one line per fault iteration, the summary counts them.
     assert "excluded from the figures (train.on_fault=continue)" in run.output
     assert f"{len(summary['faults'])} fault(s) recorded" in run.output
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+def test_a_worker_killed_by_rays_memory_monitor_is_named(tmp_path: Path) -> None:
+    """Ray's memory monitor, its threshold a little above what this machine uses, kills the
+    env runner when the test takes memory after iteration 2: the fault iterations are
+    excluded as for any lost worker, and say that it was the memory monitor."""
+    vm = psutil.virtual_memory()
+    used = 1 - vm.available / vm.total
+    margin = 0.1
+    if used + 2 * margin > 0.9:
+        pytest.skip(f"{used:.0%} of memory in use: too full to push over a threshold safely")
+    out = tmp_path / "run"
+    args = [a for a in TINY_TRAIN if not a.startswith(("train.iterations", "workers"))]
+    args += [
+        "workers=1", "train.iterations=8", "train.warmup_iterations=1",
+        "train.warmup_until_first_episode=false", f"hydra.run.dir={out}",
+    ]  # fmt: skip
+    env = dict(
+        os.environ,
+        RAY_memory_usage_threshold=f"{used + margin:.3f}",
+        RAY_memory_monitor_refresh_ms="100",
+    )
+    with LiveRun(args, tmp_path, env) as run:
+        assert run.wait_until(lambda: csv_rows(out / "metrics.csv") >= 2, 300), run.output
+        runners = [p.pid for p in run.tree() if command_starts("ray::SingleAgentEnvRunner")(p)]
+        hog = np.ones(int((margin + 0.05) * vm.total) // 8)  # written, so resident
+        try:  # until the memory monitor killed the env runner: else it kills every restart
+            gone = run.wait_until(lambda: not any(map(psutil.pid_exists, runners)), 120)
+        finally:
+            del hog
+        rc = run.finish(timeout=300)
+    assert runners and gone, run.output[-3000:]
+    said = [ln for ln in run.lines if "Ray's memory monitor killed a worker: " in ln]
+    assert len(said) == 1, run.output[-3000:]  # once; the fault lines count the kills
+    assert re.search(r"the node's memory was [\d.]+GB used / [\d.]+GB limit, over", said[0])
+    assert rc == 0, run.output[-3000:]  # train.on_fault=continue
+    metrics = pd.read_csv(out / "metrics.csv", keep_default_na=False)
+    oom = metrics[metrics["oom_kills"] > 0]
+    assert len(oom) >= 1 and set(oom[EXCLUDED_COLUMN]) == {"fault"}, metrics.to_string()
+    assert metrics["oom_kills"].iloc[:2].eq(0).all()
+    summary = json.loads((out / "summary.json").read_text())
+    named = [f for f in summary["faults"] if f["oom_kills"]]
+    assert named and "killed by Ray's memory monitor (out of memory)" in named[0]["what"]
+    assert "killed by Ray's memory monitor (out of memory): excluded from the figures" in run.output
