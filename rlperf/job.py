@@ -16,6 +16,7 @@ sweep's trial ends here.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -240,9 +241,12 @@ def execute_stage(
         summary.update(status=RunStatus.interrupted, error=interrupt_reason())
         raise
     except BaseException as exc:
-        summary.update(status=RunStatus.failed, error=error_line(exc))
+        full = _disk_full(exc, out_dir, len(ctx.rows))
+        summary.update(status=RunStatus.failed, error=error_line(full or exc))
         summary["traceback"] = traceback.format_exc()
         log.error("failed: %s", summary["error"], exc_info=True, extra={TERMINAL: False})
+        if full is not None:
+            raise full from exc
         raise
     finally:
         ctx.close_display()
@@ -262,6 +266,19 @@ def execute_stage(
                     f"completed and its other result files are written"
                 ) from exc
     return summary
+
+
+def _disk_full(exc: BaseException, out_dir: Path, rows: int) -> ResultsWriteError | None:
+    """A full disk (or quota) met outside rlperf's own row writers (RLlib's checkpoint, a
+    library's file) as one line naming the folder; None for any other error."""
+    if isinstance(exc, ResultsWriteError) or not isinstance(exc, OSError):
+        return None
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    return ResultsWriteError(
+        f"no space left on the disk of {out_dir} ({str(exc).splitlines()[0]}); the {rows} "
+        f"row(s) written before are kept"
+    )
 
 
 class Heartbeat:

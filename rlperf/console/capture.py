@@ -73,9 +73,9 @@ class OutputCapture:
             os.close(saved)
         self._saved.clear()
         if self._log is not None:
-            with self._lock:
+            with self._lock, contextlib.suppress(OSError):  # a full disk: the job says so
                 self._log.close()
-                self._log = None
+            self._log = None
 
     def _pump(self) -> None:
         sel = selectors.DefaultSelector()

@@ -57,8 +57,12 @@ def excluded_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def write_json(path: Path, payload: Mapping[str, Any]) -> None:
     """Write JSON atomically (NaN as null), so a crash never leaves half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_nan_to_none(payload), indent=2, sort_keys=False) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(_nan_to_none(payload), indent=2, sort_keys=False) + "\n")
+        tmp.replace(path)
+    except BaseException:  # a full disk: the file before stays, no half-written .tmp beside it
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _nan_to_none(obj: Any) -> Any:

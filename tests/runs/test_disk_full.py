@@ -1,14 +1,19 @@
 """A full disk while results are written (issue 28, point 3): the rows written before stay
 whole, and the job ends with one line naming the file. The disk is /dev/full (the kernel's
-device that refuses every write with ENOSPC), so the test runs everywhere."""
+device that refuses every write with ENOSPC), so those tests run everywhere; one more fills
+a small tmpfs mid-run where this machine lets the test mount one."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.live_run import LiveRun, csv_rows
 
 from rlperf.errors import ResultsWriteError
 from rlperf.results.csvlog import CsvLog
@@ -52,3 +57,59 @@ def test_a_training_job_on_a_full_disk_ends_with_one_line(tmp_path: Path) -> Non
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "failed"
     assert summary["error"].startswith("ResultsWriteError: cannot write its header")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of 8 MiB mounted at a folder of ``tmp_path`` (root, or CAP_SYS_ADMIN), else
+    the test is skipped with the reason."""
+    mount_at = tmp_path / "disk"
+    mount_at.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount_at)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip() or done.returncode}")
+    try:
+        yield mount_at
+    finally:
+        subprocess.run(["umount", "-l", str(mount_at)], check=False)
+
+
+def _fill(disk: Path) -> None:
+    """Write a file until the disk refuses (ENOSPC)."""
+    with open(disk / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+def test_a_training_job_whose_disk_fills_mid_run_ends_with_one_line(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    """The run's folder on a small tmpfs, filled by the test after iteration 2: whichever
+    write meets the full disk first (a row, the checkpoint, the summary), the job ends with
+    one line, the rows written stay whole, and no half-written file is left beside them."""
+    out = small_disk / "run"
+    args = [a for a in TINY_TRAIN if not a.startswith(("train.iterations", "workers"))]
+    args += ["workers=0", "train.iterations=6", "train.env_ceiling.enabled=false"]
+    with LiveRun([*args, f"hydra.run.dir={out}"], tmp_path) as run:
+        assert run.wait_until(lambda: csv_rows(out / "metrics.csv") >= 2, 300), run.output
+        _fill(small_disk)
+        rc = run.finish(timeout=300)
+    err = run.output
+    assert rc == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("rlperf: ") and "No space left on device" in last, err[-3000:]
+    assert "Traceback" not in err
+    metrics = (out / "metrics.csv").read_text().splitlines()
+    width = len(metrics[0].split(","))
+    assert len(metrics) >= 3 and all(len(line.split(",")) == width for line in metrics)
+    assert not list(out.rglob("*.tmp"))
