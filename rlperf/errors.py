@@ -299,6 +299,7 @@ def stop_handlers() -> Iterator[None]:
         yield
     finally:
         _handlers_installed = False
+        _stop_signal = None  # a stop signal belongs to its command
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

@@ -146,6 +146,13 @@ def _raise_lost_nowhere() -> None:
     signal.signal(node_watch.WAKE_SIGNAL, lambda signum, frame: None)
 
 
+def _wait_lost(watch: node_watch.NodeWatch) -> None:
+    deadline = time.monotonic() + 30
+    while watch.lost is None:
+        assert time.monotonic() < deadline, "the watch never saw the process end"
+        time.sleep(0.01)
+
+
 @pytest.mark.timing
 def test_whatever_the_block_ends_with_after_the_loss_is_node_lost(raylet) -> None:
     """Raised inside a C extension, NodeLost arrives as a SystemError (Ray's
@@ -154,15 +161,13 @@ def test_whatever_the_block_ends_with_after_the_loss_is_node_lost(raylet) -> Non
         assert watch is not None
         _raise_lost_nowhere()
         raylet.kill()
-        while watch.lost is None:
-            time.sleep(0.01)
+        _wait_lost(watch)
         raise SystemError("<cyfunction CoreWorker.wait> returned a result with an exception set")
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     with pytest.raises(node_watch.NodeLost), node_watch.watch_node("y", process=gone) as watch:
         assert watch is not None
         _raise_lost_nowhere()
-        while watch.lost is None:
-            time.sleep(0.01)
+        _wait_lost(watch)
 
 
 @pytest.mark.timing

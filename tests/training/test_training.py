@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from support.live_run import LiveRun, csv_rows
 
 from rlperf.models.policy_file import count_trainable_params, load_policy
 from tests.conftest import TESTS, TINY_TRAIN, run_rlperf
@@ -183,46 +184,23 @@ def test_stop_signal_keeps_completed_iterations(tmp_path, name, to_group, code) 
     import shutil
     import signal
     import subprocess
-    import sys
     import tempfile
-    import time
 
     out = tmp_path / "interrupted"
     # A short private Ray temp dir (Unix socket paths are limited to 107 bytes) to find
     # this run's Ray processes afterwards.
     ray_tmp = tempfile.mkdtemp(prefix="rlp", dir="/tmp")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", RAY_TMPDIR=ray_tmp)
     args = [a for a in TINY_TRAIN if not a.startswith("train.iterations")]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlperf",
-            *args,
-            "workers=0",
-            "train.iterations=50",
-            f"hydra.run.dir={out}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    args += ["workers=0", "train.iterations=50", f"hydra.run.dir={out}"]
     metrics = out / "metrics.csv"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        if metrics.is_file() and len(metrics.read_text().splitlines()) >= 3:  # header + 2 rows
-            break
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        raise AssertionError(f"no iteration finished in time:\n{proc.communicate()[1][-3000:]}")
-    signum = getattr(signal, name)
-    os.killpg(proc.pid, signum) if to_group else proc.send_signal(signum)
-    _, stderr = proc.communicate(timeout=60)  # a hang guard; the time to exit: docs/exit-codes.md
-    assert proc.returncode == code, stderr[-2000:]
+    env = dict(os.environ, RAY_TMPDIR=ray_tmp)
+    with LiveRun(args, tmp_path, env, new_session=True) as run:
+        assert run.wait_until(lambda: csv_rows(metrics) >= 2, 240), run.output[-3000:]
+        signum = getattr(signal, name)
+        os.killpg(run.proc.pid, signum) if to_group else run.proc.send_signal(signum)
+        rc = run.finish(timeout=60)  # a hang guard; the time to exit: docs/exit-codes.md
+    stderr = run.output
+    assert rc == code, stderr[-2000:]
     reason = "interrupted (Ctrl-C)" if name == "SIGINT" else f"interrupted ({name})"
     assert stderr.strip().splitlines()[-1] == f"rlperf: {reason}; completed rows and cells are kept"
     assert "Traceback" not in stderr and "received" not in stderr, stderr[-3000:]
