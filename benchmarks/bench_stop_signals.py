@@ -1,27 +1,28 @@
-"""Time from a stop signal to rlperf's exit: a training run and a 3-cell sweep.
+"""Time from a stop signal to rlperf's exit: a training run, a 3-cell sweep and a search.
 
 Each case starts ``rlperf`` in its own session, waits until it is mid-work (a training run:
-two iterations written; a sweep: cell #1's trial started), sends the signal to the PID
-(Kubernetes, ``timeout``) or to the process group (SLURM, a terminal: Ray's processes get it
-at the same moment) and prints the exit status, the seconds to exit and what the run folder
-says. SLURM's KillWait and Kubernetes' grace period both default to 30 s; rlperf aims at 20 s
-on 2 cores (docs/exit-codes.md).
+two iterations written; a sweep: cell #1's trial started; a search: its second trial
+started), sends the signal to the PID (Kubernetes, ``timeout``) or to the process group
+(SLURM, a terminal: Ray's processes get it at the same moment) and prints the exit status,
+the seconds to exit and what the run folder says. SLURM's KillWait and Kubernetes' grace
+period both default to 30 s; rlperf aims at 20 s on 2 cores (docs/exit-codes.md).
 
-    python benchmarks/bench_stop_signals.py            # every case (about 4 minutes)
-    python benchmarks/bench_stop_signals.py train      # the training cases only
+    PYTHONPATH=tests python benchmarks/bench_stop_signals.py          # every case (~6 min)
+    PYTHONPATH=tests python benchmarks/bench_stop_signals.py train    # the training cases only
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from support.live_run import LiveRun, csv_rows
 
 TINY = [
     "model=tiny",
@@ -31,6 +32,13 @@ TINY = [
     "algo.num_epochs=1",
     "telemetry.interval_s=0.2",
 ]
+SEARCH = [
+    "env=cartpole", "model=mlp64", "algo.train_batch_size=128", "algo.minibatch_size=64",
+    "train.iterations=3", "telemetry.enabled=false", "train.env_ceiling.enabled=false",
+    "hydra.sweeper.search.algorithm=optuna", "hydra.sweeper.search.num_samples=4",
+    "hydra.sweeper.search.seed=0", "hydra.sweeper.search.metric=iter_s",
+    "hydra.sweeper.search.mode=min", "algo.lr=tag(log,interval(1e-4,1e-2))",
+]  # fmt: skip
 CASES = [
     ("train", "SIGINT", "pid"),
     ("train", "SIGTERM", "pid"),
@@ -39,65 +47,66 @@ CASES = [
     ("sweep", "SIGINT", "group"),
     ("sweep", "SIGTERM", "pid"),
     ("sweep", "SIGTERM", "group"),
+    ("search", "SIGTERM", "pid"),
+    ("search", "SIGTERM", "group"),
 ]
 
 
-def _start(args: list[str], work: Path, ray_tmp: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1", RAY_TMPDIR=ray_tmp, RAY_DEDUP_LOGS="0")
-    return subprocess.Popen(
-        [sys.executable, "-m", "rlperf", *args],
-        cwd=work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+def _start(args: list[str], work: Path, ray_tmp: str) -> LiveRun:
+    env = dict(os.environ, RAY_TMPDIR=ray_tmp, RAY_DEDUP_LOGS="0")
+    return LiveRun(args, work, env, new_session=True)
 
 
-def _send(proc: subprocess.Popen[str], name: str, target: str) -> float:
+def _send(run: LiveRun, name: str, target: str) -> float:
     signum = getattr(signal, name)
-    os.killpg(proc.pid, signum) if target == "group" else proc.send_signal(signum)
+    os.killpg(run.proc.pid, signum) if target == "group" else run.proc.send_signal(signum)
     return time.monotonic()
+
+
+def _statuses(folder: Path, subdirs: list[str]) -> str:
+    found = []
+    for d in subdirs:
+        cell = folder / d / "cell.json"
+        found.append(json.loads(cell.read_text())["status"] if cell.is_file() else "-")
+    return ", ".join(found)
 
 
 def _train(work: Path, ray_tmp: str, name: str, target: str) -> tuple[int, float, str]:
     out = work / "run"
-    proc = _start([*TINY, "train.iterations=50", f"hydra.run.dir={out}"], work, ray_tmp)
     metrics = out / "metrics.csv"
-    while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= 3):
-        if proc.poll() is not None:
-            err = proc.communicate()[1]
-            raise SystemExit(f"the run ended before two iterations: {err[-2000:]}")
-        time.sleep(0.2)
-    t0 = _send(proc, name, target)
-    proc.communicate(timeout=120)
+    with _start([*TINY, "train.iterations=50", f"hydra.run.dir={out}"], work, ray_tmp) as run:
+        if not run.wait_until(lambda: csv_rows(metrics) >= 2, 300):
+            raise SystemExit(f"the run ended before two iterations: {run.output[-2000:]}")
+        t0 = _send(run, name, target)
+        rc = run.finish(timeout=120)
     seconds = time.monotonic() - t0
     summary = json.loads((out / "summary.json").read_text())
-    rows = len(metrics.read_text().splitlines()) - 1
-    said = f"`{summary['status']}`, error `{summary['error']}`, {rows} rows kept"
-    return proc.returncode, seconds, said
+    said = f"`{summary['status']}`, error `{summary['error']}`, {csv_rows(metrics)} rows kept"
+    return rc, seconds, said
 
 
 def _sweep(work: Path, ray_tmp: str, name: str, target: str) -> tuple[int, float, str]:
     sweep = work / "sweep"
     args = ["-m", *TINY, "train.iterations=1,2,3", f"hydra.sweep.dir={sweep}"]
-    proc = _start(args, work, ray_tmp)
-    assert proc.stderr is not None
-    t0 = None
-    for line in proc.stderr:
-        if t0 is None and re.search(r"\] started\s+#1 ", line):
-            time.sleep(2)  # into the trial's job
-            t0 = _send(proc, name, target)
-    proc.wait(timeout=120)
-    if t0 is None:
-        raise SystemExit("cell #1 never started")
-    seconds = time.monotonic() - t0
-    statuses = []
-    for d in ("0", "1", "2"):
-        cell = sweep / d / "cell.json"
-        statuses.append(json.loads(cell.read_text())["status"] if cell.is_file() else "-")
-    return proc.returncode, seconds, "cells: " + ", ".join(statuses)
+    with _start(args, work, ray_tmp) as run:
+        if not run.wait_line(r"\] started\s+#1 ", timeout=300):
+            raise SystemExit(f"cell #1 never started: {run.output[-2000:]}")
+        time.sleep(2)  # into the trial's job
+        t0 = _send(run, name, target)
+        rc = run.finish(timeout=120)
+    return rc, time.monotonic() - t0, "cells: " + _statuses(sweep, ["0", "1", "2"])
+
+
+def _search(work: Path, ray_tmp: str, name: str, target: str) -> tuple[int, float, str]:
+    folder = work / "search"
+    with _start(["-m", *SEARCH, f"hydra.sweep.dir={folder}"], work, ray_tmp) as run:
+        if not run.wait_line(r"\] started\s+#1 ", timeout=300):
+            raise SystemExit(f"trial #1 never started: {run.output[-2000:]}")
+        time.sleep(2)
+        t0 = _send(run, name, target)
+        rc = run.finish(timeout=120)
+    trials = json.loads((folder / "search.json").read_text())["trials"]
+    return rc, time.monotonic() - t0, "trials: " + ", ".join(t["status"] for t in trials)
 
 
 def main() -> None:
@@ -109,7 +118,7 @@ def main() -> None:
             continue
         with tempfile.TemporaryDirectory(prefix="stop", dir="/tmp") as work:
             ray_tmp = tempfile.mkdtemp(prefix="rlp", dir="/tmp")
-            run = _train if what == "train" else _sweep
+            run = {"train": _train, "sweep": _sweep, "search": _search}[what]
             rc, seconds, said = run(Path(work), ray_tmp, name, target)
             left = subprocess.run(["pgrep", "-f", ray_tmp], capture_output=True, text=True)
             if left.stdout.strip():

@@ -58,7 +58,8 @@ def _trials(folder: Path) -> list[dict]:
 
 
 def _run_and_interrupt(args: list[str], cwd: Path, folder: Path) -> int:
-    """Run the search; Ctrl-C once two trials have finished and a third has started."""
+    """Run the search; SIGTERM to its PID (as Kubernetes and ``timeout`` send) once two trials
+    have finished and a third has started."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "rlperf", *args],
         cwd=cwd,
@@ -75,7 +76,7 @@ def _run_and_interrupt(args: list[str], cwd: Path, folder: Path) -> int:
                 # At once: a CartPole trial of 3 tiny iterations lasts seconds, and the
                 # trials after it may be skipped by the pre-flight in no time, so a delay
                 # here let the whole search finish first (rc 0) on a fast machine.
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(signal.SIGTERM)
                 break
             time.sleep(0.2)
         return proc.wait(timeout=600)
@@ -95,7 +96,8 @@ def test_search_interrupt_resume_best_and_preset(tmp_path: Path) -> None:
     folder = tmp_path / "search"
     args = [*SEARCH, f"hydra.sweep.dir={folder}"]
     rc = _run_and_interrupt(args, tmp_path, folder)
-    assert rc == 130, _trials(folder)
+    assert rc == 143, _trials(folder)  # 128 + SIGTERM, through Tune's graceful stop
+    assert all(t["status"] != "running" for t in _trials(folder))
     before = {t["subdir"]: t for t in _trials(folder) if t["status"] in FINAL}
     assert len(before) >= 2
     stamps = {s: (folder / s / "summary.json").stat().st_mtime_ns for s in before}
