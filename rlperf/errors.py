@@ -260,8 +260,6 @@ STOP_SIGNALS: dict[int, str] = {
 
 _stop_signal: int | None = None  # the first stop signal of this command, once one came
 _handlers_installed = False
-_graceful: Callable[[], bool] | None = None  # graceful_stop's callback while one is set
-_forwarded = False  # the first stop signal went to that callback instead of raising
 
 
 def _on_stop_signal(signum: int, frame: Any) -> None:
@@ -272,14 +270,11 @@ def _on_stop_signal(signum: int, frame: Any) -> None:
     to the process group and Ray's processes died with it). A second stop signal, while
     the first one's cleanup runs, exits at once with 128 + its number.
     """
-    global _stop_signal, _forwarded
+    global _stop_signal
     if _stop_signal is not None:
         os.write(2, f"rlperf: {STOP_SIGNALS[signum]} again: exiting now\n".encode())
         os._exit(128 + signum)
     _stop_signal = signum
-    if _graceful is not None and _graceful():
-        _forwarded = True
-        return
     raise KeyboardInterrupt
 
 
@@ -293,8 +288,8 @@ def stop_handlers() -> Iterator[None]:
     :func:`raise_if_interrupted` at the next step raises it again. Nothing is installed
     off the main thread.
     """
-    global _stop_signal, _handlers_installed, _forwarded
-    _stop_signal, _forwarded = None, False
+    global _stop_signal, _handlers_installed
+    _stop_signal = None
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -304,7 +299,7 @@ def stop_handlers() -> Iterator[None]:
         yield
     finally:
         _handlers_installed = False
-        _stop_signal, _forwarded = None, False  # a stop signal belongs to its command
+        _stop_signal = None  # a stop signal belongs to its command
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -316,26 +311,6 @@ def keep_stop_handlers() -> None:
     if _handlers_installed and threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, _on_stop_signal)
-
-
-@contextmanager
-def graceful_stop(stop: Callable[[], bool]) -> Iterator[None]:
-    """While the block runs, the first stop signal calls ``stop()`` (which asks the running
-    loop to end cleanly: Ray Tune's graceful stop, which saves a search's state) instead of
-    raising KeyboardInterrupt; where ``stop()`` returns False (nothing to ask yet), it raises
-    as usual. :func:`stop_forwarded` says whether it was asked."""
-    global _graceful, _forwarded
-    saved = _graceful
-    _graceful, _forwarded = stop, False
-    try:
-        yield
-    finally:
-        _graceful = saved
-
-
-def stop_forwarded() -> bool:
-    """The first stop signal was handed to :func:`graceful_stop`'s callback (no exception)."""
-    return _forwarded
 
 
 def raise_if_interrupted() -> None:

@@ -158,6 +158,18 @@ class TerminalHandler(logging.Handler):
 
 
 @contextlib.contextmanager
+def quiet_logger(name: str, level: int = logging.CRITICAL) -> Iterator[None]:
+    """The ``name`` logger at ``level`` for the duration (the job log misses what it drops)."""
+    logger = logging.getLogger(name)
+    saved = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(saved)
+
+
+@contextlib.contextmanager
 def _routed_logging(handler: logging.Handler, log_path: Path | None) -> Iterator[None]:
     """Replace the root logger's console handlers by ``handler``; log to ``log_path`` too."""
     root = logging.getLogger()

@@ -11,11 +11,9 @@ sweep marks the running cell failed and goes on in a fresh Ray
 (:mod:`rlperf.sweep.groups`).
 
 A stop signal sent to the whole process group (SLURM, a terminal's SIGTERM) kills the
-raylet too; that is an interrupt, not a lost node: nothing is raised once a stop signal
-raised KeyboardInterrupt (:func:`rlperf.errors.stop_signal`), and KeyboardInterrupt is
-raised where the signal was handed to Tune's graceful stop instead
-(:func:`rlperf.errors.graceful_stop`: a search), which would wait for the dead Ray. Ray's
-own ``ray.shutdown`` stops the raylet as well: the watch ends before it.
+raylet too; that is an interrupt, not a lost node, so nothing is raised once a stop
+signal came (:func:`rlperf.errors.stop_signal`). Ray's own ``ray.shutdown`` stops the
+raylet as well: the watch ends before it.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from rlperf.errors import RunFault, stop_forwarded, stop_signal
+from rlperf.errors import RunFault, stop_signal
 
 #: The Python-level handler slot the watch raises through (no signal is sent to the
 #: process: ``_thread.interrupt_main`` only runs the handler in the main thread).
@@ -74,7 +72,7 @@ class NodeWatch:
     def __init__(self, process: Any, what: str) -> None:
         self.process = process
         self.what = what
-        self.lost: BaseException | None = None  # NodeLost (or an interrupt, see _run)
+        self.lost: NodeLost | None = None
         self._handled = threading.Event()
         self._stop = threading.Event()
 
@@ -88,19 +86,13 @@ class NodeWatch:
             if code is None:
                 continue
             # A stop signal to the process group kills the raylet at the same moment.
-            if self._stop.wait(GRACE_S):
+            if self._stop.wait(GRACE_S) or stop_signal() is not None:
                 return
-            if stop_signal() is not None:
-                if not stop_forwarded():
-                    return  # the signal raised KeyboardInterrupt itself
-                # Handed to Tune's graceful stop, which waits for a Ray that is gone.
-                self.lost = KeyboardInterrupt()
-            else:
-                self.lost = NodeLost(
-                    f"Ray's node was lost {self.what}: its raylet (pid {self.process.pid}) "
-                    f"{describe_exit(code)}, and every Ray worker with it; the rows written "
-                    f"before are kept"
-                )
+            self.lost = NodeLost(
+                f"Ray's node was lost {self.what}: its raylet (pid {self.process.pid}) "
+                f"{describe_exit(code)}, and every Ray worker with it; the rows written "
+                f"before are kept"
+            )
             while not self._handled.is_set() and not self._stop.is_set():
                 _thread.interrupt_main(WAKE_SIGNAL)
                 self._handled.wait(RETRY_S)

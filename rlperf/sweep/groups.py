@@ -14,13 +14,14 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 
 import ray
 from hydra.core.singleton import Singleton
 from ray import tune
 
+from rlperf.console import quiet_logger
 from rlperf.layout import RunStatus
 from rlperf.resources.node_watch import NodeLost, watch_node
 from rlperf.resources.ray_session import applied_placement, init_ray
@@ -127,23 +128,22 @@ TUNE_ENV = {
 
 
 @contextlib.contextmanager
-def tune_environment() -> Iterator[None]:
-    """:data:`TUNE_ENV` set, Tune's analysis warnings quiet, our SIGINT handler back after.
+def tune_environment(extra: Mapping[str, str] | None = None) -> Iterator[None]:
+    """:data:`TUNE_ENV` (and ``extra``) set, Tune's analysis warnings quiet, our SIGINT
+    handler back after.
 
     Tune installs a SIGINT handler (graceful stop on the first Ctrl-C) and never
     removes it, so a Ctrl-C after the experiment would otherwise be swallowed.
     """
-    saved_env = {k: os.environ.get(k) for k in TUNE_ENV}
-    os.environ.update(TUNE_ENV)
+    env = {**TUNE_ENV, **(extra or {})}
+    saved_env = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     saved_handler = signal.getsignal(signal.SIGINT)
     # Without Tune's loggers its ExperimentAnalysis warns that it found no result files.
-    analysis_log = logging.getLogger("ray.tune.analysis.experiment_analysis")
-    saved_level = analysis_log.level
-    analysis_log.setLevel(logging.ERROR)
     try:
-        yield
+        with quiet_logger("ray.tune.analysis.experiment_analysis", logging.ERROR):
+            yield
     finally:
-        analysis_log.setLevel(saved_level)
         for k, v in saved_env.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -13,17 +13,16 @@ checkpoint (RLlib checkpoint, ``rlperf_policy.pt``, ``probe.npz``:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
 from rlperf.algos import build_algo_config
+from rlperf.console import quiet_logger
 from rlperf.envs.ceiling import env_ceiling
 from rlperf.envs.from_config import env_config, probe_observations
 from rlperf.layout import CHECKPOINT_DIR, EXCLUDED_COLUMN, METRICS_FILE, POLICY_FILE, Exclusion
@@ -415,18 +414,6 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
         ctx.summary.get("env_ceiling_steps_per_s"),
     )
     return {**summary, **stop.summary()}
-
-
-@contextlib.contextmanager
-def quiet_logger(name: str) -> Iterator[None]:
-    """The ``name`` logger at CRITICAL for the duration (the job log misses it too)."""
-    logger = logging.getLogger(name)
-    saved = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(saved)
 
 
 def _warmup_rule(cfg: DictConfig) -> str:

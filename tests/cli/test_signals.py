@@ -17,8 +17,6 @@ import textwrap
 
 import pytest
 
-from rlperf import errors
-
 pytestmark = pytest.mark.timing
 
 #: A command that waits for a signal, then cleans up in its ``finally``: slowly when asked.
@@ -80,21 +78,3 @@ def test_a_second_signal_during_the_cleanup_exits_at_once() -> None:
     _, err = proc.communicate(timeout=30)  # not the 60 s the cleanup would take
     assert proc.returncode == 129, err
     assert err.strip() == "rlperf: SIGHUP again: exiting now"
-
-
-def test_a_graceful_stop_takes_the_first_signal_instead_of_an_interrupt() -> None:
-    """Inside ``graceful_stop`` (a search's Tune run) the first stop signal asks the loop to
-    end (no exception, the signal remembered); a callback that cannot ask yet declines, and
-    the signal raises as usual. The signal is forgotten when its command ends."""
-    asked: list[bool] = []
-    with errors.stop_handlers():
-        with errors.graceful_stop(lambda: asked.append(True) or True):
-            os.kill(os.getpid(), signal.SIGTERM)
-        assert asked == [True] and errors.stop_forwarded()
-        assert errors.stop_signal() == signal.SIGTERM
-        assert errors.interrupt_reason() == "interrupted (SIGTERM)"
-    assert errors.stop_signal() is None and not errors.stop_forwarded()
-    with errors.stop_handlers():
-        with pytest.raises(KeyboardInterrupt), errors.graceful_stop(lambda: False):
-            os.kill(os.getpid(), signal.SIGHUP)
-        assert not errors.stop_forwarded() and errors.stop_signal() == signal.SIGHUP
