@@ -136,6 +136,11 @@ def _axis(key: str, sweep: Any, algorithm: str) -> Axis:
                 f"to search it, or use hydra.sweeper.search.algorithm=random|grid"
             )
         return Axis(key, "choice", tuple(sweep.list), grid=grid)
+    if isinstance(sweep, RangeSweep) and sweep.step == 0:
+        # Hydra's parser takes a zero step; counting towards the stop would never end.
+        raise SearchSpaceError(
+            f"{key}: range({sweep.start},{sweep.stop},0) needs a step other than 0"
+        )
     if algorithm == "grid":
         if isinstance(sweep, RangeSweep) and not log:
             return Axis(key, "choice", tuple(_range_values(sweep)), grid=True)
