@@ -491,3 +491,27 @@ def test_telemetry_imports_no_heavy_frameworks() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_sampler_window_edges_and_a_closed_nvml(tmp_path: Path) -> None:
+    """A zero-length window is a window; a window's means stop at its end; a sample taken
+    after the caller closed NVML records NaN for the GPU, energy included (found by
+    mutation testing, docs/development.md#mutation-testing)."""
+    card = gpu(util_pct=10, power_w=100.0, energy_mj=0)
+    fake = FakePynvml([card])
+    with NvmlSession(fake) as nvml:
+        sampler = TelemetrySampler(None, interval_s=3600, nvml=nvml).start()
+        times = []
+        for util, energy in [(10, 1_000), (30, 3_000), (80, 9_000)]:
+            card.util_pct, card.energy_mj = util, energy
+            times.append(sampler.sample_now()["time_s"])
+            time.sleep(0.01)
+        assert sampler.window(0.0, times[1])["gpu0_util_pct"] == 20.0
+        at = sampler.window(times[1], times[1])
+        assert at["gpu0_util_pct"] == 30.0 and at["gpu0_energy_j"] == 0.0
+        with pytest.raises(ValueError, match="window end"):
+            sampler.window(times[1], times[0])
+    row = sampler.sample_now()  # NVML closed by its owner: nothing read
+    assert math.isnan(row["gpu0_util_pct"]) and math.isnan(row["gpu0_energy_j"])
+    sampler.stop()
+    assert sampler.samples()[0]["gpu0_energy_j"] == 1.0
