@@ -1,12 +1,16 @@
 """nox sessions: tests, lint, smoke (the README's main command), bench (benchmarks), gpu_check,
-and the suite's own checks: random_order, timing."""
+and the suite's own checks: random_order, timing, mutation."""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import sys
+import tomllib
+from collections import Counter
+from pathlib import Path
 
 import nox
 
@@ -17,6 +21,8 @@ TORCH = "torch==2.13.0"  # the CPU build; install it before the project
 #: Shuffles the test order (random_order only: it stays out of `dev`, so the suite's
 #: usual order is the file order).
 RANDOMLY = "pytest-randomly==5.1.0"
+#: Mutation testing (mutation only, not in `dev`; configured in pyproject's [tool.mutmut]).
+MUTMUT = "mutmut==3.8.1"
 #: The seeds random_order runs the non-slow suite under.
 ORDER_SEEDS = (1, 2, 3)
 #: Benchmarks that train for an hour or more: `nox -s bench` runs them only when named.
@@ -64,6 +70,70 @@ def timing(session: nox.Session) -> None:
     finally:
         for proc in hogs:
             proc.kill()
+
+
+@nox.session(python="3.11")
+def mutation(session: nox.Session) -> None:
+    """mutmut over the modules whose arithmetic decides results (pyproject's [tool.mutmut]),
+    against the fast tests that reach them, then the scores per module
+    (docs/development.md#mutation-testing). `-- rlperf/report/stats.py ...`: those modules'
+    mutants only. One mutant at a time (`MUTMUT_MAX_CHILDREN` for more); results are kept
+    in `mutants/` between runs (delete it to start over)."""
+    _install(session)
+    session.install(MUTMUT)
+    names = [_mutant_glob(module) for module in session.posargs]
+    children = os.environ.get("MUTMUT_MAX_CHILDREN", "1")
+    # mutmut exits non-zero when mutants survive; the table below is the result.
+    session.run("mutmut", "run", "--max-children", children, *names, success_codes=[0, 1])
+    for line in mutation_scores(session.posargs or None):
+        session.log(line)
+
+
+def _mutant_glob(module: str) -> str:
+    """`rlperf/report/stats.py` (or `rlperf.report.stats`) as mutmut's name pattern."""
+    return module.removesuffix(".py").replace("/", ".") + ".*"
+
+
+#: Modules whose table row counts only some functions: the sampler's energy arithmetic
+#: (the counter trace and the per-iteration window), not its thread and its CSV.
+MUTATION_SCOPES = {
+    "rlperf/telemetry/sampler.py": (
+        "_CounterTrace", "window", "mark", "_read_energy_locked", "_record_energy_locked"
+    ),
+}  # fmt: skip
+#: mutmut's exit codes (mutmut/stats.py) by what the table calls them.
+_STATUS = {1: "killed", 3: "killed", 0: "survived", 36: "timeout", 24: "timeout",
+           -24: "timeout", 152: "timeout", 255: "timeout"}  # fmt: skip
+
+
+def mutation_scores(modules: list[str] | None = None) -> list[str]:
+    """The mutation table of `mutants/`: per module (:data:`MUTATION_SCOPES`: some of its
+    functions), mutants killed / survived / timeout / not checked (never run, or no test
+    reaches the function: mutmut's "not checked" and "no tests"), and killed / mutants.
+    Equivalent mutants are named in the docs."""
+    config = tomllib.loads(Path("pyproject.toml").read_text())["tool"]["mutmut"]
+    paths = [m.removesuffix(".py").replace(".", "/") + ".py" for m in modules or []]
+    lines = ["module | mutants | killed | survived | timeout | not checked | killed %"]
+    for path in paths or config["only_mutate"]:
+        meta = Path("mutants") / f"{path}.meta"
+        codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
+        if path in MUTATION_SCOPES:
+            codes = {k: v for k, v in codes.items() if _in_scope(k, MUTATION_SCOPES[path])}
+        count = Counter(_STATUS.get(code, "not checked") for code in codes.values())
+        total = len(codes)
+        score = f"{100 * count['killed'] / total:.1f}" if total else "-"
+        lines.append(
+            f"{path} | {total} | {count['killed']} | {count['survived']} | "
+            f"{count['timeout']} | {count['not checked']} | {score}"
+        )
+    return lines
+
+
+def _in_scope(mutant: str, names: tuple[str, ...]) -> bool:
+    """Whether a mutant (`pkg.mod.xǁClassǁmethod__mutmut_3`, `pkg.mod.x_func__mutmut_1`) is
+    in a function, method or class named in `names`."""
+    where = mutant.rsplit(".", 1)[-1].rsplit("__mutmut_", 1)[0]
+    return bool({where.removeprefix("x_"), *where.split("ǁ")[1:]} & set(names))
 
 
 @nox.session(python="3.11")
