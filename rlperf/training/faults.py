@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rlperf.errors import RunFault
@@ -44,17 +45,23 @@ def _learner_counts(algo: Any, learners: int) -> tuple[int, int]:
     return int(manager.num_healthy_actors()), int(manager.total_num_restarts())
 
 
-def oom_kills(seen: set[str]) -> list[str]:
-    """What Ray's memory monitor said of each worker it killed that is not in ``seen``
-    (added): the GCS worker table's exit causes (``NODE_OUT_OF_MEMORY``; Ray 2.60, a private
-    accessor, so none where it fails). A restarted actor's own record forgets its death."""
+def ray_worker_table() -> list[bytes]:
+    """Ray's GCS worker table, one serialized ``WorkerTableData`` per worker (Ray 2.60, a
+    private accessor); empty where it fails (not connected, or the API moved)."""
     import ray
-    from ray.core.generated import common_pb2, gcs_pb2
 
     try:
-        table = ray._private.state.state._connect_and_get_accessor().get_worker_table()
-    except Exception:  # not connected, or the API moved: the fault is counted all the same
+        return list(ray._private.state.state._connect_and_get_accessor().get_worker_table())
+    except Exception:  # the fault is counted all the same, only not named
         return []
+
+
+def oom_kills(seen: set[str], table: Iterable[bytes]) -> list[str]:
+    """What Ray's memory monitor said of each worker of ``table`` (:func:`ray_worker_table`)
+    it killed that is not in ``seen`` (added): the exit cause ``NODE_OUT_OF_MEMORY``. A
+    restarted actor's own record forgets its death; the worker's does not."""
+    from ray.core.generated import common_pb2, gcs_pb2
+
     out_of_memory = common_pb2.NODE_OUT_OF_MEMORY  # type: ignore[attr-defined]
     found = []
     for raw in table:
@@ -84,8 +91,14 @@ class FaultWatch:
     """Per-iteration health of the env runners and learners from RLlib's lifetime counters,
     and which of their deaths were Ray's memory monitor's (out of memory)."""
 
-    def __init__(self, algo: Any, plan: ResourcePlan) -> None:
+    def __init__(
+        self,
+        algo: Any,
+        plan: ResourcePlan,
+        worker_table: Callable[[], Iterable[bytes]] = ray_worker_table,
+    ) -> None:
         self.algo = algo
+        self.worker_table = worker_table
         self.env_runners = int(plan.num_env_runners)
         self.learners = int(plan.num_learners)
         self.restarts = 0
@@ -93,7 +106,8 @@ class FaultWatch:
         self.learners_healthy = self.learners
         self.oom_seen: set[str] = set()
         self.oom_said = False
-        oom_kills(self.oom_seen)  # a sweep's Ray: earlier cells' kills are not this run's
+        # A sweep's Ray: the kills of earlier cells are not this run's.
+        oom_kills(self.oom_seen, worker_table())
 
     def read(self, result: dict[str, Any]) -> dict[str, int]:
         """The :data:`~rlperf.results.columns.FAULT_COLUMNS` of the iteration ``result`` ended."""
@@ -112,7 +126,7 @@ class FaultWatch:
         }
         self.restarts, self.learner_restarts = restarts, learner_restarts
         if row["env_runner_restarts"] or row["env_runners_lost"] or row["learner_failures"]:
-            killed = oom_kills(self.oom_seen)
+            killed = oom_kills(self.oom_seen, self.worker_table())
             row["oom_kills"] = len(killed)
             if killed and not self.oom_said:  # once a run; the fault lines count them
                 self.oom_said = True

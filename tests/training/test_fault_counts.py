@@ -156,3 +156,82 @@ def test_an_out_of_memory_kill_is_named_with_rays_memory_figures() -> None:
 def test_an_iteration_without_a_fault_has_no_oom_kills() -> None:
     watch = faults.FaultWatch(object(), _plan(env_runners=1, learners=0))
     assert watch.read({})["oom_kills"] == 0
+
+
+# ------------------------------------------- out-of-memory kills from Ray's worker table
+
+#: Ray 2.60's exit detail of a worker its memory monitor killed (the part the line reads).
+OOM_DETAIL = (
+    "1 worker(s) were killed due to the node running low on memory. Memory on the node (IP: "
+    "127.0.0.1, ID: 3f50) was 5.9GB used / 23.5GB limit (0.25)\nOOM kill reason: Memory "
+    "usage 6300000000B exceeded threshold of 6290000000B (25.0% of 25200000000B limit)"
+)
+
+
+def _result(healthy: int, restarts: int) -> dict[str, Any]:
+    """The part of RLlib's ``Algorithm.train()`` result the watch reads (Ray 2.60 keys)."""
+    return {
+        "fault_tolerance": {"num_healthy_workers": healthy, "num_remote_worker_restarts": restarts}
+    }
+
+
+def _worker(worker_id: bytes, exit_type: str | None, detail: str = "") -> bytes:
+    """One record of Ray's GCS worker table, as its accessor returns it (serialized)."""
+    from ray.core.generated import common_pb2, gcs_pb2
+
+    record = gcs_pb2.WorkerTableData(exit_detail=detail)
+    record.worker_address.worker_id = worker_id
+    if exit_type is not None:
+        record.exit_type = common_pb2.WorkerExitType.Value(exit_type)
+    return record.SerializeToString()
+
+
+class WorkerTable:
+    """Stands in for Ray's GCS worker table: the records so far, and how often it was read."""
+
+    def __init__(self, *records: bytes) -> None:
+        self.records = list(records)
+        self.reads = 0
+
+    def __call__(self) -> list[bytes]:
+        self.reads += 1
+        return list(self.records)
+
+
+def test_the_memory_monitors_kills_are_counted_once_each_and_said_once(caplog) -> None:
+    earlier = _worker(b"\x01" * 28, "NODE_OUT_OF_MEMORY", OOM_DETAIL)  # a sweep's earlier cell
+    table = WorkerTable(earlier, _worker(b"\x02" * 28, None))
+    watch = faults.FaultWatch(object(), _plan(env_runners=1, learners=0), worker_table=table)
+    assert table.reads == 1
+    assert watch.read(_result(healthy=1, restarts=0))["oom_kills"] == 0
+    assert table.reads == 1  # a healthy iteration does not read the table
+    table.records += [
+        _worker(b"\x03" * 28, "NODE_OUT_OF_MEMORY", OOM_DETAIL),
+        _worker(b"\x04" * 28, "SYSTEM_ERROR", "killed by a signal"),  # lost, but not OOM
+        _worker(b"\x05" * 28, "NODE_OUT_OF_MEMORY", "the second kill's own words"),
+    ]
+    with caplog.at_level(logging.WARNING, logger=faults.__name__):
+        lost = watch.read(_result(healthy=0, restarts=0))
+        again = watch.read(_result(healthy=1, restarts=1))
+    assert (lost["oom_kills"], again["oom_kills"]) == (2, 0)  # each worker counted once
+    said = [r.getMessage() for r in caplog.records if "memory monitor" in r.getMessage()]
+    assert said == [
+        "Ray's memory monitor killed a worker: the node's memory was 5.9GB used / 23.5GB "
+        "limit, over its threshold of 25.0% (RAY_memory_usage_threshold)"
+    ]
+    table.records.append(_worker(b"\x06" * 28, "NODE_OUT_OF_MEMORY", OOM_DETAIL))
+    with caplog.at_level(logging.WARNING, logger=faults.__name__):
+        caplog.clear()
+        assert watch.read(_result(healthy=0, restarts=1))["oom_kills"] == 1
+    assert not [r for r in caplog.records if "memory monitor" in r.getMessage()]  # said once
+
+
+def test_the_oom_kills_of_a_table_not_seen_before() -> None:
+    seen: set[str] = set()
+    records = [
+        _worker(b"\x07" * 28, "NODE_OUT_OF_MEMORY", "killed\nmore"),
+        _worker(b"\x08" * 28, "INTENDED_USER_EXIT"),
+    ]
+    assert faults.oom_kills(seen, records) == ["killed"]
+    assert seen == {(b"\x07" * 28).hex()}
+    assert faults.oom_kills(seen, records) == []
