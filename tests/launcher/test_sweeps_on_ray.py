@@ -366,9 +366,9 @@ def test_learner_and_raylet_killed_mid_sweep_then_resume(tmp_path: Path, ray_tmp
         "ray.overcommit_cpus=true", f"hydra.sweep.dir={sweep}",
     ]  # fmt: skip
     with LiveRun(args, tmp_path, rlperf_env(ray_tmp)) as run:
-        assert run.wait_until(lambda: csv_rows(sweep / "0" / "metrics.csv") >= 2, 300), run.output
+        assert run.wait_until(lambda: csv_rows(sweep / "0" / "metrics.csv") >= 2, 900), run.output
         learner = run.kill(command_starts("ray::_WrappedExecutable"))
-        assert run.wait_until(lambda: csv_rows(sweep / "1" / "metrics.csv") >= 1, 300), run.output
+        assert run.wait_until(lambda: csv_rows(sweep / "1" / "metrics.csv") >= 1, 900), run.output
         raylet = run.kill(named("raylet"))
         rc = run.finish(timeout=300)
     err = run.output
