@@ -389,7 +389,7 @@ def test_learner_and_raylet_killed_mid_sweep_then_resume(tmp_path: Path, ray_tmp
     assert "Traceback" not in err[err.rindex("] cells:") :]
     assert not wait_gone(ray_tmp), "Ray processes left behind"
 
-    proc = run_rlperf(args, cwd=tmp_path, timeout=480, env={"RAY_TMPDIR": ray_tmp})
+    proc = run_rlperf(args, cwd=tmp_path, timeout=900, env={"RAY_TMPDIR": ray_tmp})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 to run in 1 local Ray instance(s), 1 completed earlier (kept)" in proc.stderr
     again = [cell(sweep, d) for d in ("0", "1", "2")]
