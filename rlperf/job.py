@@ -256,16 +256,22 @@ def execute_stage(
         summary["wall_s"] = ctx.elapsed_s()
         if summary.get("stage") == "train":  # a downstream job has steps, not iterations
             summary.setdefault("iterations", len(ctx.rows))
-        try:
-            write_json(out_dir / SUMMARY_FILE, summary)
-        except OSError as exc:  # a full disk; where the stage failed, its error says more
-            log.error("cannot write %s: %s", out_dir / SUMMARY_FILE, exc, extra={TERMINAL: False})
-            if summary["status"] == RunStatus.completed:
-                raise ResultsWriteError(
-                    f"cannot write {out_dir / SUMMARY_FILE}: {exc.strerror or exc}; the job "
-                    f"completed and its other result files are written"
-                ) from exc
+        _write_final_summary(summary, out_dir)
     return summary
+
+
+def _write_final_summary(summary: dict[str, Any], out_dir: Path) -> None:
+    """``summary.json`` as the job ended. A full disk: said in the job log; an error of its
+    own only where the job completed (where it failed, its error says more)."""
+    try:
+        write_json(out_dir / SUMMARY_FILE, summary)
+    except OSError as exc:
+        log.error("cannot write %s: %s", out_dir / SUMMARY_FILE, exc, extra={TERMINAL: False})
+        if summary["status"] == RunStatus.completed:
+            raise ResultsWriteError(
+                f"cannot write {out_dir / SUMMARY_FILE}: {exc.strerror or exc}; the job "
+                f"completed and its other result files are written"
+            ) from exc
 
 
 def _disk_full(exc: BaseException, out_dir: Path, rows: int) -> ResultsWriteError | None:

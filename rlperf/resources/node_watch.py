@@ -44,13 +44,12 @@ class NodeLost(RunFault):
     """The raylet of the local Ray this process started died while a run used it (exit 1)."""
 
 
-def raylet_process(node: Any = None) -> Any:
+def raylet_process() -> Any:
     """The ``subprocess.Popen`` of the raylet this process started; None when it started
     none (a joined cluster, inside a trial, Ray not running)."""
-    if node is None:
-        import ray
+    import ray
 
-        node = getattr(ray._private.worker, "_global_node", None)
+    node = getattr(ray._private.worker, "_global_node", None)
     processes = getattr(node, "all_processes", None) or {}
     infos = processes.get("raylet") or []
     return infos[0].process if infos else None
@@ -67,18 +66,13 @@ def describe_exit(returncode: int) -> str:
 
 
 class NodeWatch:
-    """The watch's state: what was lost, and whether the main thread has handled it."""
+    """The watch's state: what was lost, and whether the watched block has ended."""
 
     def __init__(self, process: Any, what: str) -> None:
         self.process = process
         self.what = what
         self.lost: NodeLost | None = None
-        self._handled = threading.Event()
-        self._stop = threading.Event()
-
-    def handled(self) -> None:
-        """Raise :attr:`lost` no more (the watch ends)."""
-        self._handled.set()
+        self._stop = threading.Event()  # the block ended: poll and raise no more
 
     def _run(self) -> None:
         while not self._stop.wait(POLL_S):
@@ -93,14 +87,14 @@ class NodeWatch:
                 f"{describe_exit(code)}, and every Ray worker with it; the rows written "
                 f"before are kept"
             )
-            while not self._handled.is_set() and not self._stop.is_set():
+            while not self._stop.is_set():
                 _thread.interrupt_main(WAKE_SIGNAL)
-                self._handled.wait(RETRY_S)
+                self._stop.wait(RETRY_S)
             return
 
     def _raise(self, signum: int, frame: Any) -> None:
         # Not again while the main thread is already unwinding or handling it.
-        if self.lost is None or self._handled.is_set() or sys.exc_info()[1] is self.lost:
+        if self.lost is None or self._stop.is_set() or sys.exc_info()[1] is self.lost:
             return
         raise self.lost
 
@@ -134,6 +128,5 @@ def watch_node(what: str, process: Any = None) -> Iterator[NodeWatch | None]:
         raise
     finally:
         watch._stop.set()
-        watch.handled()
         thread.join(timeout=POLL_S + GRACE_S + 1)
         signal.signal(WAKE_SIGNAL, previous)

@@ -125,7 +125,7 @@ class FaultWatch:
             "oom_kills": 0,
         }
         self.restarts, self.learner_restarts = restarts, learner_restarts
-        if row["env_runner_restarts"] or row["env_runners_lost"] or row["learner_failures"]:
+        if _touched(row):
             killed = oom_kills(self.oom_seen, self.worker_table())
             row["oom_kills"] = len(killed)
             if killed and not self.oom_said:  # once a run; the fault lines count them
@@ -134,9 +134,14 @@ class FaultWatch:
         return row
 
 
+def _touched(row: dict[str, Any]) -> bool:
+    """A fault touched the iteration: an env runner lost or restarted, a learner failed."""
+    return bool(row["env_runner_restarts"] or row["env_runners_lost"] or row["learner_failures"])
+
+
 def exclusion(row: dict[str, Any], warmup: bool) -> str:
     """The iteration's ``excluded`` value: a fault first, then no samples, then warm-up."""
-    if row["env_runner_restarts"] or row["env_runners_lost"] or row["learner_failures"]:
+    if _touched(row):
         return Exclusion.fault
     if row["env_steps"] == 0:
         return Exclusion.no_samples
