@@ -2,22 +2,26 @@
 
 Each case starts ``rlperf`` in its own session, waits until it is mid-work (a training run:
 two iterations written; a sweep: cell #1's trial started; a search: its second trial
-started), sends the signal to the PID (Kubernetes, ``timeout``) or to the process group
-(SLURM, a terminal: Ray's processes get it at the same moment) and prints the exit status,
-the seconds to exit and what the run folder says. SLURM's KillWait and Kubernetes' grace
-period both default to 30 s; rlperf aims at 20 s on 2 cores (docs/exit-codes.md).
+started), sends the signal to the PID (Kubernetes, ``timeout``), to the process group (a
+terminal, ``kill -TERM -PGID``) or to every process of the run at once (SLURM's ``scancel``,
+systemd: Ray's processes get it at the same moment) and prints the exit status, the seconds
+to exit and what the run folder says. SLURM's KillWait and Kubernetes' grace period both
+default to 30 s; rlperf aims at 20 s on 2 cores (docs/exit-codes.md). ``--repeat N`` runs
+each case N times and counts the outcomes (a race shows as a second outcome).
 
-    PYTHONPATH=tests python benchmarks/bench_stop_signals.py          # every case (~6 min)
+    PYTHONPATH=tests python benchmarks/bench_stop_signals.py          # every case (~7 min)
     PYTHONPATH=tests python benchmarks/bench_stop_signals.py train    # the training cases only
+    PYTHONPATH=tests python benchmarks/bench_stop_signals.py train --repeat 10
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -44,9 +48,11 @@ CASES = [
     ("train", "SIGTERM", "pid"),
     ("train", "SIGTERM", "group"),
     ("train", "SIGHUP", "group"),
+    ("train", "SIGTERM", "every"),
     ("sweep", "SIGINT", "group"),
     ("sweep", "SIGTERM", "pid"),
     ("sweep", "SIGTERM", "group"),
+    ("sweep", "SIGTERM", "every"),
     ("search", "SIGTERM", "pid"),
     ("search", "SIGTERM", "group"),
 ]
@@ -58,8 +64,7 @@ def _start(args: list[str], work: Path, ray_tmp: str) -> LiveRun:
 
 
 def _send(run: LiveRun, name: str, target: str) -> float:
-    signum = getattr(signal, name)
-    os.killpg(run.proc.pid, signum) if target == "group" else run.proc.send_signal(signum)
+    run.send(getattr(signal, name), to=target)
     return time.monotonic()
 
 
@@ -80,7 +85,7 @@ def _train(work: Path, ray_tmp: str, name: str, target: str) -> tuple[int, float
         t0 = _send(run, name, target)
         rc = run.finish(timeout=120)
     seconds = time.monotonic() - t0
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())  # a run ended by Ray: `running`
     said = f"`{summary['status']}`, error `{summary['error']}`, {csv_rows(metrics)} rows kept"
     return rc, seconds, said
 
@@ -109,21 +114,38 @@ def _search(work: Path, ray_tmp: str, name: str, target: str) -> tuple[int, floa
     return rc, time.monotonic() - t0, "trials: " + ", ".join(t["status"] for t in trials)
 
 
+def _case(what: str, name: str, target: str) -> tuple[int, float, str]:
+    with tempfile.TemporaryDirectory(prefix="stop", dir="/tmp") as work:
+        ray_tmp = tempfile.mkdtemp(prefix="rlp", dir="/tmp")
+        run = {"train": _train, "sweep": _sweep, "search": _search}[what]
+        rc, seconds, said = run(Path(work), ray_tmp, name, target)
+        left = subprocess.run(["pgrep", "-f", ray_tmp], capture_output=True, text=True)
+        if left.stdout.strip():
+            said += f"; Ray processes left: {left.stdout.split()}"
+        return rc, seconds, said
+
+
 def main() -> None:
-    only = sys.argv[1:]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("only", nargs="*", help="train, sweep or search (default: all)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each case")
+    args = parser.parse_args()
+    if unknown := set(args.only) - {"train", "sweep", "search"}:
+        parser.error(f"unknown run(s) {sorted(unknown)}: train, sweep or search")
     print("| run | signal | sent to | exit | seconds to exit | what the folder says |")
     print("| --- | --- | --- | --- | --- | --- |")
     for what, name, target in CASES:
-        if only and what not in only:
+        if args.only and what not in args.only:
             continue
-        with tempfile.TemporaryDirectory(prefix="stop", dir="/tmp") as work:
-            ray_tmp = tempfile.mkdtemp(prefix="rlp", dir="/tmp")
-            run = {"train": _train, "sweep": _sweep, "search": _search}[what]
-            rc, seconds, said = run(Path(work), ray_tmp, name, target)
-            left = subprocess.run(["pgrep", "-f", ray_tmp], capture_output=True, text=True)
-            if left.stdout.strip():
-                said += f"; Ray processes left: {left.stdout.split()}"
-            print(f"| {what} | {name} | {target} | {rc} | {seconds:.1f} | {said} |", flush=True)
+        outcomes: dict[tuple[int, str], list[float]] = {}
+        for _ in range(args.repeat):
+            rc, seconds, said = _case(what, name, target)
+            outcomes.setdefault((rc, said), []).append(seconds)
+        for (rc, said), times in outcomes.items():
+            runs = f" ({len(times)} of {args.repeat})" if args.repeat > 1 else ""
+            median = statistics.median(times)
+            row = f"| {what} | {name} | {target} | {rc}{runs} | {median:.1f} | {said} |"
+            print(row, flush=True)
 
 
 if __name__ == "__main__":

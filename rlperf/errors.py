@@ -266,8 +266,8 @@ def _on_stop_signal(signum: int, frame: Any) -> None:
     """The first stop signal: remembered, then KeyboardInterrupt (see :func:`interrupt_reason`).
 
     SIGTERM and SIGHUP raise it as Ctrl-C does, also while Ray Tune runs a sweep's group
-    (Tune's own SIGINT handler waits for its trials, which hangs when the signal went
-    to the process group and Ray's processes died with it). A second stop signal, while
+    (Tune's own SIGINT handler waits for its trials, which hangs when a scheduler signalled
+    every process of the job and Ray's processes died with it). A second stop signal, while
     the first one's cleanup runs, exits at once with 128 + its number.
     """
     global _stop_signal

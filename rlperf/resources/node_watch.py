@@ -10,9 +10,11 @@ handler raises KeyboardInterrupt: a single run fails with one line and its rows 
 sweep marks the running cell failed and goes on in a fresh Ray
 (:mod:`rlperf.sweep.groups`).
 
-A stop signal sent to the whole process group (SLURM, a terminal's SIGTERM) kills the
-raylet too; that is an interrupt, not a lost node, so nothing is raised once a stop
-signal came (:func:`rlperf.errors.stop_signal`). Ray's own ``ray.shutdown`` stops the
+A stop signal sent to every process of a job at once (SLURM's ``scancel``, systemd's
+control-group kill) kills the raylet too; that is an interrupt, not a lost node, so
+nothing is raised once a stop signal came (:func:`rlperf.errors.stop_signal`). A signal to
+rlperf's process group does not reach Ray's processes (they are started in groups of their
+own: :func:`rlperf.resources.ray_session.init_ray`). Ray's own ``ray.shutdown`` stops the
 raylet as well: the watch ends before it.
 """
 
@@ -32,7 +34,8 @@ from rlperf.errors import RunFault, stop_signal
 #: process: ``_thread.interrupt_main`` only runs the handler in the main thread).
 WAKE_SIGNAL = signal.SIGUSR2
 #: How often the raylet's process is polled, and how long a death waits for a stop signal
-#: that came with it (a process group's SIGTERM reaches the raylet and rlperf together).
+#: that came with it (a scheduler's SIGTERM to every process reaches the raylet and rlperf
+#: together).
 POLL_S = 0.5
 GRACE_S = 1.0
 #: How often the exception is raised again until the watched block ends: library code
@@ -79,7 +82,7 @@ class NodeWatch:
             code = self.process.poll()
             if code is None:
                 continue
-            # A stop signal to the process group kills the raylet at the same moment.
+            # A stop signal to every process of the job kills the raylet at the same moment.
             if self._stop.wait(GRACE_S) or stop_signal() is not None:
                 return
             self.lost = NodeLost(

@@ -94,7 +94,8 @@ def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = N
     """``ray.init`` with :func:`ray_init_kwargs`; returns the seconds it took.
 
     A Ray started here listens on 127.0.0.1 only; its listening sockets are
-    checked right after the start (:func:`check_exposure`).
+    checked right after the start (:func:`check_exposure`). Its processes are in process
+    groups of their own (:func:`_own_process_group`).
     """
     # Ray: deferred, rlperf.job imports this module before the config is validated.
     import ray
@@ -111,7 +112,7 @@ def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = N
             )
     log.info("starting Ray: %s", kwargs)
     t0 = time.perf_counter()
-    with _loopback_kept(kwargs["address"] if joining else None):
+    with _loopback_kept(kwargs["address"] if joining else None), _own_process_group(joining):
         ray.init(**kwargs)
     keep_stop_handlers()  # ray.init replaced rlperf's SIGTERM handler (rlperf.errors)
     seconds = time.perf_counter() - t0
@@ -189,6 +190,40 @@ def _loopback_kept(address: str | None) -> Iterator[None]:
         yield
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+@contextmanager
+def _own_process_group(joining: bool) -> Iterator[None]:
+    """Start the local Ray's processes (GCS, raylet and the workers it forks, log monitor) in
+    a process group of their own, for the duration of ``ray.init`` only.
+
+    A stop signal sent to rlperf's process group (``kill -TERM -PGID``, a closed terminal's
+    SIGHUP, a job runner that signals the group) then reaches rlperf alone, which stops
+    Ray itself. Reaching the raylet too, it raced rlperf's own handler: the raylet's death
+    made Ray's core worker in this process end it (``_exit(1)``: "the connection to the
+    plasma store is failed") within 0.1 s, before the interrupt was written (2 runs in 12
+    beside a CPU hog). Ray blocks SIGINT in its processes for the same reason. Ray still
+    shares this process's fate (``PR_SET_PDEATHSIG`` on Linux: a ``kill -9`` of rlperf
+    ends its GCS and raylet), and ``ray.shutdown`` signals each process by its pid. Ray's ``ConsolePopen`` is private: fragile across Ray
+    versions (tests/training/test_training.py signals a real run's group).
+    """
+    if joining:
+        yield
+        return
+    from ray._private import services
+
+    saved = services.ConsolePopen
+
+    class OwnGroupPopen(saved):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("process_group", 0)
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = OwnGroupPopen  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        services.ConsolePopen = saved  # type: ignore[misc]
 
 
 @contextmanager

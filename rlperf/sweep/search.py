@@ -281,7 +281,7 @@ def _fit(search: Search, machine: Any) -> None:
 
 #: Tune saves a search's experiment state (its trials, the searcher's state) at every step
 #: of its loop instead of every 10 s or more: a SIGTERM or SIGHUP ends the search without
-#: Tune's graceful stop (which waits for a Ray that a process group's signal has killed),
+#: Tune's graceful stop (which waits for a Ray that a scheduler's signal may have killed),
 #: and the resume then runs exactly the trials left. It costs the launcher about 3 % of a
 #: core (benchmarks/bench_search_checkpoint.py).
 SEARCH_TUNE_ENV = {"TUNE_GLOBAL_CHECKPOINT_S": "0"}

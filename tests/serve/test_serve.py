@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -459,3 +461,46 @@ def test_stage_serves_the_cartpole_mlp_policy_with_float_observations(
     assert summary["actions"]["mismatches"] == 0 and summary["actions"]["checked"] > 50
     assert sorted(summary["actions"]["distinct_actions"]) == [0, 1]
     assert summary["baseline"]["http_p50_ms"] > summary["baseline"]["inprocess_p50_ms"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+def test_sigterm_mid_level_keeps_the_finished_levels_and_leaves_no_ray(
+    small_policy_run, tmp_path: Path
+) -> None:
+    """SIGTERM to a serve run's process group while a long open-loop level runs: exit 143,
+    one line, the summary ``interrupted``, the finished levels' rows kept whole, and Ray
+    (Serve's controller, proxy and replicas with it) gone (docs/exit-codes.md)."""
+    import signal
+    import subprocess
+    import tempfile
+
+    from support.live_run import LiveRun, csv_rows
+
+    out = tmp_path / "serve"
+    ray_tmp = tempfile.mkdtemp(prefix="rlp", dir="/tmp")  # short: Unix socket paths
+    args = [
+        "stage=serve", f"run={small_policy_run['path']}", "serve.replicas=1",
+        "serve.cpus_per_replica=0.5", "serve.clients=[1]", "serve.rates=[5]",
+        "serve.requests_per_level=600", "serve.warmup_requests=2",
+        "serve.baseline_requests=10", "serve.observations=8", f"hydra.run.dir={out}",
+    ]  # fmt: skip
+    env = dict(os.environ, RAY_TMPDIR=ray_tmp)
+    with LiveRun(args, tmp_path, env, new_session=True) as run:
+        # Level 7 is the open loop at 5 requests/s: 120 s unless stopped.
+        assert run.wait_line(r"serve: level 7 ", 300), run.output[-3000:]
+        finished = csv_rows(out / "levels.csv")
+        run.send(signal.SIGTERM, to="group")
+        rc = run.finish(timeout=90)
+    assert rc == 143, run.output[-3000:]
+    lines = run.output.strip().splitlines()
+    assert lines[-1] == "rlperf: interrupted (SIGTERM); completed rows and cells are kept"
+    assert "Traceback" not in run.output, run.output[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert (s["status"], s["error"]) == ("interrupted", "interrupted (SIGTERM)")
+    with (out / "levels.csv").open() as f:
+        levels = list(csv.DictReader(f))
+    assert len(levels) == finished == 7 and [int(r["level"]) for r in levels] == list(range(7))
+    left = subprocess.run(["pgrep", "-f", ray_tmp], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
+    shutil.rmtree(ray_tmp, ignore_errors=True)

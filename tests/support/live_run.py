@@ -97,6 +97,30 @@ class LiveRun:
             return [root, *root.children(recursive=True)]
         return []
 
+    def groups(self) -> dict[int, int]:
+        """The process group of every process of the tree that is still there: pid -> pgid."""
+        found = {}
+        for p in self.tree():
+            with contextlib.suppress(OSError):
+                found[p.pid] = os.getpgid(p.pid)
+        return found
+
+    def send(self, signum: int, to: str = "pid") -> None:
+        """Send ``signum`` to the process (``pid``: Kubernetes, ``timeout``), to its process
+        group (``group``: a terminal, ``kill -TERM -PGID``) or to every process of its tree at
+        once (``every``: a scheduler that signals all of a job's processes, as SLURM's
+        ``scancel`` and systemd's control-group kill do)."""
+        if to == "pid":
+            self.proc.send_signal(signum)
+        elif to == "group":
+            os.killpg(self.proc.pid, signum)
+        elif to == "every":
+            for p in self.tree():
+                with contextlib.suppress(OSError):
+                    os.kill(p.pid, signum)
+        else:
+            raise ValueError(f"to={to!r}: pid, group or every")
+
     def kill(self, match: Callable[[psutil.Process], bool]) -> list[str]:
         """``kill -9`` every descendant ``match`` accepts; their command lines."""
         killed = []
