@@ -204,8 +204,9 @@ def _own_process_group(joining: bool) -> Iterator[None]:
     plasma store is failed") within 0.1 s, before the interrupt was written (2 runs in 12
     beside a CPU hog). Ray blocks SIGINT in its processes for the same reason. Ray still
     shares this process's fate (``PR_SET_PDEATHSIG`` on Linux: a ``kill -9`` of rlperf
-    ends its GCS and raylet), and ``ray.shutdown`` signals each process by its pid. Ray's ``ConsolePopen`` is private: fragile across Ray
-    versions (tests/training/test_training.py signals a real run's group).
+    ends its GCS and raylet), and ``ray.shutdown`` signals each process by its pid. Ray's
+    ``ConsolePopen`` is private: fragile across Ray versions (tests/training/test_training.py
+    signals a real run's group).
     """
     if joining:
         yield
