@@ -16,6 +16,7 @@ sweep's trial ends here.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -58,6 +59,10 @@ from rlperf.results.protocol import env_protocol
 from rlperf.results.summary import write_json
 from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
 from rlperf.telemetry.sampler import TelemetrySampler
+from rlperf.tracking.dispatch import CLOSE_WAIT_S, INTERRUPTED_CLOSE_WAIT_S
+from rlperf.tracking.live import open_tracking
+from rlperf.tracking.record import artifact_paths, env_tags
+from rlperf.tracking.redact import Redactor, scrub_hydra_files
 
 log = logging.getLogger("rlperf")
 
@@ -90,6 +95,7 @@ class JobContext:
     phase_since: float = field(default_factory=time.monotonic)
     last_line: float = field(default_factory=time.monotonic)
     steps_done: str = ""
+    tracking: Any | None = None  # rlperf.tracking.dispatch.Tracking, when tracking picks tools
 
     @classmethod
     def for_job(cls, cfg: DictConfig, out_dir: Path) -> JobContext:
@@ -151,6 +157,8 @@ class JobContext:
         the launcher reports to Tune so that a search's scheduler can act on it.
         """
         log.info("%s %d/%d: %s", unit, done, total, info, extra={TERMINAL: False})
+        if row is not None:
+            self.track(row)
         raise_if_interrupted()  # a Ctrl-C Python swallowed in a finalizer (rlperf.errors)
         if self.display is None:
             self.open_display(total, unit)
@@ -162,6 +170,12 @@ class JobContext:
         if self.rows and "env_steps" in self.rows[-1]:
             self.steps_done += f", {sum(int(r['env_steps']) for r in self.rows)} env steps"
         self._now_running(f"{unit} {done + 1} of {total}" if done < total else "finishing")
+
+    def track(self, row: Mapping[str, Any]) -> None:
+        """A result row the stage wrote (a training iteration, an episode's latency window,
+        a serve level) to the tools ``tracking`` picked, in the background (docs/tracking.md)."""
+        if self.tracking is not None:
+            self.tracking.row(row)
 
     def open_display(self, total: int, unit: str = "iteration") -> None:
         """Show the run's progress (a bar on a terminal) from now on: before its first step."""
@@ -211,14 +225,22 @@ def execute_stage(
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = ctx.summary
     resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+    redactor = Redactor.of(resolved)
+    resolved = redactor.tree(resolved)  # no secret in the fingerprint, summary, tracking
+    scrub_hydra_files(out_dir, redactor)
     sampler = None
     try:
         # Visible GPUs and the affinity mask hold for the whole stage (and the Ray
         # it starts); the fingerprint records the mask in force.
         with nullcontext() if in_trial else applied_placement(ctx.plan), watching():
-            write_fingerprint(out_dir / FINGERPRINT_FILE, collect_fingerprint(resolved))
+            fingerprint = collect_fingerprint(resolved)
+            write_fingerprint(out_dir / FINGERPRINT_FILE, fingerprint)
             record_env_protocol(summary, resolved)  # a job killed mid-run keeps it too
             write_json(out_dir / SUMMARY_FILE, summary)
+            ctx.tracking = open_tracking(
+                cfg, out_dir, resolved, fingerprint, summary.get("env_protocol"),
+                _masked(ctx.incident, redactor),
+            )  # fmt: skip
             sampler = _start_telemetry(cfg, out_dir, ctx.gpu_indices, ctx.started)
             ctx.sampler = sampler
             with Heartbeat(ctx, float(cfg.console.heartbeat_s)):
@@ -256,8 +278,33 @@ def execute_stage(
         summary["wall_s"] = ctx.elapsed_s()
         if summary.get("stage") == "train":  # a downstream job has steps, not iterations
             summary.setdefault("iterations", len(ctx.rows))
-        _write_final_summary(summary, out_dir)
+        _write_final_summary(redactor.tree(summary), out_dir)
+        if ctx.tracking is not None:
+            _close_tracking(ctx, out_dir, redactor)
     return summary
+
+
+def _masked(incident: Callable[..., None], redactor: Redactor) -> Callable[..., None]:
+    """``incident`` with its message's secrets masked (a tool's error may quote its URI)."""
+    return lambda kind, message, setting=None: incident(kind, redactor.text(message), setting)
+
+
+def _close_tracking(ctx: JobContext, out_dir: Path, redactor: Redactor) -> None:
+    """Send the result files and end the job's tracked runs (at most CLOSE_WAIT_S); then
+    ``summary.json`` says which tools got the job, how long closing took, and any tool
+    that failed meanwhile (an incident)."""
+    assert ctx.tracking is not None
+    t0, status = time.monotonic(), str(ctx.summary["status"])
+    # A stop signal's exit keeps within a scheduler's grace period (docs/exit-codes.md).
+    wait_s = INTERRUPTED_CLOSE_WAIT_S if status == RunStatus.interrupted else CLOSE_WAIT_S
+    ctx.tracking.close(status, artifact_paths(out_dir), env_tags(ctx.summary), wait_s)
+    ctx.summary["tracking"] = {
+        "tools": ctx.tracking.tools,
+        "failed": ctx.tracking.failed,
+        "close_s": time.monotonic() - t0,
+    }
+    with contextlib.suppress(OSError):  # the summary written before stands
+        write_json(out_dir / SUMMARY_FILE, redactor.tree(ctx.summary))
 
 
 def _write_final_summary(summary: dict[str, Any], out_dir: Path) -> None:

@@ -54,10 +54,11 @@ SEARCH_FILE = "search.json"
 #: ``hydra`` is Hydra's own node (paths, job numbers, times); ``ray`` says how Ray
 #: is reached (address, dashboard, driver logs, overcommit permission), not what a
 #: cell measures, so the same cell run locally or on a cluster is the same cell;
-#: ``verbosity`` is what the terminal shows. Every other value is part of a cell's
+#: ``verbosity`` is what the terminal shows; ``tracking`` is where results are sent besides
+#: the folder (docs/tracking.md). Every other value is part of a cell's
 #: identity (a test perturbs each leaf of a composed config and checks that the
 #: hash changes).
-NON_IDENTITY_KEYS: tuple[str, ...] = ("hydra", "ray", "verbosity")
+NON_IDENTITY_KEYS: tuple[str, ...] = ("hydra", "ray", "verbosity", "tracking")
 
 #: Config groups renamed since older folders were written: old name -> the name today.
 #: For folders written before the rename (rlperf before issue 24, conf/study/ and

@@ -25,6 +25,7 @@ from rlperf.models.shapes import conv_stack_shapes
 from rlperf.models.spaces import check_model_spaces, describe_space
 from rlperf.resources.plan import gpu_fractions, learner_split
 from rlperf.tflite.backends import COMPRESSION_BACKENDS
+from rlperf.tracking.tools import check_tools
 
 
 def validate_model(cfg: DictConfig) -> None:
@@ -358,4 +359,5 @@ def validate_config(cfg: DictConfig) -> None:
     validate_algo(cfg)
     validate_telemetry(cfg)
     positive("console.heartbeat_s", cfg.console.heartbeat_s, allow_zero=True)
+    check_tools(OmegaConf.select(cfg, "tracking"))
     STAGE_VALIDATORS[str(cfg.stage)](cfg)

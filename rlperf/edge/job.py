@@ -45,6 +45,9 @@ from rlperf.edge.fidelity import (
 )
 from rlperf.edge.prepare import edgetpu_preflight, prepare_variant
 from rlperf.errors import SkipCell
+from rlperf.layout import EPISODES_FILE, STEPS_FILE
+from rlperf.results.csvlog import read_rows
+from rlperf.results.latency import episode_windows
 from rlperf.tflite.cache import settings_hash
 from rlperf.tflite.tflite_model import gzip_size, input_distortion, read_tflite, weight_sparsity
 
@@ -295,8 +298,19 @@ def run_edge(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
         cell.edgetpu = edgetpu_preflight(cfg)
     prepare_variant(cell)
     spec, result, bench_s = benchmark(cell)
+    track_episodes(out_dir, ctx)
     checks = check_cell(cell, spec, result)
     return summarise(cell, result, bench_s, checks)
+
+
+def track_episodes(out_dir: Path, ctx: Any) -> None:
+    """Each episode's latency window to the job's tracking, read from the files the
+    benchmark wrote (it may have run in a process of its own; docs/tracking.md)."""
+    if ctx.tracking is None:
+        return
+    steps, episodes = read_rows(out_dir / STEPS_FILE), read_rows(out_dir / EPISODES_FILE)
+    for window in episode_windows(steps, episodes):
+        ctx.track(window)
 
 
 __all__ = ["SkipCell", "run_edge"]

@@ -91,27 +91,6 @@ def family_of(stage: str) -> str:
     return STAGE_FAMILY.get(stage, stage)
 
 
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Flatten nested dicts to dotted keys; lists become compact JSON strings (hashable)."""
-    out: dict[str, Any] = {}
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
-            if isinstance(value, dict) and value:
-                out.update(flatten(value, name))
-            else:
-                out[name] = _leaf(value)
-    elif prefix:
-        out[prefix] = _leaf(tree)
-    return out
-
-
-def _leaf(value: Any) -> Any:
-    if isinstance(value, list | tuple | dict):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
-    return value
-
-
 @dataclass
 class Cell:
     """One cell (a job of a sweep, a single run, or a legacy run / rollout file).

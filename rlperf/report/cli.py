@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rlperf.errors import (
     BaselineError,
@@ -25,6 +26,7 @@ from rlperf.errors import (
     interrupt_reason,
     stop_handlers,
 )
+from rlperf.tracking.tools import TOOLS, missing_tools
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,6 +85,24 @@ def _parser() -> argparse.ArgumentParser:
         "every iteration sampled the same env steps",
     )
     p.add_argument("--no-figures", action="store_true", help="write tables and text only")
+    send = p.add_argument_group(
+        "sending to tracking tools (docs/tracking.md#after-the-fact)",
+        "Without a server, mlflow.db, tensorboard/ and wandb/ go into the report's folder.",
+    )
+    send.add_argument(
+        "--to",
+        action="append",
+        choices=TOOLS,
+        default=[],
+        metavar="TOOL",
+        help=f"also send every run to TOOL ({', '.join(TOOLS)}; repeat for several), under "
+        "the names a live run uses; runs the tool holds already are not sent again",
+    )
+    send.add_argument("--mlflow-uri", default=None, metavar="URI", help="MLflow tracking URI")
+    send.add_argument("--mlflow-experiment", default="rlperf", metavar="NAME")
+    send.add_argument("--wandb-project", default="rlperf", metavar="NAME")
+    send.add_argument("--wandb-entity", default=None, metavar="NAME")
+    send.add_argument("--wandb-mode", choices=("offline", "online"), default="offline")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     return p
 
@@ -95,7 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     a bad argument); 1 a ``--gate`` that failed, or an unexpected error (with its
     traceback); 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
     """
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    missing = missing_tools(args.to)
+    if missing:
+        parser.exit(ExitCode.user_error, f"rlperf-report: error: {missing}\n")
     with stop_handlers():
         try:
             return _run(args)
@@ -136,8 +160,37 @@ def _run(args: argparse.Namespace) -> int:
     if result.gate is not None:
         units = {fam: a.unit for fam, a in result.analyses.items()}
         print("\n".join(lines(result.gate, units)))
+    sent = _send(args, result, progress)
     print(result.html)
-    return ExitCode.failed if result.gate is not None and result.gate.failed else ExitCode.completed
+    failed = (result.gate is not None and result.gate.failed) or any(s.failed for s in sent)
+    return ExitCode.failed if failed else ExitCode.completed
+
+
+#: The report's files sent with ``--to`` (its pages and raster figures).
+ATTACHED = (".html", ".md", ".png")
+
+
+def _send(args: argparse.Namespace, result: Any, progress: Any) -> list[Any]:
+    """``--to``: every cell read, and the report's pages and figures, to each tool."""
+    if not args.to:
+        return []
+    from rlperf.report.export import ToolOptions, send
+
+    options = ToolOptions(
+        mlflow_uri=args.mlflow_uri,
+        mlflow_experiment=args.mlflow_experiment,
+        wandb_project=args.wandb_project,
+        wandb_entity=args.wandb_entity,
+        wandb_mode=args.wandb_mode,
+    )
+    files = [result.html, result.markdown, *result.figures.values()]
+    attach = [Path(f) for f in files if f is not None and Path(f).suffix in ATTACHED]
+    tools = list(dict.fromkeys(args.to))
+    sent = send(result.cells, tools, options, result.out, attach, progress)
+    for s in sent:
+        if s.failed:
+            print(f"rlperf-report: warning: {s.line()}", file=sys.stderr)
+    return sent
 
 
 if __name__ == "__main__":

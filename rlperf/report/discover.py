@@ -33,8 +33,11 @@ LEGACY_ROLLOUT_HEADERS = {
     "episode,total_model_time,num_steps,average_model_time_per_step,reward": "run_mean",
 }
 
-# Folders never holding cells; walking them only costs time.
-_PRUNE = {".hydra", ".tune", ".git", "__pycache__", ".venv", "node_modules", ".ruff_cache"}
+# Folders never holding cells; walking them only costs time. The tracking tools' folders
+# (rlperf.tracking) hold copies of a job's files (MLflow's artifacts, W&B's run files):
+# read as cells, they would count every tracked job twice.
+_PRUNE = {".hydra", ".tune", ".git", "__pycache__", ".venv", "node_modules", ".ruff_cache",
+          "mlartifacts", "mlruns", "wandb", "tensorboard"}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rlperf.report.cells import Cell, flatten
+from rlperf.report.cells import Cell
+from rlperf.results.flat import flatten
 
 #: A leaf is not compared when a word of its key (split at "." and "_") is one of these.
 IGNORED_WORDS = frozenset(
@@ -64,7 +65,7 @@ IGNORED_WORDS = frozenset(
 
 
 def flatten_all(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Like :func:`~rlperf.report.cells.flatten`, but lists are expanded too (``gpus.0.name``),
+    """Like :func:`~rlperf.results.flat.flatten`, but lists are expanded too (``gpus.0.name``),
     so that per-item fields such as a GPU's UUID can be left out of the comparison."""
     out: dict[str, Any] = {}
     if isinstance(tree, dict) and tree:

@@ -34,10 +34,11 @@ from rlperf.layout import (
     current_group,
 )
 from rlperf.report import fingerprints
-from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell, flatten
+from rlperf.report.cells import PHASES, TRAIN_METRICS, Cell
 from rlperf.report.discover import CellRef
 from rlperf.report.energy import add_energy_columns
 from rlperf.results.columns import LATENCY_COLUMNS
+from rlperf.results.flat import flatten
 from rlperf.results.protocol import env_protocol
 
 #: Canonical axis → where it sits in the resolved config of an rlperf job.

@@ -71,6 +71,14 @@ class CsvLog:
         self.close()
 
 
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a CSV that :class:`CsvLog` wrote, as text (none when the file is absent)."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def _cell(value: Any) -> Any:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""

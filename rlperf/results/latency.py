@@ -10,7 +10,7 @@ the file I/O never sits between two timed steps).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ from rlperf.results.csvlog import CsvLog
 
 STEP_COLUMNS = ("episode", "step", EXCLUDED_COLUMN, *LATENCY_COLUMNS, "action")
 EPISODE_COLUMNS = ("episode", "return", "length", "wall_s")
-#: The per-step latency columns summarised in ``summary.json["latency"]``.
+#: The statistics of each latency column in an episode's window (:func:`window_row`).
+WINDOW_STATS = ("mean", "p50", "p90", "p99")
 
 
 def summarize_latency(
@@ -60,6 +61,57 @@ def summarize_latency(
         "p99": float(p99),
         "max": float(arr.max()),
     }
+
+
+def window_row(
+    latency: Mapping[str, Sequence[float]],
+    warm: Sequence[bool],
+    episode: Mapping[str, Any],
+    steps: int,
+    time_s: float,
+) -> dict[str, float]:
+    """One episode as a row of numbers (what tracking sends per episode of a rollout or an
+    edge benchmark: docs/tracking.md): its return and length, ``steps`` (every step of the
+    run so far), ``time_s`` (the episodes' wall seconds so far) and, for each latency column,
+    :data:`WINDOW_STATS` over the episode's steps that are not warm-up (none when all are)."""
+    row = {
+        "episode": float(episode["episode"]),
+        "return": float(episode["return"]),
+        "length": float(episode["length"]),
+        "steps": float(steps),
+        "time_s": float(time_s),
+    }
+    for column, values in latency.items():
+        stats = summarize_latency(values, np.asarray(warm, dtype=bool))
+        if stats["count"]:
+            row.update({f"{column}_{s}": float(stats[s]) for s in WINDOW_STATS})
+    return row
+
+
+def episode_windows(
+    steps: Sequence[Mapping[str, Any]], episodes: Sequence[Mapping[str, Any]]
+) -> list[dict[str, float]]:
+    """:func:`window_row` of every finished episode, from ``steps.csv`` and ``episodes.csv``
+    rows (as :class:`LatencyRecorder` wrote them)."""
+    by_episode: dict[int, list[Mapping[str, Any]]] = {}
+    for r in steps:
+        by_episode.setdefault(int(r["episode"]), []).append(r)
+    out, done, wall = [], 0, 0.0
+    for ep in episodes:
+        rows = by_episode.get(int(ep["episode"]), [])
+        done += len(rows)
+        wall += float(ep["wall_s"])
+        latency = {c: [_number(r[c]) for r in rows] for c in LATENCY_COLUMNS}
+        warm = [str(r[EXCLUDED_COLUMN] or "") == Exclusion.warmup for r in rows]
+        out.append(window_row(latency, warm, ep, done, wall))
+    return out
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def timer_overhead_ns(samples: int = 2001) -> float:
@@ -106,6 +158,8 @@ class LatencyRecorder:
         self._actions: list[int | float | str] = []
         self._episode_of_step: list[int] = []
         self._written = 0
+        self._episode_start = 0  # index of the first step of the episode running now
+        self._episodes_wall_s = 0.0
         self.episode_rows: list[dict[str, Any]] = []
 
     @property
@@ -142,13 +196,22 @@ class LatencyRecorder:
             )
         self._written = len(self._actions)
 
-    def end_episode(self, episode: int, episode_return: float, length: int, wall_s: float) -> None:
-        """Write the episode's step rows and its ``episodes.csv`` row, both flushed."""
+    def end_episode(
+        self, episode: int, episode_return: float, length: int, wall_s: float
+    ) -> dict[str, float]:
+        """Write the episode's step rows and its ``episodes.csv`` row, both flushed; returns
+        the episode's :func:`window_row` (its latency statistics, for tracking)."""
         self._write_pending()
         row = {"episode": int(episode), "return": float(episode_return), "length": int(length)}
         row["wall_s"] = float(wall_s)
         self._episodes.write(row)
         self.episode_rows.append(row)
+        start, end = self._episode_start, self.steps
+        self._episode_start = end
+        self._episodes_wall_s += float(wall_s)
+        latency = {c: v[start:end] for c, v in self._values.items()}
+        warm = [i < self.warmup_steps for i in range(start, end)]
+        return window_row(latency, warm, row, end, self._episodes_wall_s)
 
     def latency_summary(self) -> dict[str, dict[str, float | int]]:
         """:func:`summarize_latency` of each latency column over the non-warm-up steps."""

@@ -185,6 +185,7 @@ def play(
     episodes: int,
     steps: int | None = None,
     progress: Any = None,
+    on_episode: Any = None,
 ) -> dict[str, int]:
     """Play ``episodes`` full episodes (or ``steps`` steps) and record every step.
 
@@ -192,7 +193,8 @@ def play(
     action out), ``forward_ms`` the module forward inside it, ``env_step_ms``
     around ``env.step``. Nothing but the timer readings sits between the two
     timed calls; rows are written per episode by ``recorder``
-    (:class:`rlperf.results.latency.LatencyRecorder`).
+    (:class:`rlperf.results.latency.LatencyRecorder`), whose window of each finished
+    episode goes to ``on_episode`` (the job's tracking) after the episode.
     """
     clock = time.perf_counter_ns
     step = episode = finished = 0
@@ -220,7 +222,9 @@ def play(
                 next_report = time.monotonic() + PROGRESS_EVERY_S
                 progress(f"episode {episode + 1}: {length} steps so far, return {ret:+.0f}")
         if done:
-            recorder.end_episode(episode, ret, length, time.perf_counter() - started)
+            window = recorder.end_episode(episode, ret, length, time.perf_counter() - started)
+            if on_episode is not None:
+                on_episode(window)
             finished += 1
             if progress is not None:
                 target = f"/{episodes}" if steps is None else ""
@@ -357,7 +361,8 @@ def play_timed(rollout: Rollout, policy: Any, ctx: Any, stack: ExitStack) -> Non
     driver_cpu0 = time.process_time()
     rollout.recorder = stack.enter_context(LatencyRecorder(rollout.out_dir, int(r.warmup_steps)))
     steps = int(r.steps) if r.steps is not None else None
-    summary.update(play(policy, env, rollout.recorder, int(r.episodes), steps, ctx.progress))
+    played = play(policy, env, rollout.recorder, int(r.episodes), steps, ctx.progress, ctx.track)
+    summary.update(played)
     driver_cpu_s = time.process_time() - driver_cpu0
     summary["env_runners"] = (
         watch.finish(driver_cpu_s)

@@ -164,6 +164,7 @@ async def run_levels(
                     level_log = CsvLog(out_dir / LEVELS_FILE, list(row))
                 level_log.write(row)
                 levels.append(row)
+                ctx.track(row)
         finally:
             if level_log is not None:
                 level_log.close()

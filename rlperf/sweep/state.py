@@ -23,6 +23,7 @@ from rlperf.errors import SweepError
 from rlperf.sweep.index import CellRecord, SweepIndex, write_cell_file
 from rlperf.sweep.progress import SweepProgress
 from rlperf.sweep.resources import CellRequest, RayStart
+from rlperf.tracking.live import sweep_tracking
 
 #: Tune's own files (experiment state, trial error files) under the sweep folder.
 TUNE_DIR = ".tune"
@@ -122,7 +123,8 @@ def check_options(opts: DictConfig) -> None:
 @contextlib.contextmanager
 def sweep_session(setup: SweepSetup) -> Iterator[tuple[Path, Console]]:
     """Hydra's per-process setup and logging, the launcher's options checked, the sweep
-    folder made; yields it with the terminal session whose log is its ``sweep.log``."""
+    folder made; yields it with the terminal session whose log is its ``sweep.log``. With
+    ``tracking=mlflow`` the sweep's MLflow parent run is open meanwhile (docs/tracking.md)."""
     setup_globals()
     config = setup.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
@@ -130,5 +132,5 @@ def sweep_session(setup: SweepSetup) -> Iterator[tuple[Path, Console]]:
     sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     verbosity = str(OmegaConf.select(config, "verbosity", default="normal"))
-    with terminal_session(verbosity, sweep_dir / SWEEP_LOG) as console:
+    with terminal_session(verbosity, sweep_dir / SWEEP_LOG) as console, sweep_tracking(config):
         yield sweep_dir, console

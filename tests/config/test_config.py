@@ -25,6 +25,7 @@ GROUPS = [
     "experiment",
     "study/training_row",
     "study/rollout_row",
+    "tracking",
 ]
 #: Groups of conf/ that nobody picks on the command line: ``--help`` does not list them.
 UNLISTED_GROUPS = {"experiment_algo", "hydra/help"}

@@ -285,7 +285,7 @@ def test_every_value_outside_the_non_identity_keys_changes_the_cell_hash(compose
     is under NON_IDENTITY_KEYS (then it must not). A hash that ignored a config group (or
     one value) would let a resumed sweep keep one cell's results for another."""
     # The documented list (docs/sweeps.md#resume): changing it is a decision, not a slip.
-    assert NON_IDENTITY_KEYS == ("hydra", "ray", "verbosity")
+    assert NON_IDENTITY_KEYS == ("hydra", "ray", "verbosity", "tracking")
     task = compose_full("stage=train")
     with read_write(task), open_dict(task):
         del task["hydra"]  # as the launcher hashes a cell: its job config

@@ -1,0 +1,189 @@
+"""Tracking of a running job (opened and closed by the job wrapper, :mod:`rlperf.job`) and
+of a running sweep (its MLflow parent run, by the sweep engine, :mod:`rlperf.sweep.state`).
+
+A job learns its names from Hydra's runtime config: in a sweep, its cell label and its
+sweep folder (the sweep's MLflow parent, W&B group and TensorBoard folder); the same names
+:mod:`rlperf.tracking.record` reads from a folder afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlperf.console import TERMINAL
+from rlperf.errors import ConfigError
+from rlperf.layout import INDEX_FILE
+from rlperf.tracking.dispatch import Incident, Sink, Tracking, first_line
+from rlperf.tracking.record import (
+    SweepRef,
+    TrackedJob,
+    description_tags,
+    job_identity,
+    job_name,
+    start_epoch,
+    sweep_identity,
+)
+from rlperf.tracking.tools import check_tools, enabled_tools
+
+log = logging.getLogger("rlperf")
+
+
+def hydra_runtime() -> dict[str, Any]:
+    """What Hydra's runtime config says of this job (empty outside a Hydra run)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return {}
+    hc = HydraConfig.get()
+    return {
+        "multirun": hc.mode == RunMode.MULTIRUN,
+        "num": _job_num(hc),
+        "overrides": list(hc.overrides.task),
+        "sweep_dir": str(hc.sweep.dir),
+        "cwd": str(hc.runtime.cwd),
+    }
+
+
+def _job_num(hc: Any) -> Any:
+    """Hydra's job number (``???`` outside a multirun)."""
+    try:
+        return hc.job.num
+    except Exception:  # omegaconf's MissingMandatoryValue: a single run
+        return None
+
+
+def sweep_ref(host: str, cwd: str, sweep_dir: str) -> SweepRef:
+    folder = Path(cwd, sweep_dir)
+    return SweepRef(sweep_identity(host, cwd, sweep_dir), sweep_dir, folder)
+
+
+def live_job(
+    stage: str,
+    out_dir: Path,
+    config: dict[str, Any],
+    fingerprint: Mapping[str, Any],
+    protocol: Mapping[str, Any] | None,
+) -> TrackedJob:
+    """This job as a tracked run (``config``: the resolved config, secrets masked)."""
+    hydra = hydra_runtime()
+    in_sweep = bool(hydra.get("multirun"))
+    host = str(fingerprint.get("hostname"))
+    sweep = sweep_ref(host, hydra["cwd"], hydra["sweep_dir"]) if in_sweep else None
+    return TrackedJob(
+        job_id=job_identity(fingerprint),
+        name=job_name(hydra.get("overrides", []), hydra.get("num"), in_sweep, out_dir),
+        stage=stage,
+        folder=out_dir.resolve(),
+        started_at=start_epoch(fingerprint),
+        config=config,
+        tags=description_tags(fingerprint, protocol),
+        sweep=sweep,
+    )
+
+
+def sinks_for(tracking: Any, job: TrackedJob) -> dict[str, tuple[Callable[[], Sink], str]]:
+    """A factory per enabled tool (called in the tool's own thread) and its config key."""
+    out: dict[str, tuple[Callable[[], Sink], str]] = {}
+    store = job.sweep.folder if job.sweep is not None else job.folder
+    tools = enabled_tools(tracking)
+    if "tensorboard" in tools:
+        from rlperf.tracking.tensorboard_sink import TensorboardSink
+
+        out["tensorboard"] = (TensorboardSink, "tracking.tensorboard")
+    if "mlflow" in tools:
+        from rlperf.tracking.mlflow_sink import MlflowSink
+
+        m = tracking.mlflow
+        mlflow = partial(MlflowSink, m.uri, str(m.experiment), store)
+        out["mlflow"] = (mlflow, "tracking.mlflow.uri")
+    if "wandb" in tools:
+        from rlperf.tracking.wandb_sink import WandbSink
+
+        w = tracking.wandb
+        wandb = partial(WandbSink, str(w.project), w.entity, str(w.mode))
+        out["wandb"] = (wandb, "tracking.wandb.mode")
+    return out
+
+
+def open_tracking(
+    cfg: DictConfig,
+    out_dir: Path,
+    config: dict[str, Any],
+    fingerprint: Mapping[str, Any],
+    protocol: Mapping[str, Any] | None,
+    incident: Incident,
+) -> Tracking | None:
+    """The job's tracking, or None when ``tracking`` picks no tool (or it cannot be opened:
+    an incident, and the job goes on)."""
+    tracking = OmegaConf.select(cfg, "tracking")
+    tools = enabled_tools(tracking)
+    if not tools:
+        return None
+    try:
+        job = live_job(str(cfg.stage), out_dir, config, fingerprint, protocol)
+        return Tracking(job, sinks_for(tracking, job), incident)
+    except Exception as exc:  # noqa: BLE001 - tracking never stops a job
+        incident(
+            "tracking_failed",
+            f"tracking: {', '.join(tools)} could not start: {type(exc).__name__}: "
+            f"{first_line(exc)}; the job goes on without it (its files are complete)",
+            "tracking",
+        )
+        return None
+
+
+@contextlib.contextmanager
+def sweep_tracking(config: DictConfig) -> Iterator[None]:
+    """A sweep's (or search's) MLflow parent run around its run: found by the sweep's
+    identity (a resumed sweep reuses it) or created; ended with the sweep's outcome
+    (finished, killed by a stop signal, failed) and its ``sweep.json``."""
+    tracking = OmegaConf.select(config, "tracking")
+    try:
+        check_tools(tracking)  # a missing extra: the pre-flight refuses the cells, says why
+    except ConfigError:
+        tracking = None
+    if "mlflow" not in enabled_tools(tracking):
+        yield
+        return
+    from rlperf.tracking.mlflow_sink import MlflowSink
+
+    cwd = str(OmegaConf.select(config, "hydra.runtime.cwd", default=None) or Path.cwd())
+    sweep = sweep_ref(socket.gethostname(), cwd, str(config.hydra.sweep.dir))
+    try:
+        sink = MlflowSink(tracking.mlflow.uri, str(tracking.mlflow.experiment), sweep.folder)
+        run_id = sink.parent(sweep)
+        assert run_id is not None
+        sink.reopen_parent(run_id)
+    except Exception as exc:  # noqa: BLE001 - tracking never stops a sweep
+        log.warning(
+            "tracking: mlflow (%s) failed: %s; the sweep's cells try on their own",
+            tracking.mlflow.uri or sweep.folder,
+            first_line(exc),
+        )
+        yield
+        return
+    status = "completed"
+    try:
+        yield
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    except BaseException:
+        status = "failed"
+        raise
+    finally:
+        index = sweep.folder / INDEX_FILE
+        try:
+            sink.end_parent(run_id, status, [index] if index.is_file() else [])
+        except Exception as exc:  # noqa: BLE001
+            log.warning("tracking: mlflow: ending the sweep's run failed: %s", first_line(exc),
+                        extra={TERMINAL: False})  # fmt: skip
