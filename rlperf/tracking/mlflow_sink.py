@@ -40,6 +40,9 @@ PARAMS_PER_BATCH = 100
 METRICS_PER_BATCH = 1000
 PARAM_LENGTH = 6000
 TAG_LENGTH = 8000
+#: A new experiment's tags: MLflow's UI opens it on its runs (model training), not on
+#: its GenAI overview of traces.
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 #: rlperf's statuses as MLflow's run statuses.
 RUN_STATUS = {"completed": "FINISHED", "failed": "FAILED", "invalid": "FAILED"}
 
@@ -110,7 +113,7 @@ class MlflowSink:
             if found is None:
                 try:
                     self._experiment_id = self.client.create_experiment(
-                        self.experiment, artifact_location=self.artifacts
+                        self.experiment, artifact_location=self.artifacts, tags=EXPERIMENT_TAGS
                     )
                 except Exception:  # another cell created it first
                     found = self.client.get_experiment_by_name(self.experiment)
