@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.console import TERMINAL
 from rlperf.errors import ConfigError
-from rlperf.layout import INDEX_FILE
+from rlperf.layout import INDEX_FILE, SEARCH_FILE
 from rlperf.tracking.dispatch import Incident, Sink, Tracking, first_line
 from rlperf.tracking.record import (
     SweepRef,
@@ -31,6 +31,7 @@ from rlperf.tracking.record import (
     start_epoch,
     sweep_identity,
 )
+from rlperf.tracking.redact import Redactor
 from rlperf.tracking.tools import check_tools, enabled_tools
 
 log = logging.getLogger("rlperf")
@@ -145,7 +146,8 @@ def open_tracking(
 def sweep_tracking(config: DictConfig) -> Iterator[None]:
     """A sweep's (or search's) MLflow parent run around its run: found by the sweep's
     identity (a resumed sweep reuses it) or created; ended with the sweep's outcome
-    (finished, killed by a stop signal, failed) and its ``sweep.json``."""
+    (finished, killed by a stop signal, failed) and its ``sweep.json`` (a search's
+    ``search.json`` too)."""
     tracking = OmegaConf.select(config, "tracking")
     try:
         check_tools(tracking)  # a missing extra: the pre-flight refuses the cells, says why
@@ -164,11 +166,9 @@ def sweep_tracking(config: DictConfig) -> Iterator[None]:
         assert run_id is not None
         sink.reopen_parent(run_id)
     except Exception as exc:  # noqa: BLE001 - tracking never stops a sweep
-        log.warning(
-            "tracking: mlflow (%s) failed: %s; the sweep's cells try on their own",
-            tracking.mlflow.uri or sweep.folder,
-            first_line(exc),
-        )
+        where = tracking.mlflow.uri or sweep.folder
+        message = f"tracking: mlflow ({where}) failed: {first_line(exc)}; each cell tries itself"
+        log.warning("%s", Redactor().text(message))  # a URI's password masked
         yield
         return
     status = "completed"
@@ -181,9 +181,9 @@ def sweep_tracking(config: DictConfig) -> Iterator[None]:
         status = "failed"
         raise
     finally:
-        index = sweep.folder / INDEX_FILE
+        files = [sweep.folder / name for name in (INDEX_FILE, SEARCH_FILE)]
         try:
-            sink.end_parent(run_id, status, [index] if index.is_file() else [])
+            sink.end_parent(run_id, status, [f for f in files if f.is_file()])
         except Exception as exc:  # noqa: BLE001
-            log.warning("tracking: mlflow: ending the sweep's run failed: %s", first_line(exc),
-                        extra={TERMINAL: False})  # fmt: skip
+            message = f"tracking: mlflow: ending the sweep's run failed: {first_line(exc)}"
+            log.warning("%s", Redactor().text(message), extra={TERMINAL: False})
