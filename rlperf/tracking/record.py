@@ -38,7 +38,7 @@ from rlperf.results.csvlog import read_rows
 from rlperf.results.flat import flatten
 from rlperf.results.latency import episode_windows
 
-#: Tags every tracked run carries (MLflow tags; W&B config under ``rlperf``).
+#: Tags every tracked run carries (MLflow tags; a text summary in TensorBoard).
 JOB_ID_TAG = "rlperf.job_id"  # the job's identity: sending it again creates nothing new
 KIND_TAG = "rlperf.kind"  # job, sweep, report
 STAGE_TAG = "rlperf.stage"
