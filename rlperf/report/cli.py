@@ -174,9 +174,10 @@ def _send(args: argparse.Namespace, result: Any, progress: Any) -> list[Any]:
     """``--to``: every cell read, and the report's pages and figures, to each tool."""
     if not args.to:
         return []
-    from rlperf.report.export import ToolOptions, send
+    from rlperf.report.export import send
+    from rlperf.tracking.tools import ToolSettings
 
-    options = ToolOptions(
+    options = ToolSettings(
         mlflow_uri=args.mlflow_uri,
         mlflow_experiment=args.mlflow_experiment,
         wandb_project=args.wandb_project,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ import pandas as pd
 
 from rlperf.report.cells import Cell
 from rlperf.report.load import read_json
-from rlperf.tracking.dispatch import Sink, first_line
+from rlperf.tracking.dispatch import first_line
 from rlperf.tracking.record import (
     SweepRef,
     TrackedJob,
@@ -39,19 +39,9 @@ from rlperf.tracking.record import (
     param_text,
     place,
 )
+from rlperf.tracking.tools import ToolSettings, make_sink
 
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class ToolOptions:
-    """Where each tool sends (``rlperf-report --mlflow-uri`` ...; docs/tracking.md)."""
-
-    mlflow_uri: str | None = None  # None: mlflow.db in the report's folder
-    mlflow_experiment: str = "rlperf"
-    wandb_project: str = "rlperf"
-    wandb_entity: str | None = None
-    wandb_mode: str = "offline"
 
 
 @dataclass
@@ -81,7 +71,6 @@ class Export:
     rows: list[TrackedRow]
     files: list[Path]
     status: str
-    tags: dict[str, str] = field(default_factory=dict)
 
 
 def export_of(cell: Cell, root: Path) -> Export:
@@ -137,25 +126,10 @@ def _legacy_rows(cell: Cell) -> list[TrackedRow]:
     return place(cell.stage, rows.to_dict("records"))
 
 
-def make_sink(tool: str, options: ToolOptions, root: Path, job: TrackedJob) -> Sink:
-    """The tool's sink, writing under ``root`` (the report's folder) where no server is named."""
-    if tool == "mlflow":
-        from rlperf.tracking.mlflow_sink import MlflowSink
-
-        return MlflowSink(options.mlflow_uri, options.mlflow_experiment, root)
-    if tool == "tensorboard":
-        from rlperf.tracking.tensorboard_sink import TensorboardSink
-
-        return TensorboardSink(root)
-    from rlperf.tracking.wandb_sink import WandbSink
-
-    return WandbSink(options.wandb_project, options.wandb_entity, options.wandb_mode, root)
-
-
 def send(
     cells: Sequence[Cell],
     tools: Sequence[str],
-    options: ToolOptions,
+    options: ToolSettings,
     root: Path,
     report_files: Sequence[Path] = (),
     progress: Progress | None = None,
@@ -179,14 +153,14 @@ def send(
 def _send_tool(
     tool: str,
     exports: Sequence[Export],
-    options: ToolOptions,
+    options: ToolSettings,
     root: Path,
     report_files: Sequence[Path],
     result: Sent,
 ) -> None:
     opened_parents: dict[str, str] = {}
     for export in exports:
-        sink = make_sink(tool, options, root, export.job)
+        sink = make_sink(tool, options, root, root)
         result.where = sink.where or result.where
         if sink.exists(export.job):
             result.existing += 1
@@ -199,7 +173,7 @@ def _send_tool(
         result.where = sink.where
         result.sent += 1
     for run_id in opened_parents.values():  # parents made here: the sweep is over
-        make_sink(tool, options, root, exports[0].job).end_parent(run_id, "completed")  # type: ignore[attr-defined]
+        make_sink(tool, options, root, root).end_parent(run_id, "completed")
     if report_files and tool != "tensorboard":
         _send_report(tool, options, root, report_files)
 
@@ -212,7 +186,7 @@ def _note_parent(sink: Any, sweep: SweepRef, opened: dict[str, str]) -> None:
     opened[sweep.id] = str(run_id)
 
 
-def _send_report(tool: str, options: ToolOptions, root: Path, files: Sequence[Path]) -> None:
+def _send_report(tool: str, options: ToolSettings, root: Path, files: Sequence[Path]) -> None:
     """The report's figures and pages as one run (``rlperf.kind=report``), named after its
     folder; sent again, it is a run of its own only if the report folder is another."""
     ident = f"report:{socket.gethostname()}:{root.resolve()}"
@@ -225,7 +199,7 @@ def _send_report(tool: str, options: ToolOptions, root: Path, files: Sequence[Pa
         config={},
         kind="report",
     )
-    sink = make_sink(tool, options, root, job)
+    sink = make_sink(tool, options, root, root)
     if sink.exists(job):
         return
     sink.open(job)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,18 +21,10 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.console import TERMINAL
 from rlperf.errors import ConfigError
 from rlperf.layout import INDEX_FILE, SEARCH_FILE
-from rlperf.tracking.dispatch import Incident, Sink, Tracking, first_line
-from rlperf.tracking.record import (
-    SweepRef,
-    TrackedJob,
-    description_tags,
-    job_identity,
-    job_name,
-    start_epoch,
-    sweep_identity,
-)
+from rlperf.tracking.dispatch import Incident, Tracking, first_line
+from rlperf.tracking.record import SweepRef, job_of, sweep_identity
 from rlperf.tracking.redact import Redactor
-from rlperf.tracking.tools import check_tools, enabled_tools
+from rlperf.tracking.tools import SETTING, ToolSettings, check_tools, enabled_tools, make_sink
 
 log = logging.getLogger("rlperf")
 
@@ -63,56 +55,7 @@ def _job_num(hc: Any) -> Any:
 
 
 def sweep_ref(host: str, cwd: str, sweep_dir: str) -> SweepRef:
-    folder = Path(cwd, sweep_dir)
-    return SweepRef(sweep_identity(host, cwd, sweep_dir), sweep_dir, folder)
-
-
-def live_job(
-    stage: str,
-    out_dir: Path,
-    config: dict[str, Any],
-    fingerprint: Mapping[str, Any],
-    protocol: Mapping[str, Any] | None,
-) -> TrackedJob:
-    """This job as a tracked run (``config``: the resolved config, secrets masked)."""
-    hydra = hydra_runtime()
-    in_sweep = bool(hydra.get("multirun"))
-    host = str(fingerprint.get("hostname"))
-    sweep = sweep_ref(host, hydra["cwd"], hydra["sweep_dir"]) if in_sweep else None
-    return TrackedJob(
-        job_id=job_identity(fingerprint),
-        name=job_name(hydra.get("overrides", []), hydra.get("num"), in_sweep, out_dir),
-        stage=stage,
-        folder=out_dir.resolve(),
-        started_at=start_epoch(fingerprint),
-        config=config,
-        tags=description_tags(fingerprint, protocol),
-        sweep=sweep,
-    )
-
-
-def sinks_for(tracking: Any, job: TrackedJob) -> dict[str, tuple[Callable[[], Sink], str]]:
-    """A factory per enabled tool (called in the tool's own thread) and its config key."""
-    out: dict[str, tuple[Callable[[], Sink], str]] = {}
-    store = job.sweep.folder if job.sweep is not None else job.folder
-    tools = enabled_tools(tracking)
-    if "tensorboard" in tools:
-        from rlperf.tracking.tensorboard_sink import TensorboardSink
-
-        out["tensorboard"] = (TensorboardSink, "tracking.tensorboard")
-    if "mlflow" in tools:
-        from rlperf.tracking.mlflow_sink import MlflowSink
-
-        m = tracking.mlflow
-        mlflow = partial(MlflowSink, m.uri, str(m.experiment), store)
-        out["mlflow"] = (mlflow, "tracking.mlflow.uri")
-    if "wandb" in tools:
-        from rlperf.tracking.wandb_sink import WandbSink
-
-        w = tracking.wandb
-        wandb = partial(WandbSink, str(w.project), w.entity, str(w.mode))
-        out["wandb"] = (wandb, "tracking.wandb.mode")
-    return out
+    return SweepRef(sweep_identity(host, cwd, sweep_dir), sweep_dir, Path(cwd, sweep_dir))
 
 
 def open_tracking(
@@ -130,8 +73,12 @@ def open_tracking(
     if not tools:
         return None
     try:
-        job = live_job(str(cfg.stage), out_dir, config, fingerprint, protocol)
-        return Tracking(job, sinks_for(tracking, job), incident)
+        job = job_of(str(cfg.stage), out_dir.resolve(), config, fingerprint, protocol,
+                     hydra_runtime())  # fmt: skip
+        settings = ToolSettings.of(tracking)
+        store = job.sweep.folder if job.sweep is not None else job.folder
+        sinks = {tool: (partial(make_sink, tool, settings, store), SETTING[tool]) for tool in tools}
+        return Tracking(job, sinks, incident)
     except Exception as exc:  # noqa: BLE001 - tracking never stops a job
         incident(
             "tracking_failed",
@@ -161,7 +108,8 @@ def sweep_tracking(config: DictConfig) -> Iterator[None]:
     cwd = str(OmegaConf.select(config, "hydra.runtime.cwd", default=None) or Path.cwd())
     sweep = sweep_ref(socket.gethostname(), cwd, str(config.hydra.sweep.dir))
     try:
-        sink = MlflowSink(tracking.mlflow.uri, str(tracking.mlflow.experiment), sweep.folder)
+        sink = make_sink("mlflow", ToolSettings.of(tracking), sweep.folder)
+        assert isinstance(sink, MlflowSink)
         run_id = sink.parent(sweep)
         assert run_id is not None
         sink.reopen_parent(run_id)

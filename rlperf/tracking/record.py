@@ -225,7 +225,8 @@ def artifact_paths(folder: Path) -> list[Path]:
 
 
 def hydra_record(folder: Path) -> dict[str, Any]:
-    """What ``.hydra/hydra.yaml`` says of the job: mode, number, overrides, sweep, cwd (as
+    """What ``.hydra/hydra.yaml`` says of the job, as :func:`rlperf.tracking.live.
+    hydra_runtime` reads it from a running one: multirun, number, overrides, sweep, cwd (as
     written: a multirun's sweep folder is resolved there, a single run's is not needed)."""
     path = folder / HYDRA_FILE
     if not path.is_file():
@@ -242,7 +243,7 @@ def hydra_record(folder: Path) -> dict[str, Any]:
         return node
 
     return {
-        "mode": str(get("mode") or ""),
+        "multirun": get("mode") == "MULTIRUN",
         "num": get("job", "num"),
         "overrides": list(get("overrides", "task") or []),
         "sweep_dir": str(get("sweep", "dir") or ""),
@@ -272,28 +273,42 @@ def read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def job_of(
+    stage: str,
+    folder: Path,
+    config: dict[str, Any],
+    fingerprint: Mapping[str, Any],
+    protocol: Mapping[str, Any] | None,
+    hydra: Mapping[str, Any],
+) -> TrackedJob:
+    """A job as a tracked run, from its fingerprint (identity, start, tags) and what Hydra
+    says of it (``hydra``: :func:`hydra_record`'s keys; in a multirun, its sweep)."""
+    in_sweep = bool(hydra.get("multirun"))
+    sweep = None
+    if in_sweep:
+        cwd, sweep_dir = str(hydra["cwd"]), str(hydra["sweep_dir"])
+        host = str(fingerprint.get("hostname"))
+        sweep = SweepRef(sweep_identity(host, cwd, sweep_dir), sweep_dir, Path(cwd, sweep_dir))
+    return TrackedJob(
+        job_id=job_identity(fingerprint),
+        name=job_name(hydra.get("overrides", []), hydra.get("num"), in_sweep, folder),
+        stage=stage,
+        folder=folder,
+        started_at=start_epoch(fingerprint),
+        config=config,
+        tags=description_tags(fingerprint, protocol),
+        sweep=sweep,
+    )
+
+
 def folder_job(folder: Path) -> tuple[TrackedJob, str]:
     """A job folder written earlier as the job it sent, or would have sent, live: the same
     identity, names, config (the fingerprint's resolved copy), tags; and its status."""
     fingerprint = read_json(folder / FINGERPRINT_FILE)
     summary = read_json(folder / SUMMARY_FILE)
-    hydra = hydra_record(folder)
-    in_sweep = hydra.get("mode") == "MULTIRUN"
-    host = str(fingerprint.get("hostname"))
-    sweep = None
-    if in_sweep:
-        sweep_folder = Path(hydra["cwd"], hydra["sweep_dir"])
-        sweep = SweepRef(sweep_identity(host, hydra["cwd"], hydra["sweep_dir"]),
-                         hydra["sweep_dir"], sweep_folder)  # fmt: skip
     config = fingerprint.get("config")
-    job = TrackedJob(
-        job_id=job_identity(fingerprint),
-        name=job_name(hydra.get("overrides", []), hydra.get("num"), in_sweep, folder),
-        stage=str(summary.get("stage") or (config or {}).get("stage") or "train"),
-        folder=folder,
-        started_at=start_epoch(fingerprint),
-        config=config if isinstance(config, dict) else {},
-        tags=description_tags(fingerprint, summary.get("env_protocol")),
-        sweep=sweep,
-    )
+    config = config if isinstance(config, dict) else {}
+    stage = str(summary.get("stage") or config.get("stage") or "train")
+    protocol = summary.get("env_protocol")
+    job = job_of(stage, folder, config, fingerprint, protocol, hydra_record(folder))
     return job, str(summary.get("status") or "completed")

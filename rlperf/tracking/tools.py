@@ -7,6 +7,8 @@ missing is one line naming the ``pip install`` that brings it.
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rlperf.errors import ConfigError
@@ -48,3 +50,49 @@ def check_tools(tracking: Any) -> None:
     missing = missing_tools(enabled_tools(tracking))
     if missing is not None:
         raise ConfigError(missing)
+
+
+#: The config key that governs each tool (an incident's ``setting``).
+SETTING = {
+    "tensorboard": "tracking.tensorboard",
+    "mlflow": "tracking.mlflow.uri",
+    "wandb": "tracking.wandb.mode",
+}
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    """Where each tool sends: ``tracking.<tool>.*`` of a job, or ``rlperf-report --to``'s
+    options (the same defaults)."""
+
+    mlflow_uri: str | None = None  # None: SQLite in the store folder
+    mlflow_experiment: str = "rlperf"
+    wandb_project: str = "rlperf"
+    wandb_entity: str | None = None
+    wandb_mode: str = "offline"
+
+    @classmethod
+    def of(cls, tracking: Any) -> ToolSettings:
+        """From a job config's ``tracking`` node."""
+        m, w = tracking.mlflow, tracking.wandb
+        return cls(m.uri, str(m.experiment), str(w.project), w.entity, str(w.mode))
+
+
+def make_sink(tool: str, settings: ToolSettings, store: Path, root: Path | None = None) -> Any:
+    """A tool's sink (rlperf.tracking.dispatch.Sink). ``store``: the folder of MLflow's default
+    store (a job's, or its sweep's); ``root``: where TensorBoard and W&B write instead of the
+    job's folder (``rlperf-report --to``: the report's folder). Imports the tool's package."""
+    if tool == "mlflow":
+        from rlperf.tracking.mlflow_sink import MlflowSink
+
+        return MlflowSink(settings.mlflow_uri, settings.mlflow_experiment, store)
+    if tool == "tensorboard":
+        from rlperf.tracking.tensorboard_sink import TensorboardSink
+
+        return TensorboardSink(root)
+    if tool == "wandb":
+        from rlperf.tracking.wandb_sink import WandbSink
+
+        s = settings
+        return WandbSink(s.wandb_project, s.wandb_entity, s.wandb_mode, root)
+    raise ValueError(f"no tracking tool {tool!r}: {', '.join(TOOLS)}")
