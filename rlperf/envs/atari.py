@@ -101,7 +101,7 @@ def _lives_of(env: gym.Env, info: Mapping[str, Any]) -> int:
 # --------------------------------------------------------------------------
 
 
-class NoopReset(gym.Wrapper):
+class NoopReset(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """On a real reset, take a random number (1..noop_max) of NOOP actions.
 
     Randomises the start state of deterministic ALE games. Uses the wrapped
@@ -109,7 +109,8 @@ class NoopReset(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, noop_max: int = 30) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, noop_max=noop_max)
+        gym.Wrapper.__init__(self, env)
         self.noop_max = noop_max
         meanings = _ale_env(env).get_action_meanings()
         if meanings[0] != "NOOP":
@@ -129,7 +130,7 @@ class NoopReset(gym.Wrapper):
         return obs, info
 
 
-class MaxAndSkip(gym.Wrapper):
+class MaxAndSkip(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Repeat each action ``skip`` times; observe the max of the last 2 frames.
 
     The max removes the flicker of sprites that ALE draws on alternate
@@ -137,7 +138,8 @@ class MaxAndSkip(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, skip: int = 4) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, skip=skip)
+        gym.Wrapper.__init__(self, env)
         self.skip = skip
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -158,7 +160,7 @@ class MaxAndSkip(gym.Wrapper):
         return obs, total_reward, terminated, truncated, info
 
 
-class EpisodicLife(gym.Wrapper):
+class EpisodicLife(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """A lost life ends the learner's episode; the game itself goes on.
 
     ``step`` returns ``terminated=True`` when the life counter drops (and is
@@ -170,7 +172,8 @@ class EpisodicLife(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
         self._lives = 0
         self._continue_game = False
 
@@ -197,7 +200,7 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
-class FireReset(gym.Wrapper):
+class FireReset(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """At the start of every life, press FIRE (then action 2), for games that wait for FIRE.
 
     After reset: the same sequence as OpenAI baselines and RLlib 1.1, which the
@@ -212,7 +215,8 @@ class FireReset(gym.Wrapper):
     _MAX_ATTEMPTS = 100
 
     def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
         meanings = _ale_env(env).get_action_meanings()
         self.fire_action = meanings.index("FIRE")
         self.n_actions = len(meanings)
@@ -250,11 +254,12 @@ class FireReset(gym.Wrapper):
         raise RuntimeError(f"FireReset: every one of {self._MAX_ATTEMPTS} resets ended at once")
 
 
-class ResizeFrame(gym.ObservationWrapper):
+class ResizeFrame(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Resize a 2-D grayscale frame to ``dim x dim`` with ``cv2.INTER_AREA``."""
 
     def __init__(self, env: gym.Env, dim: int = 84) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, dim=dim)
+        gym.ObservationWrapper.__init__(self, env)
         self.dim = dim
         self.observation_space = spaces.Box(0, 255, (dim, dim), np.uint8)
 
@@ -264,7 +269,7 @@ class ResizeFrame(gym.ObservationWrapper):
         return cv2.resize(observation, (self.dim, self.dim), interpolation=cv2.INTER_AREA)
 
 
-class FrameStack(gym.Wrapper):
+class FrameStack(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Stack the last ``k`` frames on the last axis, newest last.
 
     Keeps the last ``k`` frames in a deque and interleaves them with
@@ -275,7 +280,8 @@ class FrameStack(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, k: int = 4) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, k=k)
+        gym.Wrapper.__init__(self, env)
         self.k = k
         shape = env.observation_space.shape
         assert shape is not None, "FrameStack needs an env with an array observation space"
@@ -301,11 +307,12 @@ class FrameStack(gym.Wrapper):
         return self._stacked(), reward, terminated, truncated, info
 
 
-class _DefaultSeed(gym.Wrapper):
+class _DefaultSeed(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Use ``seed`` for the first reset that is not given a seed of its own."""
 
     def __init__(self, env: gym.Env, seed: int) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, seed=seed)
+        gym.Wrapper.__init__(self, env)
         self.default_seed = seed
         self._pending_seed: int | None = seed
         env.action_space.seed(seed)

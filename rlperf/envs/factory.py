@@ -87,14 +87,15 @@ def construct_env(env_config: Mapping[str, Any]) -> gym.Env:
     return load_entry_point(str(cfg["entry_point"]))(kwargs)  # type: ignore[no-any-return]
 
 
-class EvaluationCap(gym.Wrapper[Any, Any, Any, Any]):
+class EvaluationCap(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
     """Truncates an episode after ``steps`` agent steps, and says so in the step's ``info``
     (:data:`CAPPED_INFO`): the cap of a greedy evaluation on an env without a time limit
     of its own (``train.evaluation.max_episode_steps``), whose capped episodes do not count
     toward a return target (:mod:`rlperf.training.target`)."""
 
     def __init__(self, env: gym.Env, steps: int) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, steps=steps)
+        gym.Wrapper.__init__(self, env)
         self.steps, self.elapsed = int(steps), 0
 
     def reset(self, **kwargs: Any) -> Any:
