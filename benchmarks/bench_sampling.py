@@ -30,8 +30,8 @@
     so the timers' own cost shows.
 
 (b) Best efficiency with public options only: every combination of
-    ``env_runner.num_envs`` (1, 4, 8), ``env_runner.vectorize_mode`` (sync,
-    async) and ``env_runner.torch_threads`` (1, 2), one env runner, plain
+    ``env_runner.num_envs`` (1, 4, 8), ``env.engine`` (python, gymnasium_async,
+    ale_vector) and ``env_runner.torch_threads`` (1, 2), one env runner, plain
     RLlib classes. Efficiency = env steps per second of the sample phase /
     ``env_ceiling_steps_per_s`` (rlperf.envs.ceiling, measured right before each
     combination, in the driver).
@@ -238,7 +238,8 @@ def ceiling(cfg: Any, seconds: float = 3.0) -> float:
     from rlperf.envs.ceiling import measure_ceiling
     from rlperf.envs.from_config import env_config
 
-    return float(measure_ceiling(env_config(cfg), seconds)["steps_per_s"])
+    n = int(cfg.env_runner.num_envs)
+    return float(measure_ceiling(env_config(cfg), seconds, num_envs=n)["steps_per_s"])
 
 
 # --------------------------------------------------------------------- tables
@@ -271,13 +272,13 @@ def run_breakdown(steps: int, repeats: int, envs: list[int]) -> None:
 
 def run_grid(steps: int, repeats: int) -> None:
     print("\n(b) public options, model1 / Pong, 1 env runner")
-    print("| envs/runner | vectorize_mode | torch_threads | ceiling/s | steps/s | efficiency |")
+    print("| envs/runner | engine | torch_threads | ceiling/s | steps/s | efficiency |")
     print("|---|---|---|---|---|---|")
     best: tuple[float, str] = (0.0, "")
     for n_envs in (1, 4, 8):
-        for mode in ("sync", "async"):
+        for mode in ("python", "gymnasium_async", "ale_vector"):
             for threads in (1, 2):
-                overrides = (f"env_runner.num_envs={n_envs}", f"env_runner.vectorize_mode={mode}",
+                overrides = (f"env_runner.num_envs={n_envs}", f"env.engine={mode}",
                              f"env_runner.torch_threads={threads}")  # fmt: skip
                 cfg = compose(*overrides)
                 raw = ceiling(cfg)

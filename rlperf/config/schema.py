@@ -171,20 +171,13 @@ class GpuLayoutConfig:
     driver_gpus: float = 0.0
 
 
-#: ``env_runner.vectorize_mode``: RLlib's ``gym_env_vectorize_mode`` (gymnasium's
-#: VectorizeMode): ``sync`` steps the sub-envs one after another in the env runner's
-#: process; ``async`` runs each in a process of its own (AsyncVectorEnv). The
-#: functional form because ``async`` is a Python keyword.
-VectorizeMode = StrEnum("VectorizeMode", {"sync": "sync", "async": "async"})
-
-
 @dataclass
 class EnvRunnerConfig:
     """``env_runner``: what each of the ``workers`` env runners gets."""
 
     num_envs: int = 1
+    # Ray CPUs of each env runner; a threaded engine (env.threads) gets at least its threads.
     num_cpus: float = 1.0
-    vectorize_mode: VectorizeMode = VectorizeMode["sync"]  # type: ignore[valid-type]
     # torch intra-op threads in each env runner (its policy forward); null = as Ray
     # starts the actor (OMP_NUM_THREADS = its num_cpus, at least 1).
     torch_threads: int | None = None

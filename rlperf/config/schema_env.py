@@ -22,6 +22,15 @@ class EnvKind(StrEnum):
     custom = "custom"  # a gymnasium.Env class named by entry point (docs/custom-env.md)
 
 
+class EnvEngine(StrEnum):
+    """``env.engine``: what steps the env's instances (rlperf.envs.engines; docs/environment.md)."""
+
+    python = "python"  # rlperf's wrappers, an env runner's envs one after another
+    gymnasium_sync = "gymnasium_sync"  # gymnasium's SyncVectorEnv over rlperf's wrappers
+    gymnasium_async = "gymnasium_async"  # gymnasium's AsyncVectorEnv: a process per env
+    ale_vector = "ale_vector"  # ale-py's AtariVectorEnv: C++ threads (Atari only)
+
+
 @dataclass
 class EnvConfig:
     """``env``: what every kind of environment has. An option extends one kind's schema
@@ -31,6 +40,10 @@ class EnvConfig:
     kind: EnvKind = MISSING
     # Agent steps per episode before a truncation (gymnasium TimeLimit); null = the env's own.
     max_episode_steps: int | None = None
+    # What steps the env: not part of what an env step is (the env protocol's workload).
+    engine: EnvEngine = EnvEngine.python
+    # Threads of a C++ engine (ale_vector) in each env runner; null = 1.
+    threads: int | None = None
 
 
 @dataclass

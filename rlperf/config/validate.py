@@ -20,6 +20,7 @@ from rlperf.algos import spec_of
 from rlperf.checks import fraction, positive
 from rlperf.config.validate_edge import validate_edge
 from rlperf.envs.check import check_env
+from rlperf.envs.vector import engine_refusal
 from rlperf.errors import ConfigError, ConvStackError, ModelSpaceError
 from rlperf.models.shapes import conv_stack_shapes
 from rlperf.models.spaces import check_model_spaces, describe_space
@@ -69,6 +70,10 @@ def validate_env(cfg: DictConfig) -> None:
     env = cfg.env
     if env.get("max_episode_steps") is not None:
         positive("env.max_episode_steps", env.max_episode_steps)
+    # Unresolved: the keys it reads are plain values (env.dim may point at a model not here).
+    refusal = engine_refusal(cast(dict[str, Any], OmegaConf.to_container(env, resolve=False)))
+    if refusal is not None:
+        raise ConfigError(refusal)
     if kind == "atari":
         fs = env.frameskip
         pair = OmegaConf.is_list(fs) or isinstance(fs, list | tuple)

@@ -75,9 +75,10 @@ DEFAULT_ENV_CONFIG: dict[str, Any] = {**ATARI_DEFAULTS, "seed": None}
 # name as it appears in the id ("ALE/Pong-v5", "PongNoFrameskip-v4").
 _KNOWN_ACTION_COUNTS = {"pong": 6, "breakout": 4}
 
-# Keys that are not settings of the game: RLlib's key of a vectorised EnvContext, and
-# rlperf's env kind (rlperf.envs.factory), which must say atari where it is given.
-_RLLIB_CONTEXT_KEYS = frozenset({"num_envs", "kind"})
+# Keys that are not settings of the game: RLlib's key of a vectorised EnvContext, rlperf's
+# env kind (rlperf.envs.factory), which must say atari where it is given, and its engine
+# (rlperf.envs.engines: what steps the env, not what it is).
+_RLLIB_CONTEXT_KEYS = frozenset({"num_envs", "kind", "engine", "threads"})
 
 # How many envs this process has built per (seed, worker_index, vector_index):
 # RLlib 2.60 creates all sub-envs of an env runner from one EnvContext with

@@ -31,7 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlperf import __version__
+from rlperf.envs.engines import VECTOR_ENGINES, engine_of
 from rlperf.envs.factory import make_env
 from rlperf.telemetry.fingerprint import compact_ranges, cpu_model
 
@@ -44,9 +47,15 @@ WARMUP_S = 0.3
 
 
 def measure_ceiling(
-    env_config: Mapping[str, Any], duration_s: float, seed: int = 0
+    env_config: Mapping[str, Any], duration_s: float, seed: int = 0, num_envs: int = 1
 ) -> dict[str, Any]:
-    """Env steps per second of ``env_config``'s env with random actions, in this process."""
+    """Env steps per second of ``env_config``'s env with random actions, in this process.
+
+    A vector engine (``env.engine=ale_vector``) is measured as an env runner steps it: one
+    vector env of ``num_envs`` envs (its threads included), every sub-env's step counted.
+    """
+    if engine_of(env_config).name in VECTOR_ENGINES:
+        return _measure_vector(env_config, duration_s, seed, num_envs)
     env = make_env({**dict(env_config), "seed": None})
     env.action_space.seed(seed)
     try:
@@ -60,6 +69,35 @@ def measure_ceiling(
         "steps": steps,
         "resets": resets,
         "seconds": elapsed,
+        "actions": "uniformly random (action_space.sample)",
+    }
+
+
+def _measure_vector(
+    env_config: Mapping[str, Any], duration_s: float, seed: int, num_envs: int
+) -> dict[str, Any]:
+    env = make_env({**dict(env_config), "seed": None, "num_envs": int(num_envs)})
+    env.action_space.seed(seed)
+    clock = time.perf_counter
+    try:
+        env.reset(seed=seed)
+        for seconds in (WARMUP_S, duration_s):  # the warm-up's counts are dropped
+            start = clock()
+            end = start + seconds
+            steps = resets = 0
+            while clock() < end:
+                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                steps += int(num_envs)
+                resets += int(np.sum(np.logical_or(terminated, truncated)))
+            elapsed = clock() - start
+    finally:
+        env.close()
+    return {
+        "steps_per_s": steps / elapsed,
+        "steps": steps,
+        "resets": resets,
+        "seconds": elapsed,
+        "num_envs": int(num_envs),
         "actions": "uniformly random (action_space.sample)",
     }
 
@@ -80,7 +118,9 @@ def _step_for(env: Any, seconds: float) -> tuple[int, int, float]:
             return steps, resets, clock() - start
 
 
-def cache_key(env_config: Mapping[str, Any], duration_s: float) -> dict[str, Any]:
+def cache_key(
+    env_config: Mapping[str, Any], duration_s: float, num_envs: int = 1
+) -> dict[str, Any]:
     """What a cached ceiling is valid for (see the module docstring)."""
     from importlib import metadata
 
@@ -93,6 +133,7 @@ def cache_key(env_config: Mapping[str, Any], duration_s: float) -> dict[str, Any
     return {
         "env": {k: v for k, v in dict(env_config).items() if k != "seed"},
         "duration_s": float(duration_s),
+        **({"num_envs": int(num_envs)} if num_envs != 1 else {}),
         "host": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpus": compact_ranges(sorted(os.sched_getaffinity(0))),
@@ -107,6 +148,7 @@ def env_ceiling(
     duration_s: float,
     cache_dir: str | os.PathLike[str] | None = None,
     seed: int = 0,
+    num_envs: int = 1,
 ) -> dict[str, Any]:
     """The env's ceiling, from the cache or measured now (and cached).
 
@@ -114,7 +156,9 @@ def env_ceiling(
     cached), ``cached``, ``measured_at``, ``load_avg`` (1-minute load average when
     measured), ``cache_file`` and the measurement's details.
     """
-    key = cache_key(env_config, duration_s)
+    vector = engine_of(env_config).name in VECTOR_ENGINES
+    num_envs = int(num_envs) if vector else 1  # one env stands for a sync engine's runner
+    key = cache_key(env_config, duration_s, num_envs)
     root = Path(cache_dir if cache_dir else DEFAULT_CACHE_DIR).expanduser()
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
     path = root / f"{digest[:16]}.json"
@@ -126,7 +170,7 @@ def env_ceiling(
         except (OSError, ValueError, KeyError):
             pass  # unreadable: measure again and overwrite
     t0 = time.perf_counter()
-    result = measure_ceiling(env_config, duration_s, seed)
+    result = measure_ceiling(env_config, duration_s, seed, num_envs)
     result.update(
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
         load_avg=os.getloadavg()[0],

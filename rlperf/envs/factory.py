@@ -10,12 +10,13 @@ custom     ``Class(config)`` of ``entry_point`` (``package.module:     ``entry_p
            Class``, imported by :mod:`rlperf.envs.entry_point`)         ``config``
 =========  ==========================================================  =====================
 
-Every kind also takes ``max_episode_steps`` (a gymnasium ``TimeLimit`` in
-agent steps; null = the env's own, :func:`time_limit`), ``evaluation_cap`` (set by
-the training's greedy evaluation only: :class:`EvaluationCap`) and ``seed`` (the job's ``seed``: the
-default seed of the first reset, derived per env runner and sub-env as for
-Atari, see docs/environment.md#seeds). A config without ``kind`` (runs of
-rlperf before 0.2) is Atari.
+Every kind also takes ``engine`` and ``threads`` (what steps the env: :mod:`.engines`;
+with RLlib's ``num_envs`` and a vector engine, one vector env of :mod:`.vector`),
+``max_episode_steps`` (a gymnasium ``TimeLimit`` in agent steps; null = the env's own,
+:func:`time_limit`), ``evaluation_cap`` (set by the training's greedy evaluation only:
+:class:`EvaluationCap`) and ``seed`` (the job's ``seed``: the default seed of the first
+reset, derived per env runner and sub-env as for Atari, see docs/environment.md#seeds).
+A config without ``kind`` (runs of rlperf before 0.2) is Atari.
 
 :func:`register_rllib_env` registers :func:`make_env` with Ray Tune as
 ``"rlperf_env"``; the env runners build every kind through it. Import is cheap
@@ -31,6 +32,7 @@ import gymnasium as gym
 
 from rlperf.envs.atari import _DefaultSeed, _instance_seed, make_atari_env
 from rlperf.envs.atari import env_spaces as atari_spaces
+from rlperf.envs.engines import VECTOR_ENGINES, engine_of
 from rlperf.envs.entry_point import load_entry_point
 
 #: Name under which :func:`register_rllib_env` registers :func:`make_env`.
@@ -40,7 +42,9 @@ RLLIB_ENV_NAME = "rlperf_env"
 KINDS = ("atari", "gym", "custom")
 
 # Keys every kind accepts besides its own, and RLlib's key of a vectorised EnvContext.
-_COMMON_KEYS = frozenset({"kind", "max_episode_steps", "seed", "evaluation_cap"})
+_COMMON_KEYS = frozenset(
+    {"kind", "max_episode_steps", "seed", "evaluation_cap", "engine", "threads"}
+)
 
 #: The key of an env config that caps its episodes for an evaluation (:class:`EvaluationCap`).
 EVALUATION_CAP = "evaluation_cap"
@@ -141,6 +145,12 @@ def make_env(env_config: Mapping[str, Any] | None = None) -> gym.Env:
     instance gets its own derived default seed (:func:`rlperf.envs.atari.derive_seed`).
     """
     env_config = env_config if env_config is not None else {}
+    if "num_envs" in env_config and engine_of(env_config).name in VECTOR_ENGINES:
+        # RLlib's vector_entry_point: the config plus num_envs, one vector env for all.
+        from rlperf.envs.vector import make_vector_env
+
+        config = {k: v for k, v in dict(env_config).items() if k != "num_envs"}
+        return make_vector_env(config, int(env_config["num_envs"]))  # type: ignore[return-value]
     cap = env_config.get(EVALUATION_CAP)
     if cap is not None:
         rest = {k: v for k, v in dict(env_config).items() if k != EVALUATION_CAP}

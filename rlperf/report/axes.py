@@ -179,7 +179,7 @@ def _distinguishing_leaves(df: pd.DataFrame, axes: list[str]) -> list[str]:
 
     Greedy: the leaf that leaves the fewest cells indistinguishable first, and among
     those the one that splits the cells into the most groups (with three or more
-    crossed axes, such as a scaling sweep's num_envs x vectorize_mode x learners, no
+    crossed axes, such as a scaling sweep's num_envs x env.engine x learners, no
     single leaf makes any cell unique; each still splits the groups); ties go to the
     leaf seen first (config file order).
     """

@@ -26,6 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rlperf.envs.engines import ENGINES, engine_of, engine_threads
 from rlperf.errors import InfeasibleError
 from rlperf.telemetry.fingerprint import compact_ranges as _ranges
 
@@ -72,7 +73,8 @@ class ResourcePlan:
     envs_per_env_runner: int
     ray_num_cpus: int | None  # None = let Ray detect (cpu_affinity=unrestricted)
     affinity: tuple[int, ...] | None  # CPUs to pin the Ray-starting process to
-    vectorize_mode: str = "sync"  # RLlib gym_env_vectorize_mode
+    engine: str = "python"  # env.engine (rlperf.envs.engines)
+    env_threads: int = 1  # env.threads of a threaded engine (counted in cpus_per_env_runner)
     env_runner_torch_threads: int | None = None  # None: as Ray starts the actor
 
     def to_json(self) -> dict[str, Any]:
@@ -84,10 +86,16 @@ class ResourcePlan:
         }
         return {
             **out,
+            "vectorize_mode": self.vectorize_mode,
             "num_gpus": self.num_gpus,
             "cpus_per_learner": self.cpus_per_learner,
             "required_cpus": self.required_cpus,
         }
+
+    @property
+    def vectorize_mode(self) -> str:
+        """RLlib's ``gym_env_vectorize_mode`` for the engine."""
+        return ENGINES[self.engine].rllib_mode
 
     @property
     def cuda_visible_devices(self) -> str:
@@ -168,6 +176,11 @@ def resource_plan(cfg: DictConfig, default_learners: int) -> ResourcePlan:
             affinity = tuple(range(int(aff.first_cpu), int(aff.first_cpu) + ray_num_cpus))
     runner = cfg.env_runner
     threads = runner.get("torch_threads")
+    env = cfg.get("env") or {}
+    engine = engine_of(env)
+    env_threads = engine_threads(env) if engine.threaded else 1
+    # A threaded engine's threads are CPUs of the env runner: Ray must count them.
+    runner_cpus = max(float(runner.num_cpus), float(env_threads) if engine.threaded else 0.0)
     return ResourcePlan(
         visible_gpus=visible,
         driver_gpus=driver,
@@ -176,9 +189,10 @@ def resource_plan(cfg: DictConfig, default_learners: int) -> ResourcePlan:
         num_learners=num_learners,
         gpus_per_learner=per_learner,
         num_env_runners=workers,
-        cpus_per_env_runner=float(runner.num_cpus),
+        cpus_per_env_runner=runner_cpus,
         envs_per_env_runner=int(runner.num_envs),
-        vectorize_mode=str(runner.get("vectorize_mode", "sync")),
+        engine=engine.name,
+        env_threads=env_threads,
         env_runner_torch_threads=None if threads is None else int(threads),
         ray_num_cpus=ray_num_cpus,
         affinity=affinity,
@@ -241,12 +255,14 @@ def check_feasible(plan: ResourcePlan, machine: Machine, overcommit_cpus: bool) 
         learners = (
             f" + {learner_cpus:g} for {plan.num_learners} learner actor(s)" if learner_cpus else ""
         )
+        threaded = ENGINES[plan.engine].threaded and plan.cpus_per_env_runner == plan.env_threads
+        per_runner = f" (env.threads={plan.env_threads})" if threaded else ""
         raise InfeasibleError(
             f"workers={plan.num_env_runners}"
             + (f" learners={plan.num_learners}" if plan.num_learners else "")
             + " needs "
             f"{plan.required_cpus:g} CPU bundles (1 for the driver + "
-            f"{plan.cpus_per_env_runner:g} per env runner{learners}) but Ray will have "
+            f"{plan.cpus_per_env_runner:g} per env runner{per_runner}{learners}) but Ray will have "
             f"{ray_cpus} CPUs"
             + (" (cpu_affinity.num_cpus)" if plan.ray_num_cpus is not None else " (this machine)")
             + ". Lower workers or learners, or set ray.overcommit_cpus=true to let Ray schedule "

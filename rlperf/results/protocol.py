@@ -42,8 +42,10 @@ field                           meaning
                                 game's rewards summed over whole games) or ``clipped``
 ``env_config``                  gym / custom: ``env.config`` (the env's own keyword
                                 arguments), else None
-``engine``                      how the env is stepped: ``python`` (rlperf's wrappers
-                                through gymnasium); issue 26 adds vectorised engines
+``engine``                      what stepped the env (``env.engine``: ``python``,
+                                ``gymnasium_sync``, ``gymnasium_async``, ``ale_vector``)
+``threads``                     ``env.threads`` of a threaded engine (null: its default,
+                                1); engine and threads are not part of the workload
 ==============================  =====================================================
 
 Facts the Atari fields rest on (checked against ale-py 0.12.1's
@@ -264,8 +266,18 @@ def env_protocol(env: Mapping[str, Any]) -> dict[str, Any]:
         reward_clipping=False,
         observation={"dim": cfg["dim"], "framestack": cfg["framestack"], "grayscale": True},
         return_reported="raw score",
-        engine="python",
+        **_engine(env),
     )
+
+
+def _engine(env: Mapping[str, Any]) -> dict[str, Any]:
+    """``engine`` and ``threads`` of an env config (``python`` where it names none: runs
+    before engines; ``threads`` null: the engine's default)."""
+    threads = env.get("threads")
+    return {
+        "engine": str(env.get("engine") or "python"),
+        "threads": None if threads is None else int(threads),
+    }
 
 
 def _non_atari_protocol(kind: str, env: Mapping[str, Any]) -> dict[str, Any]:
@@ -279,7 +291,7 @@ def _non_atari_protocol(kind: str, env: Mapping[str, Any]) -> dict[str, Any]:
         max_episode_steps=env.get("max_episode_steps"),
         reward_clipping=False,
         return_reported="raw score",
-        engine="python",
+        **_engine(env),
         # Keyword arguments of gymnasium.make / the class's config: they change the env.
         env_config=_plain(config) if config else None,
     )
@@ -472,6 +484,7 @@ _FIELDS = (
     "return_reported",
     "env_config",
     "engine",
+    "threads",
 )
 
 

@@ -84,6 +84,10 @@ def _effective_env(own_env: dict[str, Any], trained: TrainedRun, keys: set[str])
     if "env" in keys:
         return own_env
     env = {**own_env, **run_env} if own_env.get("kind") == run_env["kind"] else dict(run_env)
+    # What stepped the run's env is not what the env is: a downstream job steps it its own
+    # way (env.engine=ale_vector trains; a rollout plays the same game with rlperf's wrappers).
+    for key in ("engine", "threads"):
+        env[key] = own_env.get(key)
     for key in sorted(keys):
         if not key.startswith("env."):
             continue

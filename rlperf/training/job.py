@@ -315,7 +315,10 @@ def measure_env_ceiling(cfg: DictConfig, ctx: Any) -> None:
     if not c.enabled:
         ctx.summary.update(env_ceiling_steps_per_s=None, env_ceiling={"enabled": False})
         return
-    result = env_ceiling(env_config(cfg), float(c.duration_s), c.cache_dir, int(cfg.seed))
+    result = env_ceiling(
+        env_config(cfg), float(c.duration_s), c.cache_dir, int(cfg.seed),
+        int(cfg.env_runner.num_envs),
+    )  # fmt: skip
     ctx.summary["env_ceiling_steps_per_s"] = result["steps_per_s"]
     ctx.summary["env_ceiling"] = {"enabled": True, **result}
     ctx.progress(

@@ -119,14 +119,14 @@ def test_learners_reconcile_with_gpu_layouts(compose_cfg) -> None:
 
 
 def test_scale_keys_compose_and_validate(compose_cfg) -> None:
-    cfg = compose_cfg("env_runner.num_envs=8", "env_runner.vectorize_mode=async",
+    cfg = compose_cfg("env_runner.num_envs=8", "env.engine=gymnasium_async",
                       "env_runner.torch_threads=2", "learners=0")  # fmt: skip
     validate_config(cfg)
     plan = plan_resources(cfg)
     assert (plan.envs_per_env_runner, plan.vectorize_mode) == (8, "async")
     assert plan.env_runner_torch_threads == 2
-    with pytest.raises(Exception, match="vectorize_mode"):
-        compose_cfg("env_runner.vectorize_mode=threads")
+    with pytest.raises(Exception, match="engine"):
+        compose_cfg("env.engine=threads")
     for bad, key in (("env_runner.torch_threads=0", "env_runner.torch_threads"),
                      ("learners=-1", "learners=-1")):  # fmt: skip
         with pytest.raises(ConfigError, match=key):

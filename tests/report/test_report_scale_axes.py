@@ -28,25 +28,24 @@ def _metrics(iter_s: float) -> pd.DataFrame:
 
 def test_labels_name_every_varying_scale_axis(tmp_path) -> None:
     specs = []
-    grid = list(itertools.product((0, 1), (1, 4), ("sync", "async"), (0, 1)))
+    grid = list(itertools.product((0, 1), (1, 4), ("gymnasium_sync", "gymnasium_async"), (0, 1)))
     for i, (workers, envs, mode, learners) in enumerate(grid):
         config = synthetic.resolved_config(model="model1", gpu_layout="none", workers=workers,
                                            iterations=3, learners=learners,
-                                           env_runner__num_envs=envs,
-                                           env_runner__vectorize_mode=mode)  # fmt: skip
+                                           env_runner__num_envs=envs, env__engine=mode)  # fmt: skip
         overrides = [f"workers={workers}", f"env_runner.num_envs={envs}",
-                     f"env_runner.vectorize_mode={mode}", f"learners={learners}"]  # fmt: skip
+                     f"env.engine={mode}", f"learners={learners}"]  # fmt: skip
         specs.append(synthetic.CellSpec(config, overrides, summary={"status": "completed"},
                                         metrics=_metrics(5.0 + i)))  # fmt: skip
     synthetic.write_sweep(tmp_path / "sweep", specs)
     cells, skipped = load_cells(discover([tmp_path / "sweep"]).refs)
     assert not skipped and len(cells) == len(grid)
     plan = plan_axes(cells)
-    for axis in ("workers", "env_runner.num_envs", "env_runner.vectorize_mode", "learners"):
+    for axis in ("workers", "env_runner.num_envs", "env.engine", "learners"):
         assert axis in plan.axes, plan.axes
     labels = set(plan.labels.values())
     assert len(labels) == len(grid)  # every cell told apart by its scale settings
-    assert "model1 · 1 worker · learners=1 · num_envs=4 · vectorize_mode=async" in labels
+    assert "model1 · 1 worker · learners=1 · num_envs=4 · engine=gymnasium_async" in labels
 
 
 def test_custom_env_cells_are_named_by_entry_point(tmp_path) -> None:

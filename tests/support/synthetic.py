@@ -91,6 +91,20 @@ def _as_composed(node: dict[str, Any]) -> dict[str, Any]:
     return {"kind": kinds[0], **node} if kinds else node
 
 
+def env_schema_defaults() -> dict[str, Any]:
+    """The keys every env option gets from the env schema's base (rlperf.config.schema_env.
+    EnvConfig) without naming them: ``engine``, ``threads``, ``max_episode_steps``."""
+    import dataclasses
+
+    from rlperf.config.schema_env import EnvConfig
+
+    return {
+        f.name: str(f.default) if isinstance(f.default, str) else f.default
+        for f in dataclasses.fields(EnvConfig)
+        if f.name != "kind"
+    }
+
+
 def shipped_option(group: str, name: str) -> dict[str, Any]:
     """A copy of one shipped option's node, e.g. ``shipped_option("gpu_layout", "gpu0")``."""
     return copy.deepcopy(shipped_options(group)[name])
@@ -135,12 +149,11 @@ def resolved_config(
         "env_runner": {
             "num_envs": 1,
             "num_cpus": 1.0,
-            "vectorize_mode": "sync",
             "torch_threads": None,
         },
         "cpu_affinity": affinity,
         "backend": shipped_option("backend", backend),
-        "env": shipped_option("env", "pong"),
+        "env": {**env_schema_defaults(), **shipped_option("env", "pong")},
         "algo": shipped_option("algo", "ppo"),
         "train": {
             "iterations": iterations,

@@ -40,6 +40,7 @@ def _cfg(workers: int = 2, **over: Any) -> Any:
         "gpu_layout": {"mode": "none", "visible_gpus": [], "driver_gpus": 0.0},
         "cpu_affinity": {"mode": "unrestricted", "num_cpus": None, "first_cpu": 0},
         "env_runner": {"num_cpus": 1, "num_envs": 1},
+        "env": {"kind": "atari", "engine": "python", "threads": None},
     }
     for key, value in over.items():
         cfg[key] = {**cfg[key], **value} if isinstance(value, dict) else value
@@ -93,6 +94,7 @@ def test_plan_of_a_config() -> None:
     assert (plan.ray_num_cpus, plan.affinity) == (3, (2, 3, 4))
     assert (plan.cpus_per_env_runner, plan.envs_per_env_runner) == (0.5, 3)
     assert (plan.env_runner_torch_threads, plan.vectorize_mode) == (2, "sync")
+    assert (plan.engine, plan.env_threads) == ("python", 1)
     # Learner actors with a GPU take no CPU: 1 (driver) + 4 x 0.5.
     assert plan.cpus_per_learner == 0.0 and plan.required_cpus == 3.0
     assert plan.required_gpus == pytest.approx(2 * 0.1 + 4 * 0.2)
@@ -252,8 +254,32 @@ def test_the_machine_is_this_process_affinity_and_gpu_count() -> None:
 def test_one_gpu_for_the_learner_side_is_the_algorithms_default_split() -> None:
     assert learner_split(1.0, None, 0) == (0, 1.0)  # PPO: the learner in the driver
     assert learner_split(1.0, 2, 0) == (2, 0.5)  # two learner actors share the GPU
-    plan = resource_plan(_cfg(env_runner={"vectorize_mode": "async"}), 0)
+    plan = resource_plan(_cfg(env={"engine": "gymnasium_async"}), 0)
     assert plan.vectorize_mode == "async"
+
+
+def test_a_threaded_engines_threads_are_env_runner_cpus() -> None:
+    """env.threads of ale_vector run inside each env runner: Ray counts them as its CPUs
+    (at least env_runner.num_cpus), so the pre-flight refuses what the machine cannot hold."""
+    plan = resource_plan(_cfg(workers=2, env={"engine": "ale_vector", "threads": 3}), 0)
+    assert (plan.engine, plan.env_threads, plan.vectorize_mode) == (
+        "ale_vector",
+        3,
+        "vector_entry_point",
+    )
+    assert plan.cpus_per_env_runner == 3.0 and plan.required_cpus == 1 + 2 * 3.0
+    more = resource_plan(
+        _cfg(env={"engine": "ale_vector", "threads": 2}, env_runner={"num_cpus": 4}), 0
+    )
+    assert more.cpus_per_env_runner == 4.0
+    default = resource_plan(_cfg(env={"engine": "ale_vector", "threads": None}), 0)
+    assert (default.env_threads, default.cpus_per_env_runner) == (1, 1.0)
+    # A Python engine has no threads of its own: env_runner.num_cpus alone.
+    assert resource_plan(_cfg(env={"engine": "python"}), 0).cpus_per_env_runner == 1.0
+    with pytest.raises(
+        InfeasibleError, match=r"7 CPU bundles .* 3 per env runner \(env.threads=3\)"
+    ):
+        check_feasible(plan, Machine(cpus=(0, 1), gpus=0, gpu_source="test"), False)
 
 
 def test_fractions_are_floored_after_rounding_away_float_noise() -> None:
