@@ -224,10 +224,7 @@ def execute_stage(
         raise
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = ctx.summary
-    resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
-    redactor = Redactor.of(resolved)
-    resolved = redactor.tree(resolved)  # no secret in the fingerprint, summary, tracking
-    scrub_hydra_files(out_dir, redactor)
+    resolved, redactor = _masked_config(cfg, out_dir)
     sampler = None
     try:
         # Visible GPUs and the affinity mask hold for the whole stage (and the Ray
@@ -237,10 +234,8 @@ def execute_stage(
             write_fingerprint(out_dir / FINGERPRINT_FILE, fingerprint)
             record_env_protocol(summary, resolved)  # a job killed mid-run keeps it too
             write_json(out_dir / SUMMARY_FILE, summary)
-            ctx.tracking = open_tracking(
-                cfg, out_dir, resolved, fingerprint, summary.get("env_protocol"),
-                _masked(ctx.incident, redactor),
-            )  # fmt: skip
+            masked = _masked(ctx, redactor)
+            ctx.tracking = open_tracking(cfg, out_dir, resolved, fingerprint, summary, masked)
             sampler = _start_telemetry(cfg, out_dir, ctx.gpu_indices, ctx.started)
             ctx.sampler = sampler
             with Heartbeat(ctx, float(cfg.console.heartbeat_s)):
@@ -279,21 +274,30 @@ def execute_stage(
         if summary.get("stage") == "train":  # a downstream job has steps, not iterations
             summary.setdefault("iterations", len(ctx.rows))
         _write_final_summary(redactor.tree(summary), out_dir)
-        if ctx.tracking is not None:
-            _close_tracking(ctx, out_dir, redactor)
+        _close_tracking(ctx, out_dir, redactor)
     return summary
 
 
-def _masked(incident: Callable[..., None], redactor: Redactor) -> Callable[..., None]:
-    """``incident`` with its message's secrets masked (a tool's error may quote its URI)."""
-    return lambda kind, message, setting=None: incident(kind, redactor.text(message), setting)
+def _masked_config(cfg: DictConfig, out_dir: Path) -> tuple[dict[str, Any], Redactor]:
+    """The resolved config with its secrets masked (the fingerprint, summary and tracking
+    get this one), the redactor that masks them, and Hydra's ``.hydra/`` copy masked too."""
+    resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+    redactor = Redactor.of(resolved)
+    scrub_hydra_files(out_dir, redactor)
+    return redactor.tree(resolved), redactor
+
+
+def _masked(ctx: JobContext, redactor: Redactor) -> Callable[..., None]:
+    """``ctx.incident`` with its message's secrets masked (a tool's error may quote its URI)."""
+    return lambda kind, message, setting=None: ctx.incident(kind, redactor.text(message), setting)
 
 
 def _close_tracking(ctx: JobContext, out_dir: Path, redactor: Redactor) -> None:
     """Send the result files and end the job's tracked runs (at most CLOSE_WAIT_S); then
     ``summary.json`` says which tools got the job, how long closing took, and any tool
-    that failed meanwhile (an incident)."""
-    assert ctx.tracking is not None
+    that failed meanwhile (an incident). Nothing without tracking."""
+    if ctx.tracking is None:
+        return
     t0, status = time.monotonic(), str(ctx.summary["status"])
     # A stop signal's exit keeps within a scheduler's grace period (docs/exit-codes.md).
     wait_s = INTERRUPTED_CLOSE_WAIT_S if status == RunStatus.interrupted else CLOSE_WAIT_S

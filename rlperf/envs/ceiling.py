@@ -54,14 +54,15 @@ def measure_ceiling(
     A vector engine (``env.engine=ale_vector``) is measured as an env runner steps it: one
     vector env of ``num_envs`` envs (its threads included), every sub-env's step counted.
     """
-    if engine_of(env_config).name in VECTOR_ENGINES:
-        return _measure_vector(env_config, duration_s, seed, num_envs)
-    env = make_env({**dict(env_config), "seed": None})
+    vector = engine_of(env_config).name in VECTOR_ENGINES
+    extra = {"num_envs": int(num_envs)} if vector else {}
+    env = make_env({**dict(env_config), "seed": None, **extra})
     env.action_space.seed(seed)
+    step_for = _vector_step_for if vector else _step_for
     try:
         env.reset(seed=seed)
-        _step_for(env, WARMUP_S)
-        steps, resets, elapsed = _step_for(env, duration_s)
+        step_for(env, WARMUP_S)
+        steps, resets, elapsed = step_for(env, duration_s)
     finally:
         env.close()
     return {
@@ -69,37 +70,22 @@ def measure_ceiling(
         "steps": steps,
         "resets": resets,
         "seconds": elapsed,
+        **extra,
         "actions": "uniformly random (action_space.sample)",
     }
 
 
-def _measure_vector(
-    env_config: Mapping[str, Any], duration_s: float, seed: int, num_envs: int
-) -> dict[str, Any]:
-    env = make_env({**dict(env_config), "seed": None, "num_envs": int(num_envs)})
-    env.action_space.seed(seed)
+def _vector_step_for(env: Any, seconds: float) -> tuple[int, int, float]:
+    """:func:`_step_for` of a vector env (it resets its envs itself): every sub-env counts."""
     clock = time.perf_counter
-    try:
-        env.reset(seed=seed)
-        for seconds in (WARMUP_S, duration_s):  # the warm-up's counts are dropped
-            start = clock()
-            end = start + seconds
-            steps = resets = 0
-            while clock() < end:
-                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-                steps += int(num_envs)
-                resets += int(np.sum(np.logical_or(terminated, truncated)))
-            elapsed = clock() - start
-    finally:
-        env.close()
-    return {
-        "steps_per_s": steps / elapsed,
-        "steps": steps,
-        "resets": resets,
-        "seconds": elapsed,
-        "num_envs": int(num_envs),
-        "actions": "uniformly random (action_space.sample)",
-    }
+    start = clock()
+    end = start + seconds
+    steps = resets = 0
+    while clock() < end:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        steps += int(env.num_envs)
+        resets += int(np.sum(np.logical_or(terminated, truncated)))
+    return steps, resets, clock() - start
 
 
 def _step_for(env: Any, seconds: float) -> tuple[int, int, float]:

@@ -22,7 +22,7 @@ from rlperf.console import TERMINAL
 from rlperf.errors import ConfigError
 from rlperf.layout import INDEX_FILE, SEARCH_FILE
 from rlperf.tracking.dispatch import Incident, Tracking, first_line
-from rlperf.tracking.record import SweepRef, job_of, sweep_identity
+from rlperf.tracking.record import job_of, sweep_ref
 from rlperf.tracking.redact import Redactor
 from rlperf.tracking.tools import SETTING, ToolSettings, check_tools, enabled_tools, make_sink
 
@@ -54,25 +54,22 @@ def _job_num(hc: Any) -> Any:
         return None
 
 
-def sweep_ref(host: str, cwd: str, sweep_dir: str) -> SweepRef:
-    return SweepRef(sweep_identity(host, cwd, sweep_dir), sweep_dir, Path(cwd, sweep_dir))
-
-
 def open_tracking(
     cfg: DictConfig,
     out_dir: Path,
     config: dict[str, Any],
     fingerprint: Mapping[str, Any],
-    protocol: Mapping[str, Any] | None,
+    summary: Mapping[str, Any],
     incident: Incident,
 ) -> Tracking | None:
     """The job's tracking, or None when ``tracking`` picks no tool (or it cannot be opened:
-    an incident, and the job goes on)."""
+    an incident, and the job goes on). ``summary``: the job's, with its env protocol."""
     tracking = OmegaConf.select(cfg, "tracking")
     tools = enabled_tools(tracking)
     if not tools:
         return None
     try:
+        protocol = summary.get("env_protocol")
         job = job_of(str(cfg.stage), out_dir.resolve(), config, fingerprint, protocol,
                      hydra_runtime())  # fmt: skip
         settings = ToolSettings.of(tracking)

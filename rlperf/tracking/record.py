@@ -132,6 +132,11 @@ def sweep_identity(host: str, cwd: str, sweep_dir: str) -> str:
     return f"{host}:{os.path.normpath(os.path.join(cwd, sweep_dir))}"
 
 
+def sweep_ref(host: str, cwd: str, sweep_dir: str) -> SweepRef:
+    """The sweep of Hydra's ``hydra.sweep.dir`` (as given) run from ``cwd`` on ``host``."""
+    return SweepRef(sweep_identity(host, cwd, sweep_dir), sweep_dir, Path(cwd, sweep_dir))
+
+
 def start_epoch(fingerprint: Mapping[str, Any]) -> float:
     try:
         return datetime.fromisoformat(str(fingerprint["start_time"])).timestamp()
@@ -286,9 +291,8 @@ def job_of(
     in_sweep = bool(hydra.get("multirun"))
     sweep = None
     if in_sweep:
-        cwd, sweep_dir = str(hydra["cwd"]), str(hydra["sweep_dir"])
         host = str(fingerprint.get("hostname"))
-        sweep = SweepRef(sweep_identity(host, cwd, sweep_dir), sweep_dir, Path(cwd, sweep_dir))
+        sweep = sweep_ref(host, str(hydra["cwd"]), str(hydra["sweep_dir"]))
     return TrackedJob(
         job_id=job_identity(fingerprint),
         name=job_name(hydra.get("overrides", []), hydra.get("num"), in_sweep, folder),
