@@ -41,7 +41,6 @@ class EngineSpec:
     rllib_mode: str  # RLlib's gym_env_vectorize_mode
     kinds: tuple[str, ...]  # env kinds it builds
     threaded: bool  # C++ threads of its own (env.threads)
-    summary: str
     #: Atari keys: how this engine honours each (keys not listed: equal, as rlperf's own).
     atari_keys: dict[str, str] = field(default_factory=dict)
 
@@ -64,19 +63,16 @@ ALE_VECTOR_KEYS = {
     "max_episode_steps": MAPPED,  # max_num_frames_per_episode = steps x skip (ALE's cap too)
 }
 
+ANY_KIND = ("atari", "gym", "custom")
 ENGINES: dict[str, EngineSpec] = {
     spec.name: spec
     for spec in (
-        EngineSpec("python", "sync", ("atari", "gym", "custom"), False,
-                   "rlperf's wrappers, the runner's envs one after another"),
-        EngineSpec("gymnasium_sync", "sync", ("atari", "gym", "custom"), False,
-                   "gymnasium's SyncVectorEnv over rlperf's wrappers"),
-        EngineSpec("gymnasium_async", "async", ("atari", "gym", "custom"), False,
-                   "gymnasium's AsyncVectorEnv, a process per env"),
-        EngineSpec("ale_vector", "vector_entry_point", ("atari",), True,
-                   "ale-py's AtariVectorEnv, C++ threads", atari_keys=ALE_VECTOR_KEYS),
+        EngineSpec("python", "sync", ANY_KIND, False),
+        EngineSpec("gymnasium_sync", "sync", ANY_KIND, False),
+        EngineSpec("gymnasium_async", "async", ANY_KIND, False),
+        EngineSpec("ale_vector", "vector_entry_point", ("atari",), True, ALE_VECTOR_KEYS),
     )
-}  # fmt: skip
+}
 
 #: Engines RLlib gets as one vector env from rlperf's creator (``num_envs`` in its config).
 VECTOR_ENGINES = tuple(n for n, s in ENGINES.items() if s.rllib_mode == "vector_entry_point")

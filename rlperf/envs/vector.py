@@ -23,7 +23,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
-from rlperf.envs.engines import ALE_VECTOR_KEYS, REFUSED, engine_of, engine_threads
+from rlperf.envs.engines import REFUSED, engine_of, engine_threads
 from rlperf.results.protocol import ALE_FRAME_CAP
 
 
@@ -63,7 +63,7 @@ def engine_refusal(env: Mapping[str, Any]) -> str | None:
     if kind != "atari" or not spec.atari_keys:
         return None
     frameskip = env.get("frameskip", 1)
-    if ALE_VECTOR_KEYS["frameskip"] == REFUSED and frameskip != 1:
+    if spec.atari_keys.get("frameskip") == REFUSED and frameskip != 1:
         return (
             f"env.frameskip={frameskip} cannot be honoured by env.engine={spec.name}: its one "
             f"action repeat is env.skip (max over the last 2 frames); set env.frameskip=1 and "

@@ -187,13 +187,13 @@ class MlflowSink:
             self.client.log_batch(
                 self.run_id, tags=[RunTag(k, v[:TAG_LENGTH]) for k, v in tags.items()]
             )
-        for path in files:
-            self.client.log_artifact(self.run_id, str(path), _folder_of(path, self.folder))
-        self.client.set_terminated(self.run_id, run_status(status), int(time.time() * 1000))
+        self.end_parent(self.run_id, status, files)
 
     def end_parent(self, run_id: str, status: str, files: Sequence[Path] = ()) -> None:
+        """Send ``files`` (in their folder of the job's folder, where one is open) and end
+        the run ``run_id`` with rlperf's ``status``: a job's run, or a sweep's parent."""
         for path in files:
-            self.client.log_artifact(run_id, str(path))
+            self.client.log_artifact(run_id, str(path), _folder_of(path, self.folder))
         self.client.set_terminated(run_id, run_status(status), int(time.time() * 1000))
 
     def reopen_parent(self, run_id: str) -> None:
