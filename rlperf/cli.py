@@ -86,10 +86,11 @@ READ_BY = {
     "rollout": ("rollout",),
     "edge": ("edge", "serve"),
     "serve": ("serve",),
-    "run": ("rollout", "edge", "serve"),
-    "run_match": ("rollout", "edge", "serve"),
-    "run_select": ("rollout", "edge", "serve"),
-    "checkpoint": ("rollout", "edge", "serve"),
+    "env_bench": ("env",),
+    "run": ("rollout", "edge", "serve", "env"),
+    "run_match": ("rollout", "edge", "serve", "env"),
+    "run_select": ("rollout", "edge", "serve", "env"),
+    "checkpoint": ("rollout", "edge", "serve", "env"),
     "model_path": ("edge", "serve"),
 }
 

@@ -50,6 +50,7 @@ from rlperf.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunSta
 from rlperf.resources.plan import (
     Machine,
     ResourcePlan,
+    check_env_stage_feasible,
     check_feasible,
     check_serve_feasible,
     detect_machine,
@@ -217,6 +218,8 @@ def execute_stage(
             check_feasible(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
         if cfg.stage == "serve" and not in_trial:
             check_serve_feasible(cfg, ctx.machine)
+        if cfg.stage == "env" and not in_trial:
+            check_env_stage_feasible(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
     except (ConfigError, InfeasibleError) as exc:
         status = RunStatus.invalid if isinstance(exc, ConfigError) else RunStatus.skipped
         log.error("%s before start: %s", status, exc, extra={TERMINAL: False})

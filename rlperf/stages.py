@@ -21,6 +21,7 @@ STAGES = {
     "rollout": "rlperf.rollout.job:run_rollout",
     "edge": "rlperf.edge.job:run_edge",
     "serve": "rlperf.serve.job:run_serve",
+    "env": "rlperf.env_bench.job:run_env_bench",
 }
 
 

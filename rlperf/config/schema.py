@@ -37,6 +37,7 @@ class Stage(StrEnum):
     rollout = "rollout"
     edge = "edge"
     serve = "serve"
+    env = "env"
 
 
 class GpuLayoutMode(StrEnum):
@@ -381,6 +382,19 @@ class ServeConfig:
 
 
 @dataclass
+class EnvBenchConfig:
+    """``env_bench``: raw env throughput (``stage=env``, docs/environment.md#env-stage).
+
+    Steps count every env of the engine (``env_runner.num_envs`` per engine step).
+    """
+
+    steps: int = 20000  # env steps timed, after the warm-up
+    warmup_steps: int = 1000  # env steps stepped first, flagged and excluded
+    windows: int = 20  # rows of metrics.csv the timed steps are cut into (progress, intervals)
+    torch_threads: int = 1  # the policy's threads with run= (its time is not the env's)
+
+
+@dataclass
 class RlperfConfig:
     """The primary config; its groups come from ``conf/`` (:mod:`rlperf.config.search_path`)."""
 
@@ -418,6 +432,7 @@ class RlperfConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     edge: EdgeConfig = field(default_factory=EdgeConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
+    env_bench: EnvBenchConfig = field(default_factory=EnvBenchConfig)
 
 
 #: The schema of each kind of a group with kinds, stored as ``schema/<group>/<kind>``

@@ -29,6 +29,7 @@ class EnvEngine(StrEnum):
     gymnasium_sync = "gymnasium_sync"  # gymnasium's SyncVectorEnv over rlperf's wrappers
     gymnasium_async = "gymnasium_async"  # gymnasium's AsyncVectorEnv: a process per env
     ale_vector = "ale_vector"  # ale-py's AtariVectorEnv: C++ threads (Atari only)
+    envpool = "envpool"  # EnvPool's Atari pool: C++ threads (Atari only; rlperf[envpool])
 
 
 @dataclass
@@ -42,7 +43,7 @@ class EnvConfig:
     max_episode_steps: int | None = None
     # What steps the env: not part of what an env step is (the env protocol's workload).
     engine: EnvEngine = EnvEngine.python
-    # Threads of a C++ engine (ale_vector) in each env runner; null = 1.
+    # Threads of a C++ engine (ale_vector, envpool) in each env runner; null = 1.
     threads: int | None = None
 
 

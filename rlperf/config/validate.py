@@ -346,19 +346,44 @@ def validate_serve(cfg: DictConfig) -> None:
         )
 
 
+def validate_env_stage(cfg: DictConfig) -> None:
+    """``stage=env``: ``env_bench.*``; ``backend=rllib`` (nothing executes a policy but the
+    run's torch network, with ``run=``)."""
+    b = cfg.env_bench
+    for key in ("steps", "windows", "torch_threads"):
+        if not isinstance(b[key], int) or isinstance(b[key], bool) or b[key] < 1:
+            raise ConfigError(f"env_bench.{key}={b[key]!r} must be an integer >= 1")
+    positive("env_bench.warmup_steps", b.warmup_steps, allow_zero=True)
+    num_envs = int(cfg.env_runner.num_envs)
+    if b.steps < b.windows * num_envs:
+        raise ConfigError(
+            f"env_bench.steps={b.steps} is fewer than env_bench.windows={b.windows} x "
+            f"env_runner.num_envs={num_envs} env steps (each window needs a step of every env); "
+            f"raise env_bench.steps to at least {b.windows * num_envs} or lower env_bench.windows"
+        )
+    if cfg.backend.name != "rllib":
+        raise ConfigError(
+            f"backend={cfg.backend.name} with stage=env: stage=env times the env alone (random "
+            "actions, or run=<training job>'s torch policy); use backend=rllib, or stage=edge "
+            f"to benchmark {cfg.backend.name}"
+        )
+
+
 #: The validator of each stage (``stage``), run after the common checks.
 STAGE_VALIDATORS: dict[str, Callable[[DictConfig], None]] = {
     "train": validate_train,
     "rollout": validate_rollout,
     "edge": validate_edge,
     "serve": validate_serve,
+    "env": validate_env_stage,
 }
 
 
 def validate_config(cfg: DictConfig) -> None:
     """Run the common checks, then the stage's; raise :class:`ConfigError` naming the keys."""
     validate_env(cfg)
-    validate_model(cfg)
+    if cfg.stage != "env" or cfg.run is not None or cfg.checkpoint is not None:
+        validate_model(cfg)  # stage=env with random actions builds no network
     validate_resources(cfg)
     validate_gpu_layout(cfg)
     validate_algo(cfg)

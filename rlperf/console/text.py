@@ -24,6 +24,13 @@ _HEADER_KEYS = {
     ),
     "rollout": (("run", "run"), ("checkpoint", "checkpoint"), ("workers", "workers")),
     "edge": (("run", "run"), ("model_path", "model_path"), ("backend", "backend.name")),
+    "env": (
+        ("env", "env.id"),
+        ("engine", "env.engine"),
+        ("num_envs", "env_runner.num_envs"),
+        ("threads", "env.threads"),
+        ("run", "run"),
+    ),
 }
 
 
@@ -45,9 +52,13 @@ def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
     wall = format_duration(summary.get("wall_s"))
     head = f"{status} in {wall}"
     counts = []
-    if summary.get("stage", "train") == "train":
+    stage = summary.get("stage", "train")
+    if stage == "train":
         if summary.get("iterations") is not None:
             counts.append(f"{summary['iterations']} iteration(s)")
+    elif stage == "env":
+        if isinstance(summary.get("steps"), int):
+            counts.append(f"{summary['steps']} env steps timed")
     else:  # rollout, edge: steps and episodes (a downstream job has no iterations)
         episodes = summary.get("episodes")
         if isinstance(summary.get("steps"), int):
@@ -86,6 +97,10 @@ def _figures(summary: Mapping[str, Any]) -> list[str]:
         mean = (metrics.get(key) or {}).get("mean")
         if isinstance(mean, int | float) and math.isfinite(mean):
             out.append(f"{label} {mean:.3g}{(' ' + unit) if unit else ''} (mean)")
+    for key, label in (("env_steps_per_s", "env steps/s"), ("frames_per_s", "frames/s")):
+        value = summary.get(key)  # stage=env's totals over its timed windows
+        if isinstance(value, int | float) and math.isfinite(value):
+            out.append(f"{label} {value:.0f}")
     for key, stats in (summary.get("latency") or {}).items():
         p50 = stats.get("p50") if isinstance(stats, Mapping) else None
         if isinstance(p50, int | float) and math.isfinite(p50):

@@ -19,6 +19,9 @@ engine             RLlib's mode         what an env runner steps
                                         preprocessing in C++ threads (Atari only); its
                                         channels-first frames transposed to rlperf's
                                         ``(dim, dim, framestack)`` inside the creator
+``envpool``        ``vector_entry_point``  EnvPool's Atari pool (C++ threads, Atari only,
+                                        ``pip install 'rlperf[envpool]'``), transposed
+                                        the same way
 =================  ===================  ======================================================
 
 Import is cheap (standard library); each engine's library is imported when it builds.
@@ -63,6 +66,15 @@ ALE_VECTOR_KEYS = {
     "max_episode_steps": MAPPED,  # max_num_frames_per_episode = steps x skip (ALE's cap too)
 }
 
+#: How EnvPool's Atari pool honours them (EnvPool 1.2.5, checked: tests/envs/test_engines.py).
+ENVPOOL_KEYS = {
+    **ALE_VECTOR_KEYS,
+    "id": MAPPED,  # its task <Game>-v5 (the frameskip and sticky actions come from rlperf's keys)
+    "skip": MAPPED,  # frame_skip, max over the last 2 frames
+    "noop_max": MAPPED,  # EnvPool's noop_max (NOOPs drawn by EnvPool after a reset)
+    "max_episode_steps": MAPPED,  # its max_episode_steps (agent steps; ALE's frame cap too)
+}
+
 ANY_KIND = ("atari", "gym", "custom")
 ENGINES: dict[str, EngineSpec] = {
     spec.name: spec
@@ -71,8 +83,12 @@ ENGINES: dict[str, EngineSpec] = {
         EngineSpec("gymnasium_sync", "sync", ANY_KIND, False),
         EngineSpec("gymnasium_async", "async", ANY_KIND, False),
         EngineSpec("ale_vector", "vector_entry_point", ("atari",), True, ALE_VECTOR_KEYS),
+        EngineSpec("envpool", "vector_entry_point", ("atari",), True, ENVPOOL_KEYS),
     )
 }
+
+#: Engines whose library is an extra of rlperf's (engine -> (module, extra)).
+EXTRA_ENGINES = {"envpool": ("envpool", "envpool")}
 
 #: Engines RLlib gets as one vector env from rlperf's creator (``num_envs`` in its config).
 VECTOR_ENGINES = tuple(n for n, s in ENGINES.items() if s.rllib_mode == "vector_entry_point")

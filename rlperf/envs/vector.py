@@ -15,6 +15,7 @@ env runner's process and its affinity mask (``cpu_affinity=pinned``: Ray's CPUs)
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +24,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
-from rlperf.envs.engines import REFUSED, engine_of, engine_threads
+from rlperf.envs.engines import EXTRA_ENGINES, REFUSED, engine_of, engine_threads
 from rlperf.results.protocol import ALE_FRAME_CAP
 
 
@@ -47,6 +48,13 @@ def engine_refusal(env: Mapping[str, Any]) -> str | None:
     """Why the config's engine cannot honour its env (one line naming the key), else None."""
     spec = engine_of(env)
     kind = str(env.get("kind") or "atari")
+    if spec.name in EXTRA_ENGINES:
+        module, extra = EXTRA_ENGINES[spec.name]
+        if importlib.util.find_spec(module) is None:
+            return (
+                f"env.engine={spec.name} needs the {module} package, which is not installed: "
+                f"pip install 'rlperf[{extra}]' (or use env.engine=ale_vector)"
+            )
     if kind not in spec.kinds:
         return (
             f"env.engine={spec.name} steps {', '.join(spec.kinds)} envs only, not env.kind={kind} "
@@ -56,7 +64,7 @@ def engine_refusal(env: Mapping[str, Any]) -> str | None:
     if threads is not None and not spec.threaded and int(threads) != 1:
         return (
             f"env.threads={threads} does nothing with env.engine={spec.name}, which has no "
-            f"threads of its own (ale_vector has); leave env.threads=null"
+            f"threads of its own (ale_vector and envpool have); leave env.threads=null"
         )
     if threads is not None and int(threads) < 1:
         return f"env.threads={threads} must be >= 1 (or null: 1)"
@@ -82,13 +90,19 @@ def engine_refusal(env: Mapping[str, Any]) -> str | None:
 
 
 class ChannelsLast(gym.vector.VectorWrapper):
-    """``(N, C, H, W)`` frames as ``(N, H, W, C)``: a transposed view of the engine's array."""
+    """``(N, C, H, W)`` frames as ``(N, H, W, C)``: a transposed view of the engine's array.
+
+    Its spaces are batched from the engine's single ones (EnvPool's ``observation_space``
+    and ``action_space`` are a single env's, against gymnasium's vector convention)."""
 
     def __init__(self, env: gym.vector.VectorEnv) -> None:
         super().__init__(env)
-        n, c, h, w = env.observation_space.shape  # type: ignore[misc]
+        n = int(env.num_envs)
+        c, h, w = env.single_observation_space.shape  # type: ignore[misc]
         self.single_observation_space = spaces.Box(0, 255, (h, w, c), np.uint8)
         self.observation_space = batch_space(self.single_observation_space, n)
+        self.single_action_space = env.single_action_space
+        self.action_space = batch_space(env.single_action_space, n)
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
@@ -131,9 +145,45 @@ def ale_vector_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEn
     return ChannelsLast(vector)
 
 
+def envpool_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
+    """EnvPool's Atari pool of ``num_envs`` envs for an rlperf Atari env config (its keys as
+    :data:`~rlperf.envs.engines.ENVPOOL_KEYS` says), channels last; sub-env i is seeded
+    ``env.seed + i`` (EnvPool seeds its envs at construction, not at reset)."""
+    import envpool  # an extra (rlperf[envpool]): engine_refusal names it where absent
+
+    from rlperf.envs.atari import resolve_env_config
+
+    cfg = resolve_env_config({k: v for k, v in env.items() if k not in ("engine", "threads")})
+    game = ale_game(cfg["id"])
+    task = "".join(part.capitalize() for part in game.split("_")) + "-v5"
+    steps = cfg["max_episode_steps"]
+    skip = int(cfg["skip"])
+    pool = envpool.make_gymnasium(
+        task,
+        num_envs=int(num_envs),
+        num_threads=engine_threads(env),
+        thread_affinity_offset=-1,
+        seed=int(env.get("seed") or 0),
+        max_episode_steps=ALE_FRAME_CAP // skip if steps is None else int(steps),
+        img_height=int(cfg["dim"]),
+        img_width=int(cfg["dim"]),
+        gray_scale=True,
+        stack_num=int(cfg["framestack"]),
+        frame_skip=skip,
+        noop_max=max(1, int(cfg["noop_max"])),  # EnvPool: 1 = no NOOPs (rlperf: 0)
+        episodic_life=False,  # refused for games with lives (engine_refusal)
+        reward_clip=False,
+        use_fire_reset=bool(cfg["fire_reset"]),
+        repeat_action_probability=float(cfg["repeat_action_probability"]),
+    )
+    return ChannelsLast(pool)
+
+
 def make_vector_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
     """The vector env of an engine RLlib takes whole (``vector_entry_point``)."""
     spec = engine_of(env)
     if spec.name == "ale_vector":
         return ale_vector_env(env, num_envs)
+    if spec.name == "envpool":
+        return envpool_env(env, num_envs)
     raise ValueError(f"env.engine={spec.name} builds its envs one by one, not as a vector env")

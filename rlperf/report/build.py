@@ -64,7 +64,8 @@ def write_tables(
         files=[],
     )
     data.targets = targets_table(cells, runs)
-    for name in ("runs", "configurations", "iterations", "latency", "targets"):
+    data.env_windows = tables.env_windows_table(cells, plans, fps)
+    for name in ("runs", "configurations", "iterations", "latency", "targets", "env_windows"):
         df = getattr(data, name)
         if name == "runs" or not df.empty:
             data.files += tables.write_table(df, out_dir, name)

@@ -40,7 +40,11 @@ PHASES = (*TIMED_PHASES, "other_s")
 TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in ("iteration", "time_s", "excluded"))
 
 #: Stage → comparison family. New stages slot in here; unknown stages get their own family.
-STAGE_FAMILY = {"train": "training", "rollout": "inference", "edge": "inference"}
+STAGE_FAMILY = {"train": "training", "rollout": "inference", "edge": "inference", "env": "env"}
+
+#: The comparison family of ``stage=env`` cells: an env's raw throughput, ranked on time per
+#: 1 000 env steps like training (its windows are metrics.csv rows: rlperf.report.env_stage).
+ENV_FAMILY = "env"
 
 #: The comparison family of serve cells (``family_of("serve")``): judged by their rate
 #: under the latency bound (rlperf.report.serve), not ranked by a time.

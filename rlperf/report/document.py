@@ -21,13 +21,12 @@ import pandas as pd
 from rlperf.report import gate, render, stats
 from rlperf.report.answers import answers_section
 from rlperf.report.axes import AxisPlan
-from rlperf.report.cells import SERVE_FAMILY
+from rlperf.report.cells import ENV_FAMILY, SERVE_FAMILY
 from rlperf.report.family_tables import family_section, fmt_ci, fmt_count
 from rlperf.report.figures import FIGURES
 from rlperf.report.findings import fold, level
 from rlperf.report.fingerprints import FingerprintGroup
 from rlperf.report.methods import methods_section
-from rlperf.report.objectives import FAMILY_OBJECTIVE
 from rlperf.report.result import ReportResult
 from rlperf.report.returns import returns_section
 from rlperf.report.scaling import scaling_section
@@ -54,8 +53,9 @@ def document(
     blocks += scaling_section(res.scaling)  # rlperf.report.scaling
     blocks += returns_section(res.returns)  # rlperf.report.returns
     blocks += search_section(res.searches)  # rlperf.report.search
-    others = [f for f in plans if f not in FAMILY_OBJECTIVE and f != SERVE_FAMILY]
-    for fam in ("training", "inference", *others):
+    first = ("training", "inference", ENV_FAMILY)
+    others = [f for f in plans if f not in first and f != SERVE_FAMILY]
+    for fam in (*first, *others):
         if fam in plans:
             blocks += family_section(res, fam, plans[fam])
     blocks += serve_section(res)  # rlperf.report.serve: ranked by rate, not by time

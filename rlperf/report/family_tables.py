@@ -12,13 +12,17 @@ import pandas as pd
 
 from rlperf.report import render
 from rlperf.report.axes import AxisPlan
-from rlperf.report.cells import PHASES
+from rlperf.report.cells import ENV_FAMILY, PHASES
 from rlperf.report.findings import level
 from rlperf.report.fingerprints import FingerprintGroup, differing_keys
 from rlperf.report.legacy_compare import side_by_side
 from rlperf.report.result import ReportResult
 
-_FAMILY_TITLES = {"training": "Training", "inference": "Inference (rollout and edge)"}
+_FAMILY_TITLES = {
+    "training": "Training",
+    "inference": "Inference (rollout and edge)",
+    ENV_FAMILY: "Env throughput (stage=env)",
+}
 
 
 _GRANULARITY = {"step": "steps", "episode_mean": "episode means", "run_mean": "run mean"}
@@ -81,8 +85,8 @@ def _workload_tables(
         blocks.append(render.Warn(_mixed_text(res.mixed[(fam, workload)], res.fingerprint_groups)))
     a = res.analyses.get(fam)
     objective = a.objective_for(str(rows["configuration"].iloc[0])) if a is not None else None
-    table = (_training_table(rows, objective) if fam == "training"
-             else _inference_table(rows))  # fmt: skip
+    tables = {"training": _training_table, ENV_FAMILY: _env_table}
+    table = tables[fam](rows, objective) if fam in tables else _inference_table(rows)
     caption = _ranked_on(res, fam, workload, objective)
     if (_col(rows, "repeats").fillna(1) > 1).any():
         caption += " " + _RUNS_CAPTION
@@ -215,6 +219,31 @@ def _training_table(rows: pd.DataFrame, objective: Any) -> pd.DataFrame:
         out["GPU W"] = _fmt_col(rows, "gpu_power_w_mean")
         out["GPU J/env step"] = _fmt_col(rows, "energy_per_env_step_j")
         out["GPU J/trained step"] = _fmt_col(rows, "energy_per_trained_step_j")
+    if "speedup" in rows:
+        out[f"speedup [{level()} CI]"] = _ci_col(rows, "speedup")
+    out["fp"] = rows["fingerprint"].to_numpy()
+    return out
+
+
+def _env_table(rows: pd.DataFrame, objective: Any) -> pd.DataFrame:
+    """stage=env: rates with intervals, frames, per-call latency, CPU and memory."""
+    name = objective.label if objective is not None else "objective"
+    out = pd.DataFrame(
+        {
+            **_identity(rows),
+            "engine": _col(rows, "engine").fillna("").astype(str).to_numpy(),
+            "envs": _fmt_col(rows, "num_envs"),
+            "threads": _fmt_col(rows, "engine_threads"),
+            f"env steps/s [{level()} CI]": _ci_col(rows, "throughput"),
+            f"{name} [{level()} CI]": _ci_col(rows, "objective"),
+            "frames/s": _fmt_col(rows, "frames_per_s"),
+            "step p50 ms": _fmt_col(rows, "step_ms_p50"),
+            "step p99 ms": _fmt_col(rows, "step_ms_p99"),
+            "CPU cores": _fmt_col(rows, "process_cores", 2),
+            "busy % per core": _col(rows, "per_core_busy_pct").fillna("").astype(str).to_numpy(),
+            "RSS MB": _fmt_col(rows, "rss_mb_max"),
+        }
+    )
     if "speedup" in rows:
         out[f"speedup [{level()} CI]"] = _ci_col(rows, "speedup")
     out["fp"] = rows["fingerprint"].to_numpy()

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from rlperf.errors import FigureNotApplicable
-from rlperf.report import energy
+from rlperf.report import energy, env_stage
 from rlperf.report.axes import AxisPlan
 from rlperf.report.compare import Comparison
 from rlperf.report.figures_inference import compression_tradeoff, fidelity_latency, latency
@@ -139,6 +139,7 @@ FIGURES: dict[str, tuple[Callable[[FigureContext, Path], Path], str]] = {
         "the Universal Scalability Law fitted (dashed: predicted, not measured)",
     ),
     "intervals": (intervals, "Objective per configuration with its interval and number of runs"),
+    env_stage.FIGURE: (env_stage.env_throughput, env_stage.TITLE),
     "learning_curves": (
         learning_curves,
         "Learning curves: return against env steps and "

@@ -17,7 +17,7 @@ import pandas as pd
 
 from rlperf.report import stats
 from rlperf.report.axes import AxisPlan
-from rlperf.report.cells import Cell, included
+from rlperf.report.cells import ENV_FAMILY, Cell, included
 from rlperf.report.legacy_compare import legacy_text
 from rlperf.report.objectives import OBJECTIVES, PER, Objective, choose, objective_of
 from rlperf.report.repeats import Configuration
@@ -130,6 +130,10 @@ def over(e: stats.Estimate, conf: Configuration, objective: Objective) -> str:
     return f"{e.n} {objective.sample_word(conf.completed[0])} of one run"
 
 
+#: Families whose configurations get env steps per second (``throughput``) with intervals.
+THROUGHPUT_FAMILIES = ("training", ENV_FAMILY)
+
+
 def analyse_family(
     family: str,
     configurations: Sequence[Configuration],
@@ -154,7 +158,7 @@ def analyse_family(
                 out.run_estimates[cell.id] = obj.within_run(cell)
             if conf.completed:
                 out.estimates[conf.id] = obj.estimate(conf, out.run_estimates)
-        if family == "training":
+        if family in THROUGHPUT_FAMILIES:
             _throughput(out, confs, obj)
     for workload, confs in sorted(by_workload.items()):
         ids = [c.id for c in confs if c.id in out.estimates

@@ -42,6 +42,9 @@ from rlperf.results.flat import flatten
 from rlperf.results.protocol import env_protocol
 
 #: Canonical axis → where it sits in the resolved config of an rlperf job.
+#: The model axis of a ``stage=env`` cell without ``run=`` (it steps with random actions).
+RANDOM_ACTIONS = "random actions"
+
 AXIS_KEYS = {
     "stage": "stage",
     "model": "model.name",
@@ -296,6 +299,12 @@ def _axes(cfg: dict[str, Any], summary: dict[str, Any], path: Path) -> dict[str,
     axes["stage"] = str(stage)
     if axes["backend"] is None and stage == "train":
         axes["backend"] = "rllib"
+    if stage == "env":
+        # stage=env starts no env runners, learner or policy backend: those axes say nothing
+        # of its work; without run= it acts at random (no model).
+        axes.update(gpu_layout=None, workers=None, backend=None, algo=None)
+        if not cfg.get("run") and not cfg.get("checkpoint"):
+            axes["model"] = RANDOM_ACTIONS
     return axes
 
 
@@ -355,12 +364,12 @@ def _read_results(cell: Cell) -> None:
     if stage == "serve" and (path / LEVELS_FILE).is_file():
         cell.levels = read_csv(path / LEVELS_FILE, cell.notes)
     # A skipped / failed / pending cell may lack its data.
-    if cell.status == "completed" and stage == "train" and cell.iterations is None:
-        raise CellError("training cell without metrics.csv")
+    if cell.status == "completed" and stage in ("train", "env") and cell.iterations is None:
+        raise CellError(f"{stage} cell without metrics.csv")
     if cell.status == "completed" and stage == "serve" and cell.levels is None:
         raise CellError("serve cell without levels.csv")
     no_latency = cell.latency is None and not summary.get("latency") and stage != "serve"
-    if cell.status == "completed" and stage != "train" and no_latency:
+    if cell.status == "completed" and stage not in ("train", "env") and no_latency:
         raise CellError(f"{stage} cell without steps.csv or summary latency")
 
 

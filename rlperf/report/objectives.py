@@ -28,7 +28,7 @@ import numpy as np
 
 from rlperf.errors import ObjectiveError
 from rlperf.report import stats
-from rlperf.report.cells import Cell, included
+from rlperf.report.cells import ENV_FAMILY, Cell, included
 from rlperf.report.repeats import Configuration
 
 #: Work units of the per-work objectives (per 1 000 of them).
@@ -183,11 +183,18 @@ OBJECTIVES: dict[str, Objective] = {
 TRAINING_OBJECTIVES = ("env_steps", "trained_steps", "iter_s", "time_to_target")
 
 #: The family whose objectives are chosen by :func:`choose`; the others have one each.
-FAMILY_OBJECTIVE = {"training": "env_steps", "inference": "latency"}
+FAMILY_OBJECTIVE = {"training": "env_steps", "inference": "latency", ENV_FAMILY: "env_steps"}
+
+
+def _windows(_: Cell) -> str:
+    return "windows"
 
 
 def objective_of(family: str) -> Objective:
-    """The family's default objective (a new stage's family is ranked like training)."""
+    """The family's default objective (a new stage's family is ranked like training; an env
+    cell's samples are its windows)."""
+    if family == ENV_FAMILY:
+        return replace(OBJECTIVES["env_steps"], sample_word=_windows)
     key = FAMILY_OBJECTIVE.get(family)
     return OBJECTIVES[key] if key else replace(OBJECTIVES["env_steps"], name=family)
 

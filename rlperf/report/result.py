@@ -30,6 +30,7 @@ class Tables:
     latency: pd.DataFrame
     files: list[Path]
     targets: pd.DataFrame = field(default_factory=pd.DataFrame)
+    env_windows: pd.DataFrame = field(default_factory=pd.DataFrame)  # stage=env's windows
 
 
 @dataclass

@@ -27,13 +27,15 @@ import pandas as pd
 
 from rlperf.report import render
 from rlperf.report.axes import format_value
-from rlperf.report.cells import PRIMARY_AXES
+from rlperf.report.cells import ENV_FAMILY, PRIMARY_AXES
 from rlperf.report.repeats import is_identity_key
 from rlperf.report.usl import UslFit, efficiency, fit_usl, number_text
 
 #: Count axes of a training comparison and how the report names one unit of each.
 COUNT_AXES = {"workers": "env runners", "env_runner.num_envs": "envs per runner",
               "learners": "learners"}  # fmt: skip
+#: How a ``stage=env`` curve names one unit of its count (the engine's envs, no runners).
+ENV_COUNT_NAMES = {"env_runner.num_envs": "envs"}
 #: Count axes whose 0 means "the driver does it" (one process all the same): N = max(v, 1).
 DRIVER_AT_ZERO = {"workers": "the driver samples", "learners": "the learner runs in the driver"}
 _LEGACY_SHARED = ("gpu0", "gpu1", "both")
@@ -57,10 +59,13 @@ class ScalingCurve:
     fit: UslFit
     note: list[str]
     throughput_source: str
+    family: str = "training"
 
     @property
     def unit_name(self) -> str:
         """What one unit of N is (``env runners``)."""
+        if self.family == ENV_FAMILY:
+            return ENV_COUNT_NAMES.get(self.axis, COUNT_AXES[self.axis])
         return COUNT_AXES[self.axis]
 
     @property
@@ -204,7 +209,7 @@ def scaling_curves(
     df = configurations
     if df.empty or "family" not in df or "status" not in df:
         return []
-    df = df[(df["family"] == "training") & (df["status"] == "completed")]
+    df = df[df["family"].isin(["training", ENV_FAMILY]) & (df["status"] == "completed")]
     values, source = throughput_columns(df)
     df = df.assign(_x=values["x"], _low=values["low"], _high=values["high"])
     df = df[df["_x"].notna() & (df["_x"] > 0)]
@@ -216,7 +221,7 @@ def scaling_curves(
     curves = []
     for axis in (a for a in COUNT_AXES if a in df):
         sweep = df[pd.to_numeric(df[axis], errors="coerce").notna()]
-        key = [c for c in (workload, "model", "machine") if c in sweep]
+        key = [c for c in ("family", workload, "model", "machine") if c in sweep]
         primary = [a for a in varying if a != axis and (a in PRIMARY_AXES or a in COUNT_AXES)]
         leaves = [a for a in varying if a != axis and a not in primary]
         for _, group in sweep.groupby(key + primary, dropna=False, sort=True):
@@ -276,7 +281,10 @@ def _curve(sub: pd.DataFrame, axis: str, workload: str, setting: dict[str, Any],
         note.append("no count has an interval: anomalies are not judged")
     if fit.quality != "good":
         note.append(f"{fit.quality}: {fit.reason}")
-    return ScalingCurve(str(sub[workload].iloc[0]), axis, setting, points, fit, note, source)
+    family = str(sub["family"].iloc[0])
+    return ScalingCurve(
+        str(sub[workload].iloc[0]), axis, setting, points, fit, note, source, family
+    )
 
 
 def _counts_as_n(axis: str, count: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:

@@ -15,13 +15,14 @@ import pandas as pd
 
 from rlperf.layout import EXCLUDED_COLUMN, Exclusion
 from rlperf.report.axes import AxisPlan
-from rlperf.report.cells import PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell, included
+from rlperf.report.cells import ENV_FAMILY, PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell, included
 from rlperf.report.energy import energy_summary
+from rlperf.report.env_stage import env_summary
 from rlperf.report.findings import FamilyAnalysis
 from rlperf.report.legacy_compare import study_way_means
 from rlperf.report.load import as_text
 from rlperf.report.stats import Estimate
-from rlperf.results.columns import LATENCY_COLUMNS
+from rlperf.results.columns import ENV_WINDOW_COLUMNS, LATENCY_COLUMNS
 
 _ID_COLUMNS = ("cell", "label", "config")
 
@@ -116,8 +117,17 @@ def iterations_table(
     cells: Sequence[Cell], plans: dict[str, AxisPlan], fps: dict[str, str]
 ) -> pd.DataFrame:
     """One row per training cell and iteration; canonical columns, then extras."""
-    return _long_table(cells, "iterations", plans, fps,
+    training = [c for c in cells if c.family != ENV_FAMILY]
+    return _long_table(training, "iterations", plans, fps,
                        ["iteration", EXCLUDED_COLUMN, "time_s", *TRAIN_METRICS])  # fmt: skip
+
+
+def env_windows_table(
+    cells: Sequence[Cell], plans: dict[str, AxisPlan], fps: dict[str, str]
+) -> pd.DataFrame:
+    """One row per ``stage=env`` cell and window (its ``metrics.csv``)."""
+    env = [c for c in cells if c.family == ENV_FAMILY]
+    return _long_table(env, "iterations", plans, fps, ENV_WINDOW_COLUMNS)
 
 
 def latency_table(
@@ -235,7 +245,8 @@ def runs_table(
         row.update({"source": c.source, "stage": c.stage, "family": c.family, "group": c.group,
                     "machine": c.machine})  # fmt: skip
         try:
-            row.update(_train_summary(c) if c.family == "training" else _inference_summary(c))
+            summary = {"training": _train_summary, ENV_FAMILY: env_summary}
+            row.update(summary.get(c.family, _inference_summary)(c))
         except (KeyError, ValueError, IndexError, TypeError) as exc:  # never break the report
             c.notes.append(f"summary metrics not computed ({exc.__class__.__name__}: {exc})")
         if c.id in conf_of:

@@ -289,6 +289,25 @@ def check_serve_feasible(cfg: DictConfig, machine: Machine) -> None:
         )
 
 
+def check_env_stage_feasible(plan: ResourcePlan, machine: Machine, overcommit_cpus: bool) -> None:
+    """A ``stage=env`` job's engine threads fit on the CPUs this process may use (in a sweep
+    its trial asks Ray for them: :func:`env_stage_cpus`)."""
+    have = len(plan.affinity) if plan.affinity is not None else len(machine.cpus)
+    if plan.env_threads > have and not overcommit_cpus:
+        raise InfeasibleError(
+            f"env.threads={plan.env_threads} (env.engine={plan.engine}) needs {plan.env_threads} "
+            f"CPUs but this process may use {have} (CPUs "
+            f"{_ranges(plan.affinity if plan.affinity is not None else machine.cpus)}). Lower "
+            f"env.threads, or set ray.overcommit_cpus=true (threads then share cores)"
+        )
+
+
+def env_stage_cpus(plan: ResourcePlan) -> float:
+    """CPUs a ``stage=env`` job uses: its engine's threads (one for a Python engine; the
+    workers of gymnasium_async are not counted, as in training)."""
+    return float(max(1, plan.env_threads))
+
+
 def ray_cpu_count(plan: ResourcePlan, machine: Machine, overcommit_cpus: bool) -> int:
     """``num_cpus`` for ``ray.init``: the plan's, the machine's, or enough when overcommitting."""
     base = plan.ray_num_cpus if plan.ray_num_cpus is not None else len(machine.cpus)

@@ -59,3 +59,26 @@ TRAIN_COLUMNS = (
 
 #: Per-step latency columns of the inference stages (steps.csv).
 LATENCY_COLUMNS = ("forward_ms", "action_ms", "env_step_ms")
+
+#: metrics.csv of ``stage=env``: one row per window of engine steps (rlperf.env_bench). The
+#: training names where the meaning is the same, so the report ranks both on time per 1 000
+#: env steps: ``iter_s`` is the window's time inside the engine's ``step`` calls.
+ENV_WINDOW_COLUMNS = (
+    "iteration",  # the window's number (1, 2, ...)
+    "time_s",  # seconds since the job started, at the window's end
+    "excluded",  # warmup for the warm-up window
+    "iter_s",  # seconds inside the engine's step calls
+    "env_steps",  # every env's steps (num_envs per call)
+    "env_steps_per_s",  # env_steps / iter_s
+    "frames_per_s",  # emulator frames: env_steps_per_s x the protocol's frames per step
+    "calls",  # the engine's step calls
+    "resets",  # episodes that ended (the engine reset them)
+    "step_ms_p50",  # one step call (all num_envs envs), median
+    "step_ms_p99",
+    "action_s",  # choosing the actions (random, or the run's policy): not in iter_s
+    "wall_s",  # the window's wall time (steps, actions, the loop)
+    "cpu_cores",  # CPU seconds of this process and its children / wall_s
+    "rss_mb",  # resident memory of this process and its children at the window's end
+    "cpu_util_pct",  # the machine's, over the window
+    "ram_util_pct",
+)

@@ -27,7 +27,14 @@ from omegaconf import DictConfig
 
 from rlperf.algos import build_algo_config, plan_resources
 from rlperf.errors import InfeasibleError
-from rlperf.resources.plan import Machine, ResourcePlan, _ranges, check_feasible
+from rlperf.resources.plan import (
+    Machine,
+    ResourcePlan,
+    _ranges,
+    check_env_stage_feasible,
+    check_feasible,
+    env_stage_cpus,
+)
 from rlperf.sweep.cells import is_rlperf_config
 
 Bundle = dict[str, float]
@@ -75,6 +82,7 @@ class CellRequest:
     strategy: str = "PACK"
     ray_start: RayStart = field(default_factory=RayStart)
     plan: ResourcePlan | None = None  # None for a non-rlperf cell
+    stage: str = "train"
 
     def totals(self) -> Bundle:
         return bundle_totals(self.bundles)
@@ -136,9 +144,11 @@ def cell_request(cfg: DictConfig) -> CellRequest:
     start = ray_start_of(plan)
     if cfg.stage in ("train", "rollout"):
         bundles, strategy = algorithm_bundles(cfg, plan)
+    elif cfg.stage == "env":
+        bundles, strategy = [{"CPU": env_stage_cpus(plan)}], "PACK"
     else:
         bundles, strategy = [{"CPU": 1.0}], "PACK"
-    return CellRequest(bundles, strategy, start, plan)
+    return CellRequest(bundles, strategy, start, plan, str(cfg.stage))
 
 
 def local_capacity(
@@ -190,8 +200,10 @@ def local_infeasibility(
 ) -> str | None:
     """Why a cell can never run in a local Ray started for it; None when it can."""
     if request.plan is not None:
+        # stage=env starts no env runners: only its engine's threads must fit.
+        check = check_env_stage_feasible if request.stage == "env" else check_feasible
         try:
-            check_feasible(request.plan, machine, overcommit_cpus)
+            check(request.plan, machine, overcommit_cpus)
         except InfeasibleError as exc:
             return str(exc)
     capacity = local_capacity(request.ray_start, [request], machine, overcommit_cpus)

@@ -190,6 +190,11 @@ def numbers(row: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+#: Stages whose rows are ``metrics.csv``'s, placed at the env steps done so far (a training
+#: iteration, a window of ``stage=env``).
+METRICS_STAGES = ("train", "env")
+
+
 class StepAxis:
     """Places each row of a job at its step (see the module's docstring)."""
 
@@ -200,7 +205,7 @@ class StepAxis:
 
     def __call__(self, row: Mapping[str, Any]) -> TrackedRow:
         values = numbers(row)
-        if self.stage == "train":
+        if self.stage in METRICS_STAGES:
             self.env_steps += values.get("env_steps", 0.0)
             return TrackedRow(int(self.env_steps), values.get("time_s", math.nan), values)
         if self.stage == "serve":
@@ -216,7 +221,7 @@ def place(stage: str, rows: Iterable[Mapping[str, Any]]) -> list[TrackedRow]:
 
 def folder_rows(folder: Path, stage: str) -> list[TrackedRow]:
     """The rows a job of ``stage`` sent, or would have sent, live, read from its folder."""
-    if stage == "train":
+    if stage in METRICS_STAGES:
         return place(stage, read_rows(folder / METRICS_FILE))
     if stage == "serve":
         return place(stage, read_rows(folder / LEVELS_FILE))

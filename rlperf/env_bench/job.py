@@ -1,0 +1,242 @@
+"""The env job (``stage=env``): how fast an env goes on this machine, with which engine and
+how many envs and threads (docs/environment.md#env-stage).
+
+Config keys used: ``env`` (with ``env.engine`` and ``env.threads``),
+``env_runner.num_envs``, ``env_bench.*`` (``steps``, ``warmup_steps``, ``windows``,
+``torch_threads``), ``seed``; with ``run`` / ``checkpoint`` the run's env (``env.*`` given
+on the command line on top, the engine this job's) and its policy's greedy actions.
+
+Steps (:func:`run_env_bench`): resolve the env (and the run) → build and check the env,
+then the engine's ``num_envs`` envs (:func:`rlperf.envs.batch.engine_env`) → step them
+window by window (:mod:`rlperf.env_bench.measure`), each window a row of ``metrics.csv``
+→ summarise: env steps per second (time inside the engine's ``step`` only), emulator
+frames per second, per-call latency percentiles, CPU per core and resident memory.
+No Ray, no RLlib: one process (and gymnasium_async's workers).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from rlperf.env_bench.measure import CoreTimes, Window, step_windows, windows
+from rlperf.errors import ConfigError
+from rlperf.layout import METRICS_FILE
+from rlperf.results.columns import ENV_WINDOW_COLUMNS
+from rlperf.results.csvlog import CsvLog
+from rlperf.results.latency import summarize_latency
+from rlperf.results.protocol import env_protocol
+
+#: What the env stage adds to ``summary.json`` (docs/environment.md#env-stage).
+SUMMARY_KEYS = (
+    "env",
+    "engine",
+    "actions",
+    "source",
+    "seed",
+    "warmup",
+    "steps",
+    "calls",
+    "seconds",
+    "env_steps_per_s",
+    "frames_per_step",
+    "frames_per_s",
+    "wall_steps_per_s",
+    "episodes_ended",
+    "latency",
+    "cpu",
+    "rss_mb",
+)
+
+RANDOM_ACTIONS = "uniformly random (the engine's action_space.sample, seeded with seed)"
+
+
+@dataclass
+class EnvBench:
+    """What the steps of one env job share."""
+
+    cfg: DictConfig
+    env: dict[str, Any]  # the effective env config
+    num_envs: int
+    trained: Any = None  # rlperf.runs.checkpoint.TrainedRun with run=
+
+    @property
+    def engine(self) -> dict[str, Any]:
+        from rlperf.envs.engines import engine_of, engine_threads
+
+        spec = engine_of(self.env)
+        return {
+            "name": spec.name,
+            "threads": engine_threads(self.env) if spec.threaded else None,
+            "num_envs": self.num_envs,
+        }
+
+    def announcement(self) -> str:
+        b, e = self.cfg.env_bench, self.engine
+        threads = f", {e['threads']} thread(s)" if e["threads"] is not None else ""
+        actions = "random actions" if self.trained is None else "the run's greedy actions"
+        return (
+            f"stepping {self.env.get('id') or self.env.get('entry_point')} on {e['name']} "
+            f"({self.num_envs} env(s){threads}) with {actions}: {b.warmup_steps} warm-up then "
+            f"{b.steps} env steps in {b.windows} windows"
+        )
+
+
+def resolve_env(cfg: DictConfig, out_dir: Path) -> EnvBench:
+    """The env to step: the job's own, or the run's with the job's engine and ``env.*``."""
+    num_envs = int(cfg.env_runner.num_envs)
+    if cfg.run is None and cfg.checkpoint is None:
+        env = cast(dict[str, Any], OmegaConf.to_container(cfg.env, resolve=True))
+        return EnvBench(cfg, env, num_envs)
+    # rlperf.runs.merge pulls rlperf.algos, gymnasium and ale_py: deferred.
+    from rlperf.runs.merge import upstream_run, write_effective_config
+
+    trained, ecfg = upstream_run(cfg, rllib=False)
+    write_effective_config(out_dir, ecfg)
+    env = cast(dict[str, Any], OmegaConf.to_container(ecfg.env, resolve=True))
+    return EnvBench(cfg, env, num_envs, trained)
+
+
+def build_engine(bench: EnvBench, stack: ExitStack) -> Any:
+    """The env checked alone (:func:`rlperf.envs.check.check_env`: a user's class, its
+    spaces, reset and step), then the engine's ``num_envs`` envs (closed with ``stack``)."""
+    # gymnasium and ale_py (and a user's module): deferred, the config is validated first.
+    from rlperf.envs.batch import engine_env
+    from rlperf.envs.check import check_env
+
+    check_env({k: v for k, v in bench.env.items() if k not in ("engine", "threads")})
+    env = engine_env({**bench.env, "seed": int(bench.cfg.seed)}, bench.num_envs)
+    stack.callback(env.close)
+    return env
+
+
+def action_source(bench: EnvBench, env: Any) -> tuple[Any, str]:
+    """``act(obs)`` for all envs, and what it is: random actions, or with ``run=`` the
+    run's policy network's greedy (argmax) actions, batched over the envs."""
+    seed = int(bench.cfg.seed)
+    if bench.trained is None:
+        env.action_space.seed(seed)
+        return lambda _obs: env.action_space.sample(), RANDOM_ACTIONS
+    from gymnasium import spaces
+
+    if not isinstance(env.single_action_space, spaces.Discrete):
+        raise ConfigError(
+            f"run={bench.cfg.run} with stage=env: its env's actions are "
+            f"{env.single_action_space}, and stage=env acts with a policy's greedy Discrete "
+            "actions only; drop run= (random actions) to time this env"
+        )
+    # torch: deferred, only with run=.
+    import torch
+
+    from rlperf.models.policy_file import load_policy
+
+    torch.set_num_threads(int(bench.cfg.env_bench.torch_threads))
+    net = load_policy(bench.trained.checkpoint_dir)
+
+    def act(obs: Any) -> np.ndarray:
+        with torch.inference_mode():
+            batch = torch.from_numpy(np.ascontiguousarray(np.stack(list(obs))))
+            return cast(np.ndarray, net.logits(batch).argmax(dim=1).numpy())
+
+    return act, f"greedy (argmax) actions of {bench.trained.policy_path}, batched over the envs"
+
+
+def measure(bench: EnvBench, env: Any, act: Any, ctx: Any) -> dict[str, Any]:
+    """Step window by window into ``metrics.csv``; each window a progress step and a
+    tracked row. Returns the timed windows' step times and totals."""
+    b = bench.cfg.env_bench
+    plan = windows(int(b.warmup_steps), int(b.steps), int(b.windows), bench.num_envs)
+    frames = env_protocol(bench.env).get("frames_per_step")
+    timed = [w for w in plan if not w.warmup]
+    log = CsvLog(ctx.out_dir / METRICS_FILE, ENV_WINDOW_COLUMNS)
+    cores = None
+    step_ms: list[np.ndarray] = []
+    try:
+        for row, ms in step_windows(env, act, plan, ctx.started, int(bench.cfg.seed)):
+            row["frames_per_s"] = row["env_steps_per_s"] * frames if frames else math.nan
+            log.write(row)
+            ctx.rows.append(row)
+            if row["excluded"]:
+                cores = CoreTimes()  # per-core busy shares over the timed windows only
+            else:
+                step_ms.append(ms)
+            done = row["iteration"] - (len(plan) - len(timed))
+            info = f"{row['env_steps_per_s']:.0f} env steps/s, step p50 {row['step_ms_p50']:.3f} ms"
+            ctx.step(max(done, 0), len(timed), info, unit="window", row=row)
+    finally:
+        log.close()
+    return {"step_ms": step_ms, "cores": cores, "frames": frames, "timed": timed}
+
+
+def summarise(bench: EnvBench, measured: dict[str, Any], rows: list[dict[str, Any]]) -> dict:
+    """The env stage's part of ``summary.json`` from its timed windows."""
+    kept = [r for r in rows if not r["excluded"]]
+    steps = sum(int(r["env_steps"]) for r in kept)
+    env_s = sum(float(r["iter_s"]) for r in kept)
+    wall_s = sum(float(r["wall_s"]) for r in kept)
+    rate = steps / env_s if env_s > 0 else math.nan
+    frames = measured["frames"]
+    all_ms = np.concatenate(measured["step_ms"]) if measured["step_ms"] else np.array([])
+    warm = bench.cfg.env_bench.warmup_steps
+    cores = measured["cores"]
+    return {
+        "engine": bench.engine,
+        "seed": int(bench.cfg.seed),
+        "warmup": {
+            "rule": f"the first {warm} env steps (one window)",
+            "steps": int(warm),
+            "excluded_from_summary": True,
+        },
+        "steps": steps,
+        "calls": sum(int(r["calls"]) for r in kept),
+        "seconds": env_s,
+        "env_steps_per_s": rate,
+        "frames_per_step": frames,
+        "frames_per_s": rate * frames if frames else None,
+        "wall_steps_per_s": steps / wall_s if wall_s > 0 else math.nan,
+        "episodes_ended": sum(int(r["resets"]) for r in kept),
+        "latency": {"step_ms": summarize_latency(all_ms)},
+        "cpu": {
+            "process_cores": (
+                sum(float(r["cpu_cores"]) * float(r["wall_s"]) for r in kept) / wall_s
+                if wall_s > 0
+                else math.nan
+            ),
+            "per_core_busy_pct": cores.busy_pct() if cores is not None else [],
+        },
+        "rss_mb": {"max": max((float(r["rss_mb"]) for r in kept), default=math.nan)},
+    }
+
+
+def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
+    """Step ``cfg.env``'s engine for ``env_bench.steps`` env steps; write ``metrics.csv``.
+
+    ``ctx`` is the job context (:class:`rlperf.job.JobContext`). Returns the stage's part of
+    ``summary.json`` (:data:`SUMMARY_KEYS`, docs/environment.md#env-stage).
+    """
+    bench = resolve_env(cfg, out_dir)
+    ctx.summary["env"] = bench.env
+    if bench.trained is not None:
+        ctx.summary["source"] = bench.trained.describe()
+    ctx.progress(bench.announcement())
+    with ExitStack() as stack:
+        env = build_engine(bench, stack)
+        act, ctx.summary["actions"] = action_source(bench, env)
+        measured = measure(bench, env, act, ctx)
+    ctx.summary.update(summarise(bench, measured, ctx.rows))
+    s = ctx.summary
+    ctx.progress(
+        f"done: {s['steps']} env steps, {s['env_steps_per_s']:.0f} env steps/s"
+        + (f" ({s['frames_per_s']:.0f} frames/s)" if s["frames_per_s"] else "")
+        + f", step p50 {s['latency']['step_ms']['p50']:.3f} ms over {bench.num_envs} env(s)"
+    )
+    return {k: s[k] for k in SUMMARY_KEYS if k in s}
+
+
+__all__ = ["EnvBench", "Window", "run_env_bench"]
