@@ -1,5 +1,6 @@
 """nox sessions: tests, lint, smoke (the README's main command), bench (benchmarks), gpu_check,
-and the suite's own checks: random_order, timing, mutation."""
+envpool (the EnvPool engine's tests), and the suite's own checks: random_order, timing,
+mutation."""
 
 from __future__ import annotations
 
@@ -39,6 +40,15 @@ def tests(session: nox.Session) -> None:
     """The README's test command (slow integration tests included; `-- -m 'not slow'` to skip)."""
     _install(session)
     session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(python="3.11")
+def envpool(session: nox.Session) -> None:
+    """env.engine=envpool's tests with EnvPool installed (the `envpool` extra, not in dev:
+    its assets are ~740 MB), slow ones included: frames, RLlib's creator, a training run."""
+    _install(session)
+    session.install("-e", ".[envpool]")
+    session.run("python", "-m", "pytest", "tests/envs/test_envpool.py", *session.posargs)
 
 
 @nox.session(python="3.11")

@@ -1,9 +1,12 @@
 """Where a sampled env step goes, and the best sampling efficiency public options reach.
 
 (a) Breakdown. One remote env runner (RLlib's SingleAgentEnvRunner, rlperf's
-    config: model1 on Pong, sync vectorisation) samples ``--steps`` env steps the
-    way PPO's sample phase does (``synchronous_parallel_sample`` with metrics, then
-    the driver's metrics aggregation), for 1, 4 and 8 envs per runner. Inside the
+    config: model1 on Pong, ``--engines``, default ``python``: rlperf's wrappers,
+    sync vectorisation) samples ``--steps`` env steps the way PPO's sample phase does
+    (``synchronous_parallel_sample`` with metrics, then the driver's metrics
+    aggregation), for 1, 4 and 8 envs per runner. With a C++ engine (``ale_vector``,
+    ``ale_vector:2`` for 2 threads) the emulator runs inside the engine's step and is
+    not timed apart: "env: preprocessing" is then the whole env step. Inside the
     runner every part of a step is timed by wrapping the function that does it:
 
     =====================  ===========================================================
@@ -37,6 +40,7 @@
     combination, in the driver).
 
     python benchmarks/bench_sampling.py [--steps 2000] [--repeats 3] [--skip-grid]
+    python benchmarks/bench_sampling.py --skip-grid --engines python,ale_vector,ale_vector:2
 
 Prints two tables (Markdown); docs/results.md#sampling-efficiency holds a measured run.
 """
@@ -245,23 +249,32 @@ def ceiling(cfg: Any, seconds: float = 3.0) -> float:
 # --------------------------------------------------------------------- tables
 
 
-def run_breakdown(steps: int, repeats: int, envs: list[int]) -> None:
-    print("\n(a) one sampled env step, model1 / Pong, 1 env runner, sync")
-    head = ["envs/runner", *PARTS, "sum of parts", "measured", "explained",
+def engine_overrides(engine: str) -> list[str]:
+    """``ale_vector:2`` -> ``env.engine=ale_vector env.threads=2`` (``python``: the engine)."""
+    name, _, threads = engine.partition(":")
+    return [f"env.engine={name}", *([f"env.threads={threads}"] if threads else [])]
+
+
+def run_breakdown(steps: int, repeats: int, envs: list[int], engines: list[str]) -> None:
+    print("\n(a) one sampled env step, model1 / Pong, 1 env runner")
+    head = ["engine", "envs/runner", *PARTS, "sum of parts", "measured", "explained",
             "steps/s", "plain steps/s", "ceiling/s", "efficiency"]  # fmt: skip
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
-    for n_envs in envs:
-        cfg = compose(f"env_runner.num_envs={n_envs}")
+    for engine, n_envs in ((e, n) for e in engines for n in envs):
+        overrides = (f"env_runner.num_envs={n_envs}", *engine_overrides(engine))
+        cfg = compose(*overrides)
         raw = ceiling(cfg)  # right before the row: the machine's load drifts
         with built(algo_config(cfg, steps, instrumented_runner_class())) as algo:
             b = breakdown(algo, steps, repeats)
-        with built(algo_config(compose(f"env_runner.num_envs={n_envs}"), steps)) as algo:
+        with built(algo_config(compose(*overrides), steps)) as algo:
             plain = plain_rate(algo, steps, repeats)
         total = sum(b[p] for p in PARTS)
-        cells = [f"{b[p] * 1e3:.3f}" for p in PARTS]
+        # A C++ engine steps the emulator in its own threads: not separable from its step.
+        cells = [("(in the engine)" if p == "env: emulator" and not b[p] else f"{b[p] * 1e3:.3f}")
+                 for p in PARTS]  # fmt: skip
         print(
-            f"| {n_envs} | " + " | ".join(cells) + f" | {total * 1e3:.3f} | "
+            f"| {engine} | {n_envs} | " + " | ".join(cells) + f" | {total * 1e3:.3f} | "
             f"{b['measured'] * 1e3:.3f} | {total / b['measured']:.1%} | "
             f"{1 / b['measured']:.0f} | {plain:.0f} | {raw:.0f} | {plain / raw:.1%} |",
             flush=True,
@@ -296,17 +309,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000, help="env steps per sample phase")
     parser.add_argument("--repeats", type=int, default=3, help="timed sample phases")
     parser.add_argument("--envs", default="1,4,8", help="envs per runner for the breakdown")
+    parser.add_argument(
+        "--engines", default="python",
+        help="env engines of the breakdown, name[:threads]: python,ale_vector,ale_vector:2",
+    )  # fmt: skip
     parser.add_argument("--skip-grid", action="store_true")
     parser.add_argument("--skip-breakdown", action="store_true")
     args = parser.parse_args()
     import ray
 
-    ray.init(num_cpus=max(os.cpu_count() or 1, 2), include_dashboard=False,
+    threads = max(int(e.partition(":")[2] or 1) for e in args.engines.split(","))
+    # A threaded engine's runner asks for its threads beside the driver's CPU.
+    ray.init(num_cpus=max(os.cpu_count() or 1, 1 + threads), include_dashboard=False,
              log_to_driver=False, _node_ip_address="127.0.0.1")  # fmt: skip
     print(f"load average at start: {os.getloadavg()}")
     try:
         if not args.skip_breakdown:
-            run_breakdown(args.steps, args.repeats, [int(e) for e in args.envs.split(",")])
+            envs = [int(e) for e in args.envs.split(",")]
+            run_breakdown(args.steps, args.repeats, envs, args.engines.split(","))
         if not args.skip_grid:
             run_grid(args.steps, args.repeats)
     finally:

@@ -145,25 +145,42 @@ def ale_vector_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEn
     return ChannelsLast(vector)
 
 
+class EnvPoolSeeded(ChannelsLast):
+    """EnvPool's pool, channels last, seeded as the other engines are: EnvPool fixes its envs'
+    seeds when it builds them and ignores ``reset(seed=)`` (with a warning), so a reset with
+    another seed builds the pool again with it (RLlib resets with ``seed + worker_index``
+    once, before sampling); sub-env i then gets seed + i, as on every engine."""
+
+    def __init__(self, make: Any, seed: int) -> None:
+        self._make, self.seed = make, int(seed)
+        super().__init__(make(self.seed))
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        seed = kwargs.pop("seed", None)
+        if isinstance(seed, list | tuple):
+            seed = seed[0]
+        if seed is not None and int(seed) != self.seed:
+            self.env.close()
+            self.env, self.seed = self._make(int(seed)), int(seed)
+        obs, info = self.env.reset(**kwargs)
+        return obs.transpose(0, 2, 3, 1), info
+
+
 def envpool_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
     """EnvPool's Atari pool of ``num_envs`` envs for an rlperf Atari env config (its keys as
-    :data:`~rlperf.envs.engines.ENVPOOL_KEYS` says), channels last; sub-env i is seeded
-    ``env.seed + i`` (EnvPool seeds its envs at construction, not at reset)."""
+    :data:`~rlperf.envs.engines.ENVPOOL_KEYS` says), channels last (:class:`EnvPoolSeeded`)."""
     import envpool  # an extra (rlperf[envpool]): engine_refusal names it where absent
 
     from rlperf.envs.atari import resolve_env_config
 
     cfg = resolve_env_config({k: v for k, v in env.items() if k not in ("engine", "threads")})
     game = ale_game(cfg["id"])
-    task = "".join(part.capitalize() for part in game.split("_")) + "-v5"
     steps = cfg["max_episode_steps"]
     skip = int(cfg["skip"])
-    pool = envpool.make_gymnasium(
-        task,
+    options = dict(
         num_envs=int(num_envs),
         num_threads=engine_threads(env),
         thread_affinity_offset=-1,
-        seed=int(env.get("seed") or 0),
         max_episode_steps=ALE_FRAME_CAP // skip if steps is None else int(steps),
         img_height=int(cfg["dim"]),
         img_width=int(cfg["dim"]),
@@ -176,7 +193,10 @@ def envpool_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
         use_fire_reset=bool(cfg["fire_reset"]),
         repeat_action_probability=float(cfg["repeat_action_probability"]),
     )
-    return ChannelsLast(pool)
+    task = "".join(part.capitalize() for part in game.split("_")) + "-v5"
+    return EnvPoolSeeded(
+        lambda seed: envpool.make_gymnasium(task, seed=seed, **options), int(env.get("seed") or 0)
+    )
 
 
 def make_vector_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:

@@ -126,7 +126,7 @@ def build_report(
     result = ReportResult(
         out=out_dir, cells=cells, skipped=skipped, runs=data.runs,
         configurations=data.configurations, iterations=data.iterations, latency=data.latency,
-        targets=data.targets,
+        targets=data.targets, env_windows=data.env_windows,
         figures=drawn, figures_skipped=undrawn,
         findings=[f for a in analyses.values() for f in a.findings], warnings=comparison.warnings,
         fingerprint_groups=comparison.groups, mixed=comparison.mixed, analyses=analyses,

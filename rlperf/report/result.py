@@ -52,6 +52,7 @@ class ReportResult:
     analyses: dict[str, FamilyAnalysis]
     configurations: pd.DataFrame = field(default_factory=pd.DataFrame)
     targets: pd.DataFrame = field(default_factory=pd.DataFrame)  # rlperf.report.targets
+    env_windows: pd.DataFrame = field(default_factory=pd.DataFrame)  # stage=env's windows
     gate: GateResult | None = None
     files: list[Path] = field(default_factory=list)
     serve: ServeTables | None = None

@@ -56,7 +56,7 @@ def test_a_presets_sweep_axes_are_named_and_the_run_goes_on(capsys) -> None:
     ("stage", "override", "readers"),
     [
         ("train", "rollout.episodes=5", "stage=rollout"),
-        ("train", "run=outputs/x", "stage=rollout / stage=edge / stage=serve"),
+        ("train", "run=outputs/x", "stage=rollout / stage=edge / stage=serve / stage=env"),
         ("rollout", "train.iterations=2", "stage=train"),
         ("rollout", "edge.episodes=2", "stage=edge / stage=serve"),
     ],

@@ -155,7 +155,10 @@ def test_conv_stack_not_reaching_1x1_reports_shapes(compose_cfg) -> None:
 @pytest.mark.parametrize(
     ("override", "fragment"),
     [
-        ("stage=bogus", "Invalid value 'bogus', expected one of [train, rollout, edge, serve]"),
+        (
+            "stage=bogus",
+            "Invalid value 'bogus', expected one of [train, rollout, edge, serve, env]",
+        ),
         ("gpu_layout.mode=half", "expected one of [none, shared, driver]"),
         ("cpu_affinity.mode=everywhere", "expected one of [unrestricted, ray_cpus, pinned]"),
         ("backend.name=tpu", "expected one of [rllib, tflite_fp32"),

@@ -26,9 +26,10 @@ SAME = {
 
 
 def test_the_engine_table() -> None:
-    assert set(ENGINES) == {"python", "gymnasium_sync", "gymnasium_async", "ale_vector"}
-    assert VECTOR_ENGINES == ("ale_vector",)
-    assert [n for n, s in ENGINES.items() if s.threaded] == ["ale_vector"]
+    assert set(ENGINES) == {"python", "gymnasium_sync", "gymnasium_async", "ale_vector",
+                            "envpool"}  # fmt: skip
+    assert VECTOR_ENGINES == ("ale_vector", "envpool")
+    assert [n for n, s in ENGINES.items() if s.threaded] == ["ale_vector", "envpool"]
     assert ENGINES["gymnasium_async"].rllib_mode == "async"
     assert (ale_game("ALE/Pong-v5"), ale_game("SpaceInvadersNoFrameskip-v4")) == (
         "pong",

@@ -128,8 +128,9 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 def test_every_figure_is_produced(report):
     # The study's sweep has two worker counts per layout: no curve to fit a law to.
-    assert set(report.figures_skipped) == {"scaling"}
+    assert set(report.figures_skipped) == {"scaling", "env_throughput"}
     assert report.figures_skipped["scaling"].startswith("no count (workers, ")
+    assert report.figures_skipped["env_throughput"] == "no completed stage=env cells"
     assert set(report.figures) == {
         "phase_times",
         "phase_breakdown",

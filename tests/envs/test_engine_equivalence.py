@@ -1,0 +1,88 @@
+"""A policy plays the same on every engine: the committed Breakout policy
+(benchmarks/policies/breakout_model1), greedy, 30 seeded games per engine under a protocol
+every engine honours; each engine's mean return lies in the other's 95 % interval. The same
+check fails when the engine's frames reach the policy with their channels reversed (planted
+here), so it can fail."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from rlperf.envs.batch import engine_env
+from tests.conftest import REPO
+
+POLICY = REPO / "benchmarks" / "policies" / "breakout_model1" / "checkpoint"
+#: Breakout as every engine honours it: no life loss and no FIRE at a life lost (the policy
+#: presses FIRE itself: ALE's vector env would press it at reset only), sticky actions and up
+#: to 30 no-op starts (so that 30 seeds are 30 different games), 800 agent steps a game.
+PROTOCOL = {
+    "kind": "atari", "id": "ALE/Breakout-v5", "dim": 84, "framestack": 4, "frameskip": 1,
+    "skip": 4, "noop_max": 30, "repeat_action_probability": 0.25, "episodic_life": False,
+    "fire_reset": False, "max_episode_steps": 800,
+}  # fmt: skip
+GAMES = 30
+SEED = 100
+
+
+def play(engine: str, reverse_channels: bool = False) -> np.ndarray:
+    """The greedy policy's return in each of :data:`GAMES` games (sub-env i seeded SEED + i),
+    all games stepped together by ``engine``, the actions of all chosen in one batch."""
+    import torch
+
+    from rlperf.models.policy_file import load_policy
+
+    net = load_policy(POLICY)
+    env = engine_env({**PROTOCOL, "engine": engine, "seed": SEED}, GAMES)
+    try:
+        obs, _ = env.reset(seed=SEED)
+        returns, done = np.zeros(GAMES), np.zeros(GAMES, dtype=bool)
+        while not done.all():
+            frames = np.stack(list(obs))
+            if reverse_channels:
+                frames = frames[..., ::-1]  # the planted error: oldest frame last
+            with torch.inference_mode():
+                batch = torch.from_numpy(np.ascontiguousarray(frames))
+                actions = net.logits(batch).argmax(dim=1).numpy()
+            obs, reward, terminated, truncated, _ = env.step(actions)
+            returns += np.where(done, 0.0, reward)  # a finished game's next step is a reset
+            done |= np.asarray(terminated) | np.asarray(truncated)
+        return returns
+    finally:
+        env.close()
+
+
+def interval(returns: np.ndarray) -> tuple[float, float]:
+    """The mean return's 95 % Student t interval."""
+    half = stats.t.ppf(0.975, len(returns) - 1) * returns.std(ddof=1) / np.sqrt(len(returns))
+    return float(returns.mean() - half), float(returns.mean() + half)
+
+
+def equivalent(a: np.ndarray, b: np.ndarray) -> bool:
+    """Each mean lies in the other's 95 % interval."""
+    (lo_a, hi_a), (lo_b, hi_b) = interval(a), interval(b)
+    return bool(lo_b <= a.mean() <= hi_b and lo_a <= b.mean() <= hi_a)
+
+
+ENGINES = ["ale_vector"] + (["envpool"] if importlib.util.find_spec("envpool") else [])
+
+
+@pytest.mark.slow
+def test_the_policy_plays_the_same_on_every_engine() -> None:
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        reference = play("python")
+        assert reference.mean() > 5  # it behaves: random play scores 2.6 (provenance.json)
+        for engine in ENGINES:
+            other = play(engine)
+            assert equivalent(reference, other), (engine, interval(reference), interval(other))
+        planted = play("ale_vector", reverse_channels=True)
+        assert not equivalent(reference, planted), (interval(reference), interval(planted))
+    finally:
+        torch.set_num_threads(threads)
