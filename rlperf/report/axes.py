@@ -185,7 +185,8 @@ def _distinguishing_leaves(df: pd.DataFrame, axes: list[str]) -> list[str]:
     """
     chosen: list[str] = []
     candidates = [c for c in df.columns if c not in PRIMARY_AXES and is_identity_key(c)]
-    candidates = [c for c in candidates if df[c].notna().sum() >= 2 and df[c].nunique() >= 2]
+    # A leaf set in some cells and null in others (env.threads=2 beside the default) differs.
+    candidates = [c for c in candidates if df[c].notna().any() and df[c].nunique(dropna=False) >= 2]
     while len(df) > 1 and _n_dup(df, [*axes, *chosen]) and candidates:
         key = [*axes, *chosen]
         scored = [
@@ -215,7 +216,11 @@ def _varying_leaves(df: pd.DataFrame, varying: list[str]) -> list[str]:
     return [
         c
         for c in sorted(df.columns)
-        if c not in PRIMARY_AXES and c != "group" and c not in varying and df[c].nunique() > 1
+        if c not in PRIMARY_AXES
+        and c != "group"
+        and c not in varying
+        and df[c].notna().any()
+        and df[c].nunique(dropna=False) > 1
     ]
 
 

@@ -75,28 +75,31 @@ def env_throughput(ctx: FigureContext, out: Path) -> Path:
     df = df.assign(
         _n=pd.to_numeric(df["num_envs"], errors="coerce"),
         _x=pd.to_numeric(df["throughput"], errors="coerce"),
-        _line=[_line(e, t) for e, t in zip(df["engine"], df["engine_threads"], strict=True)],
+        _threads=pd.to_numeric(df["engine_threads"], errors="coerce"),
     ).dropna(subset=["_n", "_x"])
     if df.empty:
         raise FigureNotApplicable("no stage=env configuration with a throughput")
     from matplotlib.figure import Figure
 
     panels = sorted(df["workload"].astype(str).unique())
-    lines = sorted(df["_line"].unique())
-    colors = dict(zip(lines, _colors(len(lines)), strict=True))
+    engines = sorted(df["engine"].astype(str).unique())
+    colors = dict(zip(engines, _colors(len(engines)), strict=True))
     with style():
         fig = Figure(figsize=(6.4 * len(panels), 4.4), layout="constrained")
         axes = np.atleast_1d(fig.subplots(1, len(panels), squeeze=False)).ravel()
         for ax, panel in zip(axes, panels, strict=True):
             sub = df[df["workload"].astype(str) == panel]
-            for line, pts in sub.groupby("_line", sort=True):
+            for (engine, threads), pts in sub.groupby(["engine", "_threads"], dropna=False):
                 pts = pts.sort_values("_n")
                 x, y = pts["_n"].to_numpy(float), pts["_x"].to_numpy(float)
-                lo = pd.to_numeric(pts.get("throughput_ci_low"), errors="coerce").to_numpy(float)
-                hi = pd.to_numeric(pts.get("throughput_ci_high"), errors="coerce").to_numpy(float)
+                lo = pd.to_numeric(pts["throughput_ci_low"], errors="coerce").to_numpy(float)
+                hi = pd.to_numeric(pts["throughput_ci_high"], errors="coerce").to_numpy(float)
                 err = np.clip(np.nan_to_num([y - lo, hi - y], nan=0.0), 0, None)
-                ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=line,
-                            color=colors[line])  # fmt: skip
+                # One colour per engine; its thread counts as line styles (1: solid).
+                t = 1 if not math.isfinite(threads) else int(threads)
+                ax.errorbar(x, y, yerr=err, marker="o", capsize=3, color=colors[str(engine)],
+                            linestyle=_STYLES[min(t, len(_STYLES)) - 1],
+                            label=_line(engine, threads))  # fmt: skip
             ax.set_xscale("log", base=2)
             ticks = sorted(sub["_n"].unique())
             ax.set_xticks(ticks, [f"{int(t)}" for t in ticks])
@@ -108,6 +111,10 @@ def env_throughput(ctx: FigureContext, out: Path) -> Path:
         suptitle(fig, "Raw env throughput per engine (time inside the engine's step calls; "
                  "random actions unless a run's policy chose them)")  # fmt: skip
         return save(fig, out, FIGURE, ctx.mixed_note.get(ENV_FAMILY, ""))
+
+
+#: Line styles of 1, 2, 3 and more engine threads.
+_STYLES = ("-", "--", "-.", ":")
 
 
 def _line(engine: Any, threads: Any) -> str:

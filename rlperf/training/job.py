@@ -349,6 +349,22 @@ def record_scale(algo: Any) -> dict[str, Any]:
         "num_gpus_per_learner": float(c.num_gpus_per_learner),
         "num_cpus_per_learner": c.num_cpus_per_learner,
         "driver_torch_threads": int(torch.get_num_threads()),
+        "sub_env_seeds": sub_env_seeds(
+            c.seed, int(c.num_env_runners), int(c.num_envs_per_env_runner)
+        ),
+    }
+
+
+def sub_env_seeds(seed: int | None, runners: int, envs: int) -> dict[str, Any] | None:
+    """Each env runner's sub-env seeds on every engine: RLlib resets runner w's vector env once
+    with ``seed + w`` (w = 0: the driver samples), and gymnasium's vector envs, ale-py's and
+    EnvPool (:class:`rlperf.envs.vector.EnvPoolSeeded`) seed sub-env i with that plus i."""
+    if seed is None:
+        return None
+    indices = range(1, runners + 1) if runners else [0]
+    return {
+        "rule": "sub-env i of env runner w: seed + w + i (RLlib's reset seed seed + w)",
+        "by_env_runner": {str(w): [int(seed) + w + i for i in range(envs)] for w in indices},
     }
 
 

@@ -146,6 +146,16 @@ def test_the_protocol_records_the_engine_without_making_it_another_workload(comp
     json.dumps(vector)
 
 
+def test_the_sub_env_seeds_of_each_env_runner() -> None:
+    from rlperf.training.job import sub_env_seeds
+
+    assert sub_env_seeds(None, 2, 8) is None
+    record = sub_env_seeds(10, 2, 3)
+    assert record is not None
+    assert record["by_env_runner"] == {"1": [11, 12, 13], "2": [12, 13, 14]}
+    assert sub_env_seeds(10, 0, 2)["by_env_runner"] == {"0": [10, 11]}  # type: ignore[index]
+
+
 def test_the_ceiling_of_a_vector_engine_counts_every_sub_env() -> None:
     result = measure_ceiling({**SAME, "dim": 42, "engine": "ale_vector"}, 0.5, num_envs=4)
     assert result["num_envs"] == 4 and result["steps"] % 4 == 0
@@ -171,6 +181,7 @@ def test_training_on_ale_vector_with_a_remote_env_runner_then_a_rollout(tmp_path
     assert s["status"] == "completed"
     assert s["scale"]["gym_env_vectorize_mode"] == "vector_entry_point"
     assert s["scale"]["num_envs_per_env_runner"] == 2
+    assert s["scale"]["sub_env_seeds"]["by_env_runner"] == {"1": [1, 2]}  # seed 0 + w 1 + i
     assert (s["resource_plan"]["engine"], s["resource_plan"]["env_threads"]) == ("ale_vector", 1)
     assert (s["env_protocol"]["engine"], s["env_protocol"]["observation"]["dim"]) == (
         "ale_vector",

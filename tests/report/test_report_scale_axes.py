@@ -92,3 +92,26 @@ def test_a_cell_with_every_iteration_excluded_is_reported(tmp_path) -> None:
     assert any("all 3 iterations excluded" in w for w in result.warnings)
     runs = pd.read_csv(tmp_path / "report" / "runs.csv")
     assert runs["notes"].fillna("").str.contains("all 3 iterations excluded").sum() == 1
+
+
+def test_a_leaf_set_in_some_cells_and_null_in_others_is_an_axis(tmp_path) -> None:
+    """env.threads=2 beside the default (null) tells cells apart by its value, not by their
+    sweep folders, and is a column of the tables (a scaling curve per thread count)."""
+    specs = []
+    for i, (engine, threads) in enumerate(
+        [("python", None), ("ale_vector", None), ("ale_vector", 2)]
+    ):
+        config = synthetic.resolved_config(model="model1", gpu_layout="none", workers=1,
+                                           iterations=3, env__engine=engine,
+                                           env__threads=threads)  # fmt: skip
+        overrides = [f"env.engine={engine}"] + ([f"env.threads={threads}"] if threads else [])
+        specs.append(synthetic.CellSpec(config, overrides, summary={"status": "completed"},
+                                        metrics=_metrics(4.0 + i)))  # fmt: skip
+    synthetic.write_sweep(tmp_path / "sweep", specs)
+    cells, skipped = load_cells(discover([tmp_path / "sweep"]).refs)
+    assert not skipped
+    plan = plan_axes(cells)
+    assert "env.threads" in plan.axes and "env.threads" in plan.varying
+    assert sorted(plan.configs.values()) == [
+        "engine=ale_vector", "engine=ale_vector · threads=2", "engine=python",
+    ]  # fmt: skip
