@@ -214,12 +214,8 @@ def execute_stage(
     try:
         validate_config(cfg)
         ctx = JobContext.for_job(cfg, out_dir)
-        if cfg.stage == "train" and not in_trial:
-            check_feasible(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
-        if cfg.stage == "serve" and not in_trial:
-            check_serve_feasible(cfg, ctx.machine)
-        if cfg.stage == "env" and not in_trial:
-            check_env_stage_feasible(ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
+        if not in_trial:  # a trial's launcher checked the cell against Ray's resources
+            check_stage_feasible(cfg, ctx)
     except (ConfigError, InfeasibleError) as exc:
         status = RunStatus.invalid if isinstance(exc, ConfigError) else RunStatus.skipped
         log.error("%s before start: %s", status, exc, extra={TERMINAL: False})
@@ -279,6 +275,18 @@ def execute_stage(
         _write_final_summary(redactor.tree(summary), out_dir)
         _close_tracking(ctx, out_dir, redactor)
     return summary
+
+
+def check_stage_feasible(cfg: DictConfig, ctx: JobContext) -> None:
+    """What the stage will ask of this machine fits (:class:`InfeasibleError` naming the
+    keys): training's env runners and learners, serve's replicas, the env stage's threads."""
+    overcommit = bool(cfg.ray.overcommit_cpus)
+    if cfg.stage == "train":
+        check_feasible(ctx.plan, ctx.machine, overcommit)
+    elif cfg.stage == "serve":
+        check_serve_feasible(cfg, ctx.machine)
+    elif cfg.stage == "env":
+        check_env_stage_feasible(ctx.plan, ctx.machine, overcommit)
 
 
 def _masked_config(cfg: DictConfig, out_dir: Path) -> tuple[dict[str, Any], Redactor]:

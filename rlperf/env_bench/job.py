@@ -26,6 +26,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.env_bench.measure import CoreTimes, Window, step_windows, windows
+from rlperf.envs.engines import engine_of, engine_threads
 from rlperf.errors import ConfigError
 from rlperf.layout import METRICS_FILE
 from rlperf.results.columns import ENV_WINDOW_COLUMNS
@@ -68,8 +69,7 @@ class EnvBench:
 
     @property
     def engine(self) -> dict[str, Any]:
-        from rlperf.envs.engines import engine_of, engine_threads
-
+        """``summary.json``'s ``engine``: its name, threads (null: none of its own), envs."""
         spec = engine_of(self.env)
         return {
             "name": spec.name,
@@ -147,44 +147,53 @@ def action_source(bench: EnvBench, env: Any) -> tuple[Any, str]:
     return act, f"greedy (argmax) actions of {bench.trained.policy_path}, batched over the envs"
 
 
-def measure(bench: EnvBench, env: Any, act: Any, ctx: Any) -> dict[str, Any]:
-    """Step window by window into ``metrics.csv``; each window a progress step and a
-    tracked row. Returns the timed windows' step times and totals."""
+@dataclass
+class Measured:
+    """What the timed windows left besides their rows: every step call's time (ms), each
+    CPU's busy share over them, and the protocol's frames per env step (None: not Atari)."""
+
+    step_ms: list[np.ndarray]
+    cores: CoreTimes | None
+    frames_per_step: float | None
+
+
+def measure(bench: EnvBench, env: Any, act: Any, ctx: Any) -> Measured:
+    """Step window by window into ``metrics.csv`` (``ctx.rows`` too); each window a progress
+    step and a tracked row."""
     b = bench.cfg.env_bench
     plan = windows(int(b.warmup_steps), int(b.steps), int(b.windows), bench.num_envs)
-    frames = env_protocol(bench.env).get("frames_per_step")
-    timed = [w for w in plan if not w.warmup]
+    timed = sum(not w.warmup for w in plan)
+    out = Measured([], None, env_protocol(bench.env).get("frames_per_step"))
     log = CsvLog(ctx.out_dir / METRICS_FILE, ENV_WINDOW_COLUMNS)
-    cores = None
-    step_ms: list[np.ndarray] = []
     try:
         for row, ms in step_windows(env, act, plan, ctx.started, int(bench.cfg.seed)):
+            frames = out.frames_per_step
             row["frames_per_s"] = row["env_steps_per_s"] * frames if frames else math.nan
             log.write(row)
             ctx.rows.append(row)
             if row["excluded"]:
-                cores = CoreTimes()  # per-core busy shares over the timed windows only
+                out.cores = CoreTimes()  # each CPU's busy share over the timed windows only
             else:
-                step_ms.append(ms)
-            done = row["iteration"] - (len(plan) - len(timed))
+                out.step_ms.append(ms)
+            done = row["iteration"] - (len(plan) - timed)
             info = f"{row['env_steps_per_s']:.0f} env steps/s, step p50 {row['step_ms_p50']:.3f} ms"
-            ctx.step(max(done, 0), len(timed), info, unit="window", row=row)
+            ctx.step(max(done, 0), timed, info, unit="window", row=row)
     finally:
         log.close()
-    return {"step_ms": step_ms, "cores": cores, "frames": frames, "timed": timed}
+    return out
 
 
-def summarise(bench: EnvBench, measured: dict[str, Any], rows: list[dict[str, Any]]) -> dict:
+def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The env stage's part of ``summary.json`` from its timed windows."""
     kept = [r for r in rows if not r["excluded"]]
     steps = sum(int(r["env_steps"]) for r in kept)
     env_s = sum(float(r["iter_s"]) for r in kept)
     wall_s = sum(float(r["wall_s"]) for r in kept)
     rate = steps / env_s if env_s > 0 else math.nan
-    frames = measured["frames"]
-    all_ms = np.concatenate(measured["step_ms"]) if measured["step_ms"] else np.array([])
+    frames = measured.frames_per_step
+    all_ms = np.concatenate(measured.step_ms) if measured.step_ms else np.array([])
     warm = bench.cfg.env_bench.warmup_steps
-    cores = measured["cores"]
+    busy = sum(float(r["cpu_cores"]) * float(r["wall_s"]) for r in kept)
     return {
         "engine": bench.engine,
         "seed": int(bench.cfg.seed),
@@ -203,12 +212,8 @@ def summarise(bench: EnvBench, measured: dict[str, Any], rows: list[dict[str, An
         "episodes_ended": sum(int(r["resets"]) for r in kept),
         "latency": {"step_ms": summarize_latency(all_ms)},
         "cpu": {
-            "process_cores": (
-                sum(float(r["cpu_cores"]) * float(r["wall_s"]) for r in kept) / wall_s
-                if wall_s > 0
-                else math.nan
-            ),
-            "per_core_busy_pct": cores.busy_pct() if cores is not None else [],
+            "process_cores": busy / wall_s if wall_s > 0 else math.nan,
+            "per_core_busy_pct": measured.cores.busy_pct() if measured.cores else [],
         },
         "rss_mb": {"max": max((float(r["rss_mb"]) for r in kept), default=math.nan)},
     }
@@ -239,4 +244,4 @@ def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     return {k: s[k] for k in SUMMARY_KEYS if k in s}
 
 
-__all__ = ["EnvBench", "Window", "run_env_bench"]
+__all__ = ["EnvBench", "Measured", "Window", "run_env_bench"]
