@@ -99,7 +99,7 @@ def main() -> None:
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
     t0 = time.perf_counter()
-    from rlperf.tflite.convert import convert_keras, import_tensorflow
+    from rlperf.tflite.convert import convert_keras, import_tensorflow, int8_io_for
 
     import_tensorflow()
     timings["import_tensorflow_s"] = time.perf_counter() - t0
@@ -112,13 +112,15 @@ def main() -> None:
     model, check = export_policy(net, fidelity, "policy", 1e-4)
     timings["export_verify_s"] = time.perf_counter() - t0
     files: dict[str, bytes] = {}
+    cpu_io = int8_io_for("auto", edgetpu=False)  # edge.int8_io's default on CPU: int8
     for variant in ("fp32", "int8"):
         t0 = time.perf_counter()
-        files[variant] = convert_keras(model, variant, calib)
+        files[variant] = convert_keras(model, variant, calib, int8_io=cpu_io)
         timings[f"convert_{variant}_s"] = time.perf_counter() - t0
     timings["pipeline_total_s"] = time.perf_counter() - t_all
 
-    files["int8_int8io"] = convert_keras(model, "int8", calib, int8_io="int8")
+    # The Edge TPU's format (and the study's): uint8 input and output, two QUANTIZE ops.
+    files["int8_uint8io"] = convert_keras(model, "int8", calib, int8_io="uint8")
     files["dynamic"] = convert_keras(model, "dynamic")
     files["fp16"] = convert_keras(model, "fp16")
     both, _ = export_policy(net, fidelity[:32], "both", 1e-4)
@@ -139,7 +141,7 @@ def main() -> None:
 
     ref = torch_outputs(net, fidelity)[0]
     fid = {}
-    for name in ("fp32", "fp16", "dynamic", "int8", "int8_int8io"):
+    for name in ("fp32", "fp16", "dynamic", "int8", "int8_uint8io"):
         r = logit_fidelity(actors[name].logits(fidelity), ref, 0.9)
         fid[name] = {k: r[k] for k in ("agreement", "max_abs_logit_err", "mean_abs_logit_err")}
     fid["reference_logit_range"] = float(np.abs(ref).max())
@@ -147,8 +149,8 @@ def main() -> None:
 
     lat = {k: v["median_us"] for k, v in latency.items()}
     targets = {
-        "int8_over_fp32 (<= 0.5)": lat["int8"] / lat["fp32"],
-        "int8_int8io_over_fp32 (<= 0.5)": lat["int8_int8io"] / lat["fp32"],
+        "int8_over_fp32, the CPU's default int8 I/O (<= 0.5)": lat["int8"] / lat["fp32"],
+        "int8_uint8io_over_fp32, the Edge TPU's uint8 I/O": lat["int8_uint8io"] / lat["fp32"],
         "both_over_policy (>= 1.7)": lat["fp32_both"] / lat["fp32"],
         "pipeline_total_s (< 60)": timings["pipeline_total_s"],
     }

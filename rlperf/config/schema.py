@@ -114,6 +114,7 @@ class ServeTransport(StrEnum):
 class Int8Io(StrEnum):
     """``edge.int8_io``: input/output type of full-integer models."""
 
+    auto = "auto"  # int8 on CPU, uint8 for the Edge TPU (rlperf.tflite.convert.int8_io_for)
     uint8 = "uint8"
     int8 = "int8"
 
@@ -328,10 +329,10 @@ class EdgeConfig:
     fidelity_threshold: float = 0.9
     export_tolerance: float = 1e-4  # max abs logit error of the Keras rebuild vs torch
     cache_dir: str | None = None  # null = ~/.cache/rlperf/edge
-    # int8 models' input/output type: uint8 (the study's and the Edge TPU's; docs/study.md)
-    # or int8 (no uint8<->int8 QUANTIZE ops, so XNNPACK runs every op on CPU). Both feed
-    # raw frames losslessly.
-    int8_io: Int8Io = Int8Io.uint8
+    # int8 models' input/output type: auto (int8 on CPU, uint8 for the Edge TPU), uint8
+    # (the study's and the Edge TPU's; docs/study.md) or int8 (no uint8<->int8 QUANTIZE ops,
+    # so XNNPACK runs every op on CPU). Both feed raw frames losslessly.
+    int8_io: Int8Io = Int8Io.auto
     xnnpack: bool = True  # apply LiteRT's XNNPACK delegate on CPU backends
     isolate: bool = True  # benchmark each variant in a fresh process (own peak memory)
     edgetpu_library: str = "libedgetpu.so.1"

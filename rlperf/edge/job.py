@@ -8,7 +8,7 @@ line override the run's env), and ``edge.*``: ``episodes``, ``steps``,
 ``calibration_policy``, ``calibration_seed``, ``fidelity_observations``,
 ``fidelity_seed``, ``fidelity_threshold``, ``export_tolerance``, ``cache_dir``;
 read with defaults until the schema has them: ``fidelity_policy`` (random),
-``int8_io`` (uint8), ``xnnpack`` (true), ``isolate`` (true),
+``int8_io`` (auto: int8 on CPU, uint8 for the Edge TPU), ``xnnpack`` (true), ``isolate`` (true),
 ``edgetpu_library`` (libedgetpu.so.1), ``edgetpu_device`` (null), ``edgetpu_source``
 (tflite_int8: the int8 variant ``backend=edgetpu`` compiles), and the fine-tuning
 keys of the compressed backends (``finetune_steps``, ``finetune_lr``, ``finetune_batch``).

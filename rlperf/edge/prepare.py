@@ -57,8 +57,9 @@ def prepare_variant(cell: EdgeCell) -> None:
             if cell.model_file is None:
                 int8_backend = str(cfg.edge.edgetpu_source) if backend == "edgetpu" else backend
                 variant = build_variant(
-                    cache, cfg, int8_backend, cell.net, cell.env, cell.fidelity, cell.obs_space
-                )
+                    cache, cfg, int8_backend, cell.net, cell.env, cell.fidelity, cell.obs_space,
+                    edgetpu=backend == "edgetpu",
+                )  # fmt: skip
                 (variant.built if new else variant.reused).insert(0, cell.fidelity_name)
                 cell.variant = compile_variant(cache, variant) if backend == "edgetpu" else variant
     if cell.model_file is not None:

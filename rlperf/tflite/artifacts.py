@@ -44,7 +44,7 @@ from rlperf.tflite.calibration import (
     observation_range,
 )
 from rlperf.tflite.compress import compress_policy
-from rlperf.tflite.convert import convert_keras
+from rlperf.tflite.convert import convert_keras, int8_io_for
 from rlperf.tflite.export import export_policy, torch_outputs
 from rlperf.tflite.finetune import finetune_settings
 
@@ -185,8 +185,12 @@ def build_variant(
     env_cfg: dict[str, Any],
     fidelity: ObservationSet,
     obs_space: Any = None,
+    edgetpu: bool = False,
 ) -> VariantBuild:
     """The ``.tflite`` that ``backend`` runs, from the cache or built now. Holds the cache lock.
+
+    ``edgetpu``: the int8 model is the Edge TPU compiler's input (``edge.int8_io=auto``
+    then gives it uint8 I/O: :func:`rlperf.tflite.convert.int8_io_for`).
 
     A compressed backend (:data:`~rlperf.tflite.backends.COMPRESSION_BACKENDS`) is one
     file per settings, fine-tuned from the policy on the calibration set. Any other
@@ -194,7 +198,8 @@ def build_variant(
     set) and the conversion of every variant of :data:`CACHED_VARIANTS` that is
     missing, so the other cells of a sweep find theirs ready.
     """
-    spec, heads, int8_io = BACKENDS[backend], str(cfg.edge.heads), str(cfg.edge.int8_io)
+    spec, heads = BACKENDS[backend], str(cfg.edge.heads)
+    int8_io = int8_io_for(str(cfg.edge.int8_io), edgetpu)
     t0 = time.perf_counter()
     calib, calib_name, new = calibration_set(cache, cfg, env_cfg, net, fidelity)
     timings = {"calibration_s": time.perf_counter() - t0}

@@ -52,6 +52,17 @@ VARIANTS = ("fp32", "fp16", "dynamic", "int8", "int16x8", "qat")
 INT8_IO = ("uint8", "int8")
 
 
+def int8_io_for(setting: str, edgetpu: bool) -> str:
+    """The I/O type of an int8 model under ``edge.int8_io=setting``: ``auto`` is ``uint8``
+    for a model the Edge TPU compiler takes (its format, and the study's) and ``int8`` on
+    CPU, where uint8 I/O costs two QUANTIZE ops that XNNPACK does not take (the shift of
+    a uint8 frame to int8 is then a bit flip outside the graph, inside the timed action:
+    :func:`rlperf.tflite.tflite_model.quantize_input`)."""
+    if setting == "auto":
+        return "uint8" if edgetpu else "int8"
+    return setting
+
+
 def import_tensorflow() -> Any:
     """Import TensorFlow quietly (its C++ info logs would drown the job log)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

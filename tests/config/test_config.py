@@ -164,7 +164,7 @@ def test_conv_stack_not_reaching_1x1_reports_shapes(compose_cfg) -> None:
         ("backend.name=tpu", "expected one of [rllib, tflite_fp32"),
         ("algo.name=a3c", "Invalid value 'a3c'"),
         ("rollout.device=tpu", "expected one of [auto, cpu, cuda]"),
-        ("edge.int8_io=int4", "expected one of [uint8, int8]"),
+        ("edge.int8_io=int4", "expected one of [auto, uint8, int8]"),
         ("edge.heads=value", "expected one of [policy, both]"),
         ("edge.fidelity_policy=expert", "expected one of [random, trained]"),
     ],
