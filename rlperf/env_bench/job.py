@@ -116,9 +116,10 @@ def build_engine(bench: EnvBench, stack: ExitStack) -> Any:
     return env
 
 
-def action_source(bench: EnvBench, env: Any) -> tuple[Any, str]:
+def action_source(bench: EnvBench, env: Any, stack: ExitStack) -> tuple[Any, str]:
     """``act(obs)`` for all envs, and what it is: random actions, or with ``run=`` the
-    run's policy network's greedy (argmax) actions, batched over the envs."""
+    run's policy network's greedy (argmax) actions, batched over the envs (torch's threads
+    set for it, and set back with ``stack``)."""
     seed = int(bench.cfg.seed)
     if bench.trained is None:
         env.action_space.seed(seed)
@@ -136,6 +137,7 @@ def action_source(bench: EnvBench, env: Any) -> tuple[Any, str]:
 
     from rlperf.models.policy_file import load_policy
 
+    stack.callback(torch.set_num_threads, torch.get_num_threads())
     torch.set_num_threads(int(bench.cfg.env_bench.torch_threads))
     net = load_policy(bench.trained.checkpoint_dir)
 
@@ -232,7 +234,7 @@ def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     ctx.progress(bench.announcement())
     with ExitStack() as stack:
         env = build_engine(bench, stack)
-        act, ctx.summary["actions"] = action_source(bench, env)
+        act, ctx.summary["actions"] = action_source(bench, env, stack)
         measured = measure(bench, env, act, ctx)
     ctx.summary.update(summarise(bench, measured, ctx.rows))
     s = ctx.summary
