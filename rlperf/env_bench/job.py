@@ -25,7 +25,7 @@ from typing import Any, cast
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from rlperf.env_bench.measure import CoreTimes, Window, step_windows, windows
+from rlperf.env_bench.measure import CoreTimes, step_windows, windows
 from rlperf.envs.engines import engine_of, engine_threads
 from rlperf.errors import ConfigError
 from rlperf.layout import METRICS_FILE
@@ -246,4 +246,4 @@ def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     return {k: s[k] for k in SUMMARY_KEYS if k in s}
 
 
-__all__ = ["EnvBench", "Measured", "Window", "run_env_bench"]
+__all__ = ["EnvBench", "Measured", "run_env_bench"]
