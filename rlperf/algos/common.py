@@ -63,17 +63,19 @@ def rlperf_module_spec(cfg: DictConfig, modules: dict[str, type] | None = None) 
     )
 
 
-def rllib_mlp_module_spec(cfg: DictConfig) -> Any:
-    """An ``RLModuleSpec`` of the algorithm's default RLlib module (DQN's Q-network, SAC's
-    policy and Q-networks) shaped by the MLP model's ``hiddens`` and ``activation``."""
+def rllib_mlp_module_spec(cfg: DictConfig, module_class: type | None = None) -> Any:
+    """An ``RLModuleSpec`` of the algorithm's RLlib module (DQN's Q-network, SAC's policy
+    and Q-networks; ``module_class``, default RLlib's) shaped by the MLP model's
+    ``hiddens`` and ``activation``."""
     # RLlib: deferred, importing rlperf.algos must not import Ray.
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     return RLModuleSpec(
+        module_class=module_class,
         model_config={
             "fcnet_hiddens": list(cfg.model.hiddens),
             "fcnet_activation": str(cfg.model.activation),
-        }
+        },
     )
 
 

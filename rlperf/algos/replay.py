@@ -73,8 +73,16 @@ def build_sac_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
             target_entropy=te if te == "auto" else float(te),
             twin_q=bool(a.twin_q),
         )
-        .rl_module(rl_module_spec=rllib_mlp_module_spec(cfg))
+        .rl_module(rl_module_spec=rllib_mlp_module_spec(cfg, _sac_module()))
     )
+
+
+def _sac_module() -> type:
+    """rlperf's SAC module: RLlib's, acting greedily with the reference actor."""
+    # rlperf's RLModules subclass RLlib's: deferred, importing rlperf.algos must not import Ray.
+    from rlperf.models.rl_module import SacRLModule
+
+    return SacRLModule
 
 
 def validate_replay(cfg: DictConfig) -> None:

@@ -20,11 +20,11 @@ from rlperf.errors import TfliteInputError
 from rlperf.models.spaces import describe_space
 from rlperf.runs.checkpoint import TrainedRun
 from rlperf.runs.merge import upstream_run, write_effective_config
-from rlperf.runs.probe import check_probe
+from rlperf.runs.probe import check_probe, torch_policy_fns
 from rlperf.tflite.artifacts import VariantBuild
 from rlperf.tflite.backends import POST_TRAINING_BACKENDS
 from rlperf.tflite.cache import ArtifactCache, resolve_cache_root
-from rlperf.tflite.export import policy_input_shape, torch_outputs
+from rlperf.tflite.export import policy_input_shape
 from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
 
 
@@ -103,7 +103,7 @@ def load_trained_policy(cell: EdgeCell) -> DictConfig:
 
     trained, ecfg = upstream_run(cell.cfg, rllib=False)
     net = load_policy(trained.policy_path)
-    probe = check_probe(trained.probe, lambda obs: torch_outputs(net, obs)[0])
+    probe = check_probe(trained.probe, *torch_policy_fns(net))
     cell.trained, cell.net = trained, net
     cell.cache = ArtifactCache.for_policy(cell.cache_root, trained.policy_path)
     name = str(trained.config.model.name)

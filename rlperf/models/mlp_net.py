@@ -10,9 +10,10 @@ too), which the RLModules (:mod:`rlperf.models.rl_module`), the policy file
   ``Discrete`` actions; for a ``Box`` of ``d`` actions the concatenation
   ``[mean (d), log_std (d)]``, RLlib's ``TorchDiagGaussian`` layout (SAC's squashed
   Gaussian takes the same layout);
-- ``value(obs)``: state values ``(B,)``;
+- ``value(obs)``: state values ``(B,)`` (not for an actor saved without a value
+  network: SAC's);
 - ``greedy_action(obs)``: one observation in, the deterministic action out (argmax,
-  or the Gaussian mean);
+  or the reference actor of :mod:`rlperf.models.actor` for a ``Box``);
 - ``model_config()``: what rebuilds it (:func:`MlpNet.from_model_config`).
 
 Policy and value have networks of their own (no shared layers, like the study's
@@ -31,6 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from rlperf.models.actor import SQUASHES, box_actions
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,
@@ -76,6 +79,9 @@ class MlpNet(nn.Module):
         obs_spec, action_spec: :func:`space_spec` of the observation and action spaces.
         hiddens: hidden layer sizes (``model.hiddens``).
         activation: ``model.activation`` (tanh, relu, elu, silu).
+        squash: how a ``Box`` head's mean becomes the action (``clip``: a Gaussian
+            head; ``tanh``: SAC's squashed Gaussian; :mod:`rlperf.models.actor`).
+        value: build the value network (False: an actor alone, SAC's policy).
     """
 
     kind = "mlp"
@@ -86,8 +92,13 @@ class MlpNet(nn.Module):
         action_spec: dict[str, Any],
         hiddens: Sequence[int],
         activation: str = "tanh",
+        squash: str = "clip",
+        value: bool = True,
     ) -> None:
         super().__init__()
+        if squash not in SQUASHES:
+            raise ValueError(f"squash={squash!r} must be one of {', '.join(SQUASHES)}")
+        self.squash, self.has_value = str(squash), bool(value)
         self.obs_spec, self.action_spec = dict(obs_spec), dict(action_spec)
         self.hiddens = [int(h) for h in hiddens]
         self.activation = str(activation)
@@ -101,19 +112,33 @@ class MlpNet(nn.Module):
                 raise ValueError(f"Box actions must be 1-D, got shape {action_spec['shape']}")
             self.num_outputs = 2 * int(action_spec["shape"][0])  # mean and log_std
         self.pi_net = mlp_layers(self.in_features, self.hiddens, self.activation, self.num_outputs)
-        self.vf_net = mlp_layers(self.in_features, self.hiddens, self.activation, 1)
+        self.vf_net = (
+            mlp_layers(self.in_features, self.hiddens, self.activation, 1) if value else None
+        )
 
     @classmethod
     def for_spaces(
-        cls, obs_space: Any, action_space: Any, hiddens: Sequence[int], activation: str
+        cls,
+        obs_space: Any,
+        action_space: Any,
+        hiddens: Sequence[int],
+        activation: str,
+        **kwargs: Any,
     ) -> MlpNet:
-        """The network for gymnasium spaces."""
-        return cls(space_spec(obs_space), space_spec(action_space), hiddens, activation)
+        """The network for gymnasium spaces (``kwargs``: ``squash``, ``value``)."""
+        return cls(space_spec(obs_space), space_spec(action_space), hiddens, activation, **kwargs)
 
     @classmethod
     def from_model_config(cls, config: dict[str, Any]) -> MlpNet:
         """Rebuild from :meth:`model_config`."""
-        return cls(config["obs"], config["actions"], config["hiddens"], config["activation"])
+        return cls(
+            config["obs"],
+            config["actions"],
+            config["hiddens"],
+            config["activation"],
+            squash=str(config.get("squash", "clip")),
+            value=bool(config.get("value", True)),
+        )
 
     @property
     def discrete_actions(self) -> bool:
@@ -131,6 +156,8 @@ class MlpNet(nn.Module):
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values ``(B,)``."""
+        if self.vf_net is None:
+            raise ValueError("this policy was saved without a value network (an actor alone)")
         return cast(torch.Tensor, self.vf_net(self.encode(obs))).flatten()
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -140,20 +167,18 @@ class MlpNet(nn.Module):
     def greedy_action(self, obs: Any) -> Any:
         """The deterministic action for one observation, as RLlib's greedy path gives it.
 
-        Discrete: the argmax (int). Box: the Gaussian mean, which RLlib
-        (``normalize_actions=True``, its default) treats as lying in [-1, 1] and maps
-        onto a bounded space's [low, high] (``unsquash_action``), clipped there.
+        Discrete: the argmax (int). Box: the reference actor
+        (:func:`rlperf.models.actor.box_actions` with this net's ``squash``).
         """
         x = torch.as_tensor(np.asarray(obs)).unsqueeze(0)
-        out = self.logits(x)[0]
+        out = self.logits(x)
         if self.discrete_actions:
-            return int(out.argmax().item())
-        mean = out[: self.num_outputs // 2].numpy().astype(np.float64)
-        low = np.asarray(self.action_spec["low"], dtype=np.float64)
-        high = np.asarray(self.action_spec["high"], dtype=np.float64)
-        if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
-            mean = np.clip(low + (mean + 1.0) * (high - low) / 2.0, low, high)
-        return mean.astype(np.float32)
+            return int(out[0].argmax().item())
+        return self.actions_of(out.numpy())[0]
+
+    def actions_of(self, dist_inputs: np.ndarray) -> np.ndarray:
+        """Box: the reference actor's actions ``(B, d)`` of distribution inputs ``(B, 2d)``."""
+        return box_actions(dist_inputs, self.action_spec, self.squash)
 
     def model_config(self) -> dict[str, Any]:
         """What rebuilds this network (saved next to its weights)."""
@@ -163,4 +188,6 @@ class MlpNet(nn.Module):
             "actions": self.action_spec,
             "hiddens": self.hiddens,
             "activation": self.activation,
+            "squash": self.squash,
+            "value": self.has_value,
         }

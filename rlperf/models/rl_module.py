@@ -8,7 +8,8 @@ weights can be saved to (and reloaded from) ``rlperf_policy.pt`` without Ray
 its module class; :func:`rl_module_model_config` gives the ``model_config`` it
 takes. Action distributions are RLlib's defaults for the action space
 (``TorchCategorical`` for Discrete, ``TorchDiagGaussian`` for Box), whose inputs
-are exactly what ``net.logits`` returns.
+are exactly what ``net.logits`` returns. SAC keeps RLlib's own module
+(:class:`SacRLModule`), acting greedily with rlperf's reference actor.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from typing import Any, cast
 import gymnasium as gym
 import torch
 from omegaconf import DictConfig, OmegaConf
+from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import (
+    TorchDeterministic,
+    TorchSquashedGaussian,
+)
 from ray.rllib.core.learner.utils import make_target_network
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI, ValueFunctionAPI
 from ray.rllib.core.rl_module.apis.target_network_api import TARGET_NETWORK_ACTION_DIST_INPUTS
@@ -104,3 +110,52 @@ def rl_module_model_config(model: DictConfig) -> dict[str, Any]:
     if str(model.get("kind") or "vision") == "mlp":
         return {"hiddens": list(model.hiddens), "activation": str(model.activation)}
     return {"conv_filters": OmegaConf.to_container(model.conv_filters)}
+
+
+class ReferenceSquashedGaussian(TorchSquashedGaussian):
+    """RLlib's squashed Gaussian whose deterministic action is the reference actor's:
+    ``tanh(mean)`` in [-1, 1], which RLlib's ``unsquash_action`` then maps onto
+    [low, high] (RLlib 2.60 returns the unsquashed mean; :mod:`rlperf.models.actor`)."""
+
+    def to_deterministic(self) -> TorchDeterministic:
+        return TorchDeterministic(loc=self._squash(self.loc))
+
+
+class SacRLModule(DefaultSACTorchRLModule):
+    """RLlib's SAC module (policy, twin Q-networks, shaped by ``fcnet_hiddens``) acting
+    greedily with the reference actor (:class:`ReferenceSquashedGaussian`), so that
+    ``judge=eval``, the rollout and RLlib's own evaluation act as the saved actor does.
+    :meth:`actor_net` is that actor as rlperf's :class:`MlpNet` (``rlperf_policy.pt``)."""
+
+    def get_inference_action_dist_cls(self) -> type[TorchSquashedGaussian]:
+        return ReferenceSquashedGaussian
+
+    def actor_net(self, hiddens: list[int], activation: str) -> MlpNet:
+        """The policy network (``pi_encoder`` then ``pi``) as an :class:`MlpNet` with
+        ``squash="tanh"`` and no value network, holding a copy of its weights."""
+        net = MlpNet.for_spaces(
+            self.observation_space,
+            self.action_space,
+            hiddens,
+            activation,
+            squash="tanh",
+            value=False,
+        )
+        src = [
+            m
+            for part in (self.pi_encoder, self.pi)
+            for m in part.modules()
+            if isinstance(m, torch.nn.Linear)
+        ]
+        dst = [m for m in net.pi_net.modules() if isinstance(m, torch.nn.Linear)]
+        if [tuple(m.weight.shape) for m in src] != [tuple(m.weight.shape) for m in dst]:
+            raise ValueError(
+                f"SAC's policy network has linear layers "
+                f"{[tuple(m.weight.shape) for m in src]}, not the MLP {hiddens} -> "
+                f"{[tuple(m.weight.shape) for m in dst]}; cannot save it as rlperf's actor"
+            )
+        with torch.no_grad():
+            for a, b in zip(src, dst, strict=True):
+                b.weight.copy_(a.weight)
+                b.bias.copy_(a.bias)
+        return net.eval()

@@ -332,7 +332,9 @@ def restore_policy(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
     else:
         policy = DriverPolicy.from_checkpoint(ckpt, rollout.device, explore)
     ctx.summary["model_params"] = count_trainable_params(policy.module)
-    ctx.summary["probe"] = check_probe(rollout.trained.probe, policy.logits, policy.device.type)
+    probe = rollout.trained.probe
+    actions_of = policy.greedy_actions if probe is not None and probe.continuous else None
+    ctx.summary["probe"] = check_probe(probe, policy.logits, policy.device.type, actions_of)
     return policy
 
 

@@ -33,8 +33,9 @@ from rlperf.errors import CheckpointError
 from rlperf.layout import ENV_TO_MODULE_DIR, MODULE_TO_ENV_DIR, RL_MODULE_DIR
 
 ACTION_SELECTION = {
-    False: "greedy: argmax of the logits (forward_inference, GetActions.to_deterministic())",
-    True: "sampled from Categorical(logits) (forward_exploration, torch seeded with `seed`)",
+    False: "greedy: argmax of the logits, or a Box policy's reference actor "
+    "(forward_inference, GetActions.to_deterministic())",
+    True: "sampled from the action distribution (forward_exploration, torch seeded with `seed`)",
 }
 
 
@@ -243,6 +244,21 @@ class DriverPolicy:
         with torch.inference_mode():
             out = self.module.forward_inference({Columns.OBS: x})
         return out[Columns.ACTION_DIST_INPUTS].float().cpu().numpy()
+
+    def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
+        """Greedy actions of a batch of observations through the same connector pipelines
+        as :meth:`act` (each as an episode's first step), e.g. to check a Box policy
+        against the reference actor (:func:`rlperf.runs.probe.check_probe`)."""
+        explore, self.explore = self.explore, False
+        try:
+            out = []
+            for o in obs:
+                self.reset()
+                out.append(np.asarray(self.act(o), dtype=np.float64))
+        finally:
+            self.explore = explore
+            self.reset()
+        return np.stack(out)
 
     def describe(self) -> dict[str, Any]:
         """What executes the policy: process, device, threads, pipelines."""

@@ -1,6 +1,10 @@
 """``probe.npz``: observations saved with a checkpoint, with the logits and greedy actions the
 policy gave them, so that any reload can prove it acts the same.
 
+For a ``Box`` policy the actions are the reference actor's (:mod:`rlperf.models.actor`)
+of the trained module's distribution inputs, and ``action_range`` holds ``high - low``
+per dimension: a reload must give those actions within ``PROBE_ATOL`` x range too.
+
 The training job writes it beside ``rlperf_policy.pt`` (:func:`write_probe`); the
 rollout, edge and serve stages read it (:func:`read_probe`) and check their
 restored policy against it within :data:`~rlperf.layout.PROBE_ATOL`
@@ -29,7 +33,12 @@ class Probe:
     path: Path
     obs: np.ndarray
     logits: np.ndarray
-    actions: np.ndarray
+    actions: np.ndarray  # (N,) argmax, or (N, d) Box actions
+    action_range: np.ndarray | None = None  # (d,) high - low of a Box policy
+
+    @property
+    def continuous(self) -> bool:
+        return self.action_range is not None
 
 
 def read_probe(ckpt: Path) -> Probe | None:
@@ -41,7 +50,8 @@ def read_probe(ckpt: Path) -> Probe | None:
         return None
     try:
         with np.load(path) as data:
-            return Probe(path, data["obs"], data["logits"], data["actions"])
+            span = data["action_range"] if "action_range" in data.files else None
+            return Probe(path, data["obs"], data["logits"], data["actions"], span)
     except Exception as exc:
         raise CheckpointError(
             f"{path} is truncated or unreadable ({type(exc).__name__}: {exc}); "
@@ -49,26 +59,41 @@ def read_probe(ckpt: Path) -> Probe | None:
         ) from exc
 
 
-def write_probe(ckpt: Path, obs: np.ndarray, logits: np.ndarray) -> Path:
-    """Save ``probe.npz``: observations, the policy's logits and its greedy actions."""
+def write_probe(
+    ckpt: Path,
+    obs: np.ndarray,
+    logits: np.ndarray,
+    actions: np.ndarray | None = None,
+    action_range: np.ndarray | None = None,
+) -> Path:
+    """Save ``probe.npz``: observations, the policy's logits and its greedy actions (the
+    argmax unless ``actions`` are given: a Box policy's, with its ``action_range``)."""
     import numpy as np
 
     path = ckpt / PROBE_FILE
-    np.savez(path, obs=obs, logits=logits, actions=logits.argmax(axis=1))
+    extra = {} if action_range is None else {"action_range": np.asarray(action_range)}
+    chosen = logits.argmax(axis=1) if actions is None else actions
+    np.savez(path, obs=obs, logits=logits, actions=chosen, **extra)
     return path
 
 
 def check_probe(
-    probe: Probe | None, logits_of: Callable[[np.ndarray], np.ndarray], device: str = "cpu"
+    probe: Probe | None,
+    logits_of: Callable[[np.ndarray], np.ndarray],
+    device: str = "cpu",
+    actions_of: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> dict[str, Any] | None:
-    """The reloaded policy gives the logits saved with the checkpoint (``probe.npz``).
+    """The reloaded policy gives the logits (and a Box policy the actions) saved with the
+    checkpoint (``probe.npz``).
 
     ``logits_of`` maps the probe observations to the reloaded policy's logits;
+    ``actions_of`` (required for a Box policy) to its greedy actions, which must be the
+    saved reference actor's within ``PROBE_ATOL`` x each dimension's range;
     ``device`` (``cpu`` / ``cuda``) picks the tolerance in :data:`PROBE_ATOL`.
     Returns the ``probe`` entry of ``summary.json`` (None without a probe).
 
     Raises:
-        CheckpointError: the logits differ by more than the tolerance.
+        CheckpointError: the logits or actions differ by more than the tolerance.
     """
     import numpy as np
 
@@ -76,7 +101,6 @@ def check_probe(
         return None
     logits = np.asarray(logits_of(probe.obs))
     err = float(np.abs(logits - probe.logits).max())
-    agreement = float((logits.argmax(axis=1) == probe.actions).mean())
     atol = PROBE_ATOL[device]
     if not err <= atol:
         raise CheckpointError(
@@ -84,9 +108,48 @@ def check_probe(
             f"with it in {probe.path} (max abs error {err:.3g}, tolerance {atol} on {device}): "
             f"the checkpoint's policy and {PROBE_FILE} come from different trainings"
         )
-    return {
-        "observations": int(len(logits)),
-        "max_abs_logit_err": err,
-        "greedy_agreement": agreement,
-        "tolerance": atol,
-    }
+    out: dict[str, Any] = {"observations": int(len(logits)), "max_abs_logit_err": err}
+    if probe.continuous:
+        if actions_of is None:
+            raise ValueError("a Box policy's probe needs actions_of")
+        out["max_action_err_of_range"] = _check_actions(probe, actions_of, atol, device)
+    else:
+        out["greedy_agreement"] = float((logits.argmax(axis=1) == probe.actions).mean())
+    return {**out, "tolerance": atol}
+
+
+def _check_actions(
+    probe: Probe, actions_of: Callable[[np.ndarray], np.ndarray], atol: float, device: str
+) -> float:
+    """Largest action error relative to the range (unbounded: to max(1, |action|))."""
+    import numpy as np
+
+    assert probe.action_range is not None
+    saved = np.asarray(probe.actions, np.float64)
+    got = np.asarray(actions_of(probe.obs), np.float64).reshape(saved.shape)
+    span = np.where(np.isfinite(probe.action_range), probe.action_range, 1.0)
+    span = np.maximum(span, np.where(np.isfinite(probe.action_range), 0.0, np.abs(saved)))
+    rel = float((np.abs(got - saved) / span).max())
+    if not rel <= atol:
+        raise CheckpointError(
+            f"the policy restored from {probe.path.parent} does not act as the reference actor "
+            f"saved in {probe.path}: its greedy actions differ by up to {rel:.3g} of the action "
+            f"range (tolerance {atol} on {device}); see docs/rollout.md#continuous-actions"
+        )
+    return rel
+
+
+def torch_policy_fns(
+    net: Any,
+) -> tuple[Callable[[np.ndarray], np.ndarray], str, Callable[[np.ndarray], np.ndarray] | None]:
+    """``(logits_of, "cpu", actions_of)`` of a torch policy network for :func:`check_probe`:
+    its logits, and for a Box policy its reference actor's actions (None otherwise)."""
+    # torch (through the export's batched forward): deferred, reading probes needs none.
+    from rlperf.tflite.export import torch_outputs
+
+    def logits_of(obs: np.ndarray) -> np.ndarray:
+        return torch_outputs(net, obs)[0]
+
+    if net.kind != "mlp" or net.discrete_actions:
+        return logits_of, "cpu", None
+    return logits_of, "cpu", lambda obs: net.actions_of(logits_of(obs))

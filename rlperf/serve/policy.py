@@ -20,13 +20,12 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.errors import ServeError
-from rlperf.runs.probe import check_probe
+from rlperf.runs.probe import check_probe, torch_policy_fns
 from rlperf.serve.model import ModelSpec, load_model
 from rlperf.serve.payload import encode_observation
 from rlperf.tflite.artifacts import build_variant, fidelity_set
 from rlperf.tflite.cache import ArtifactCache, resolve_cache_root
 from rlperf.tflite.calibration import collect_observations
-from rlperf.tflite.export import torch_outputs
 from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
 
 log = logging.getLogger("rlperf.serve")
@@ -62,7 +61,7 @@ def resolve_policy(cfg: DictConfig, out_dir: Path) -> ServedPolicy:
 
         trained, ecfg = upstream_run(cfg, rllib=False)
         policy.net = load_policy(trained.policy_path)
-        probe = check_probe(trained.probe, lambda obs: torch_outputs(policy.net, obs)[0])
+        probe = check_probe(trained.probe, *torch_policy_fns(policy.net))
         name = str(trained.config.model.name)
         params = count_trainable_params(policy.net)
         policy.model = {"name": name, **policy.net.model_config(), "params": params}

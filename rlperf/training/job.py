@@ -93,13 +93,12 @@ class IterationCounters:
 
 def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -> Path:
     """RLlib checkpoint, ``rlperf_policy.pt`` (reloadable without Ray) and a probe (the
-    last two for rlperf's networks only: not for DQN's and SAC's RLlib modules).
+    last two for rlperf's networks and SAC's actor: not for DQN's RLlib module).
 
     The probe (``probe.npz``: observations, logits and greedy actions of the
     policy as it was when saved) lets any reload check that it acts the same.
     """
-    # torch and RLlib: deferred, the job wrapper validates the config before they load.
-    import torch
+    # RLlib: deferred, the job wrapper validates the config before it loads.
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rlperf.models.policy_file import save_policy
@@ -107,8 +106,6 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
     ckpt = out_dir / CHECKPOINT_DIR
     algo.save_to_path(str(ckpt.resolve()))
     module = algo.get_module(DEFAULT_MODULE_ID)
-    if getattr(module, "net", None) is None:  # RLlib's own module (DQN, SAC): RLlib's only
-        return ckpt
     # The learner's weights as saved, which a restore gives the env runners: with an
     # asynchronous learner (APPO, IMPALA) the driver's copy lags them.
     saved = ckpt / "learner_group" / "learner" / "rl_module" / DEFAULT_MODULE_ID
@@ -117,13 +114,43 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
         from ray.rllib.core.rl_module.rl_module import RLModule
 
         module = RLModule.from_checkpoint(str(saved.resolve()))
-    net = module.net
+    net = policy_net(module, cfg)
+    if net is None:  # RLlib's own module (DQN): RLlib's checkpoint only
+        return ckpt
     save_policy(net, ckpt / POLICY_FILE, extra={"iteration": iteration})
-    obs = probe_observations(cfg)
-    with torch.inference_mode():
-        logits = net.logits(torch.from_numpy(obs)).cpu().numpy()
-    write_probe(ckpt, obs, logits)
+    write_module_probe(ckpt, module, net, probe_observations(cfg))
     return ckpt
+
+
+def policy_net(module: Any, cfg: DictConfig) -> Any:
+    """The network ``rlperf_policy.pt`` holds: rlperf's own (``module.net``), SAC's actor
+    (:meth:`~rlperf.models.rl_module.SacRLModule.actor_net`), or None (DQN)."""
+    if getattr(module, "net", None) is not None:
+        return module.net
+    if hasattr(module, "actor_net"):
+        return module.actor_net(list(cfg.model.hiddens), str(cfg.model.activation))
+    return None
+
+
+def write_module_probe(ckpt: Path, module: Any, net: Any, obs: Any) -> None:
+    """``probe.npz`` of the trained module's distribution inputs on ``obs`` (and, for a
+    Box policy, the reference actor's actions of them), checked on the saved network
+    at once: a policy file that does not act as the module fails here, not downstream."""
+    # torch and RLlib: deferred, the job wrapper validates the config before they load.
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    from rlperf.models.actor import action_range
+    from rlperf.runs.probe import check_probe, read_probe, torch_policy_fns
+
+    with torch.inference_mode():
+        out = module.forward_inference({Columns.OBS: torch.from_numpy(obs)})
+    logits = out[Columns.ACTION_DIST_INPUTS].float().cpu().numpy()
+    if net.kind == "mlp" and not net.discrete_actions:
+        write_probe(ckpt, obs, logits, net.actions_of(logits), action_range(net.action_spec))
+    else:
+        write_probe(ckpt, obs, logits)
+    check_probe(read_probe(ckpt), *torch_policy_fns(net))
 
 
 def sampling_efficiency(

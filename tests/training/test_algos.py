@@ -197,4 +197,15 @@ def test_replay_algorithm_fills_phases_and_replay(tmp_path, algo, env) -> None:
     ckpt = Path(s["checkpoint"])
     run = tmp_path / "run"
     assert (run / ckpt / "rllib_checkpoint.json").exists()
-    assert not (run / ckpt / "rlperf_policy.pt").exists()  # RLlib's own module
+    if algo == "dqn":
+        assert not (run / ckpt / "rlperf_policy.pt").exists()  # RLlib's own Q-network
+        return
+    # SAC's actor as rlperf's policy file, checked against the module's probe when saved.
+    from rlperf.models.policy_file import load_policy
+    from rlperf.runs.probe import check_probe, read_probe, torch_policy_fns
+
+    net = load_policy(run / ckpt)
+    assert (net.squash, net.has_value, net.num_outputs) == ("tanh", False, 2)
+    probe = read_probe(run / ckpt)
+    assert probe is not None and probe.continuous and probe.actions.shape == (32, 1)
+    assert check_probe(probe, *torch_policy_fns(net))["max_action_err_of_range"] <= 1e-5
