@@ -118,12 +118,16 @@ def evaluation_row(result: dict[str, Any]) -> dict[str, float]:
     )
 
     runners = (result.get(EVALUATION_RESULTS) or {}).get(ENV_RUNNER_RESULTS) or {}
-    ret = runners.get(EPISODE_RETURN_MEAN)
     episodes = runners.get(NUM_EPISODES)
+    # With train.evaluation.interval > 1, RLlib 2.60 keeps the last evaluation's return in
+    # the results of iterations that did not evaluate, with NaN episodes: not this row's.
+    if episodes is None or not math.isfinite(float(episodes)) or episodes <= 0:
+        return {"eval_return_mean": math.nan, "eval_episodes": 0, "eval_capped_episodes": 0}
+    ret = runners.get(EPISODE_RETURN_MEAN)
     return {
         "eval_return_mean": float(ret) if ret is not None else math.nan,
-        "eval_episodes": int(episodes) if episodes is not None else 0,
-        "eval_capped_episodes": int(runners.get(CAPPED_METRIC) or 0) if episodes else 0,
+        "eval_episodes": int(episodes),
+        "eval_capped_episodes": int(runners.get(CAPPED_METRIC) or 0),
     }
 
 

@@ -231,3 +231,21 @@ def test_progress_line_shows_the_evaluation() -> None:
     capped = iteration_text(row | {"eval_capped_episodes": 3})
     assert capped.endswith("| eval 455.5 (3 capped, 1.2 s)")
     assert "eval" not in iteration_text(row | {"eval_episodes": 0})
+
+
+def test_an_iteration_without_evaluation_has_no_evaluation_return() -> None:
+    """train.evaluation.interval > 1: RLlib 2.60 keeps the last evaluation's return in the
+    results of the iterations between, with NaN episodes; those rows get none."""
+    from rlperf.training.target import evaluation_row
+
+    runners = {"episode_return_mean": -1262.4, "num_episodes": math.nan}
+    stale = {"evaluation": {"env_runners": runners}}
+    row = evaluation_row(stale)
+    assert math.isnan(row["eval_return_mean"]) and row["eval_episodes"] == 0
+    fresh = {"evaluation": {"env_runners": {"episode_return_mean": -180.0, "num_episodes": 20}}}
+    assert evaluation_row(fresh) == {
+        "eval_return_mean": -180.0,
+        "eval_episodes": 20,
+        "eval_capped_episodes": 0,
+    }
+    assert evaluation_row({})["eval_episodes"] == 0
