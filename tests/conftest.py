@@ -136,6 +136,43 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+#: Continuous-action envs of the tests: a 1-D torque (Pendulum) and a 2-D velocity with
+#: unequal ranges (support/point_mass.py).
+BOX_ENVS = {
+    "pendulum": ("env=pendulum",),
+    "point_mass": ("env=custom", "env.entry_point=support.point_mass:PointMass"),
+}
+
+
+@pytest.fixture(scope="session", params=sorted(BOX_ENVS))
+def sac_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real two-iteration SAC training run on each of :data:`BOX_ENVS` (its actor is
+    barely trained: for the stages' plumbing, not for returns)."""
+    root = tmp_path_factory.mktemp(f"sac_{request.param}")
+    out = root / "run"
+    proc = run_rlperf(
+        [
+            "algo=sac",
+            *BOX_ENVS[request.param],
+            "model=mlp64",
+            "workers=0",
+            "algo.rollout_fragment_length=50",
+            "algo.train_batch_size=64",
+            "algo.min_sample_timesteps_per_iteration=100",
+            "algo.min_time_s_per_iteration=null",
+            "algo.num_steps_sampled_before_learning_starts=100",
+            "train.iterations=2",
+            "train.env_ceiling.duration_s=0.3",
+            f"hydra.run.dir={out}",
+        ],  # fmt: skip
+        cwd=root,
+        env={"PYTHONPATH": str(Path(__file__).parent)},
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return out
+
+
 #: The tests' training sweep: two models x two worker counts, one short iteration each.
 TINY_SWEEP = (
     "-m",

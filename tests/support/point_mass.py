@@ -1,0 +1,79 @@
+"""A 2-D point mass steered to the origin: a small env with a 2-D continuous action.
+
+``env=custom env.entry_point=support.point_mass:PointMass`` (``tests`` on ``PYTHONPATH``).
+The observation is the position ``(x, y)`` in [-1, 1]^2; the action a velocity
+``(vx, vy)`` in a Box whose two dimensions have different ranges ([-1, 1] and
+[-0.5, 0.5], so a rule that mixes the dimensions' ranges is caught); each step
+moves the point by 0.2 x the action (clipped to the square) and rewards
+``-|position|``. Episodes last ``config["steps"]`` steps (default 30), starting at a
+seeded random position. The best actor pushes toward the origin, hard:
+:func:`teacher_actions` is that rule (what :func:`fit_actor` teaches an MLP).
+gymnasium's own 2-D Box envs need Box2D or MuJoCo, which rlperf does not install.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+LOW = np.array([-1.0, -0.5], np.float32)
+HIGH = np.array([1.0, 0.5], np.float32)
+
+
+class PointMass(gym.Env):
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.steps = int((config or {}).get("steps", 30))
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Box(LOW, HIGH, dtype=np.float32)
+        self.pos = np.zeros(2, np.float32)
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        self.pos = self.np_random.uniform(-1.0, 1.0, 2).astype(np.float32)
+        self.t = 0
+        return self.pos.copy(), {}
+
+    def step(self, action: Any) -> Any:
+        a = np.clip(np.asarray(action, np.float32).reshape(2), LOW, HIGH)
+        self.pos = np.clip(self.pos + 0.2 * a, -1.0, 1.0).astype(np.float32)
+        self.t += 1
+        reward = -float(np.linalg.norm(self.pos))
+        return self.pos.copy(), reward, False, self.t >= self.steps, {}
+
+
+def teacher_actions(obs: np.ndarray) -> np.ndarray:
+    """Toward the origin, each dimension scaled into its range: ``clip(-2.5 pos)``."""
+    return np.clip(-2.5 * np.asarray(obs, np.float32) * HIGH, LOW, HIGH)
+
+
+def fit_actor(net: Any, steps: int = 400, seed: int = 0) -> float:
+    """Fit a Box policy's reference actor (``net.squash``) to :func:`teacher_actions` on
+    uniform positions by Adam on the squared action error; returns the final mean absolute
+    error relative to each dimension's range."""
+    import torch
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    low, high = torch.from_numpy(LOW), torch.from_numpy(HIGH)
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+
+    def act(x: torch.Tensor) -> torch.Tensor:
+        mean = net.logits(x)[:, :2]
+        unit = torch.tanh(mean) if net.squash == "tanh" else torch.clamp(mean, -1.0, 1.0)
+        return low + (unit + 1.0) * (high - low) / 2.0
+
+    net.train()
+    for _ in range(steps):
+        obs = rng.uniform(-1, 1, (128, 2)).astype(np.float32)
+        loss = ((act(torch.from_numpy(obs)) - torch.from_numpy(teacher_actions(obs))) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    net.eval()
+    obs = rng.uniform(-1, 1, (512, 2)).astype(np.float32)
+    err = np.abs(net.actions_of(net.logits(torch.from_numpy(obs)).detach().numpy())
+                 - teacher_actions(obs)) / (HIGH - LOW)  # fmt: skip
+    return float(err.mean())
