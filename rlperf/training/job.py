@@ -200,6 +200,7 @@ class IterationTimer:
                 raise faults.learner_lost(it, it - 1, exc) from exc
             raise
         eval_s = self.eval_clock.pop().get("evaluate", 0.0)
+        evaluated = self.eval_clock.pop_calls().get("evaluate", 0) > 0
         iter_s = time.perf_counter() - start - eval_s
         t1 = self.ctx.telemetry_now()
         cpu_pct, ram_pct = cpu.stop(), cpu.ram_util_pct
@@ -224,7 +225,7 @@ class IterationTimer:
             "episode_return_mean": (
                 float(ret) if ret is not None and episodes_so_far else math.nan
             ),
-            **evaluation_row(result),
+            **evaluation_row(result, evaluated),
             "cpu_util_pct": cpu_pct,
             "ram_util_pct": ram_pct,
             **self.faults.read(result),

@@ -106,9 +106,14 @@ def with_evaluation(algo_config: Any, cfg: DictConfig) -> Any:
     )
 
 
-def evaluation_row(result: dict[str, Any]) -> dict[str, float]:
+def evaluation_row(result: dict[str, Any], evaluated: bool = True) -> dict[str, float]:
     """``eval_return_mean``, ``eval_episodes`` and ``eval_capped_episodes`` of one
-    ``train()`` result (NaN / 0 / 0 in iterations without evaluation)."""
+    ``train()`` result (NaN / 0 / 0 in iterations without evaluation).
+
+    ``evaluated``: whether ``Algorithm.evaluate`` ran in this iteration. With
+    ``train.evaluation.interval > 1`` RLlib 2.60 keeps the last evaluation's results in
+    the iterations between (their episode count stale, or NaN): not this row's.
+    """
     # RLlib: deferred, the job wrapper validates the config before Ray loads.
     from ray.rllib.utils.metrics import (
         ENV_RUNNER_RESULTS,
@@ -119,9 +124,7 @@ def evaluation_row(result: dict[str, Any]) -> dict[str, float]:
 
     runners = (result.get(EVALUATION_RESULTS) or {}).get(ENV_RUNNER_RESULTS) or {}
     episodes = runners.get(NUM_EPISODES)
-    # With train.evaluation.interval > 1, RLlib 2.60 keeps the last evaluation's return in
-    # the results of iterations that did not evaluate, with NaN episodes: not this row's.
-    if episodes is None or not math.isfinite(float(episodes)) or episodes <= 0:
+    if not evaluated or episodes is None or not math.isfinite(float(episodes)) or episodes <= 0:
         return {"eval_return_mean": math.nan, "eval_episodes": 0, "eval_capped_episodes": 0}
     ret = runners.get(EPISODE_RETURN_MEAN)
     return {

@@ -235,7 +235,7 @@ def test_progress_line_shows_the_evaluation() -> None:
 
 def test_an_iteration_without_evaluation_has_no_evaluation_return() -> None:
     """train.evaluation.interval > 1: RLlib 2.60 keeps the last evaluation's return in the
-    results of the iterations between, with NaN episodes; those rows get none."""
+    results of the iterations between (episodes stale or NaN); those rows get none."""
     from rlperf.training.target import evaluation_row
 
     runners = {"episode_return_mean": -1262.4, "num_episodes": math.nan}
@@ -249,3 +249,5 @@ def test_an_iteration_without_evaluation_has_no_evaluation_return() -> None:
         "eval_capped_episodes": 0,
     }
     assert evaluation_row({})["eval_episodes"] == 0
+    # A stale count in an iteration whose evaluate() did not run is not this row's either.
+    assert evaluation_row(fresh, evaluated=False)["eval_episodes"] == 0
