@@ -226,3 +226,15 @@ def cartpole_policy_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, o
     run = make_cartpole_run(tmp_path_factory.mktemp("runs") / "cartpole")
     assert run["accuracy"] > 0.95
     return run
+
+
+@pytest.fixture(scope="session")
+def point_mass_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """A run folder of a 2-D point-mass actor (SAC's tanh head, no value network) fitted to
+    steer to the origin (``support.point_mass.make_run_folder``); shared by the edge and
+    serve tests."""
+    from support.point_mass import make_run_folder
+
+    run = make_run_folder(tmp_path_factory.mktemp("runs") / "point_mass")
+    assert run["fit_error"] < 0.05  # within 5 % of each dimension's range on average
+    return run

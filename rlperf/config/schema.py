@@ -327,6 +327,9 @@ class EdgeConfig:
     fidelity_seed: int = 1
     # Minimum greedy-action agreement with the torch policy before a variant is flagged.
     fidelity_threshold: float = 0.9
+    # Box policies: the largest p99 action error, relative to each dimension's range
+    # (high - low), before a variant is flagged (docs/edge.md#continuous-actions).
+    action_tolerance: float = 0.05
     export_tolerance: float = 1e-4  # max abs logit error of the Keras rebuild vs torch
     cache_dir: str | None = None  # null = ~/.cache/rlperf/edge
     # int8 models' input/output type: auto (int8 on CPU, uint8 for the Edge TPU), uint8

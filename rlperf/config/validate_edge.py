@@ -1,9 +1,9 @@
 """The edge stage's checks of the composed config (``stage=edge``), before any work starts.
 
 Config keys: ``run`` / ``checkpoint`` / ``model_path``, ``backend.name`` and ``edge.*``
-(``fidelity_threshold``, ``edgetpu_source``, ``finetune_steps``, ``finetune_lr``,
-``finetune_batch``). Which backends compress the policy and which files the Edge TPU
-compiler takes come from the backend specs (:mod:`rlperf.tflite.backends`).
+(``fidelity_threshold``, ``action_tolerance``, ``edgetpu_source``, ``finetune_steps``,
+``finetune_lr``, ``finetune_batch``). Which backends compress the policy and which files
+the Edge TPU compiler takes come from the backend specs (:mod:`rlperf.tflite.backends`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ def validate_edge(cfg: DictConfig) -> None:
     if not 0 <= cfg.edge.fidelity_threshold <= 1:
         raise ConfigError(
             f"edge.fidelity_threshold={cfg.edge.fidelity_threshold} must be in [0, 1]"
+        )
+    if not 0 < cfg.edge.action_tolerance <= 1:
+        raise ConfigError(
+            f"edge.action_tolerance={cfg.edge.action_tolerance} must be in (0, 1] (a share of "
+            f"each action dimension's range)"
         )
     _validate_compression(cfg)
     source = str(cfg.edge.edgetpu_source)

@@ -56,6 +56,7 @@ class BenchmarkSpec:
     edgetpu_library: str | None = None  # load the Edge TPU delegate from this library
     edgetpu_device: str | None = None
     fidelity_path: str | None = None  # .npz observation set to compute logits on
+    continuous: bool = False  # Box actions: num_actions is their dimensions
 
 
 def _rss_bytes() -> int:
@@ -91,7 +92,9 @@ def make_actor(spec: BenchmarkSpec) -> Any:
         extra.append(("edgetpu", load_edgetpu_delegate(spec.edgetpu_library, spec.edgetpu_device)))
     else:
         ensure_cpu_runnable(read_tflite(Path(spec.model_path)), "tflite")
-    return TfliteActor(spec.model_path, spec.num_actions, spec.threads, spec.xnnpack, extra)
+    return TfliteActor(
+        spec.model_path, spec.num_actions, spec.threads, spec.xnnpack, extra, spec.continuous
+    )
 
 
 def make_env(spec: BenchmarkSpec) -> Any:
@@ -264,29 +267,31 @@ def reference_returns(
 
 
 class RandomActor:
-    """Uniformly random actions (numpy generator seeded with ``seed``): the baseline a
-    reference policy must beat for its fidelity check to mean anything."""
+    """Uniformly random actions (numpy generator seeded with ``seed``) of the env's action
+    space, Discrete or bounded Box: the baseline a reference policy must beat for its
+    fidelity check to mean anything."""
 
-    def __init__(self, num_actions: int, seed: int) -> None:
+    def __init__(self, action_space: Any, seed: int) -> None:
         import numpy as np
 
         self.rng = np.random.default_rng(seed)
-        self.num_actions = int(num_actions)
+        self.space = action_space
         self.forward_ns = 0
         self.delegate = None
 
-    def act(self, obs: Any) -> int:
-        return int(self.rng.integers(self.num_actions))
+    def act(self, obs: Any) -> Any:
+        if hasattr(self.space, "n"):
+            return int(self.space.start + self.rng.integers(int(self.space.n)))
+        return self.rng.uniform(self.space.low, self.space.high).astype(self.space.dtype)
 
 
 def random_returns(
-    env_config: dict[str, Any], num_actions: int, episodes: int, steps: int | None, seed: int
+    env_config: dict[str, Any], episodes: int, steps: int | None, seed: int
 ) -> list[float]:
     """Returns of a random policy on the benchmark's seeded episodes."""
-    spec = BenchmarkSpec(
-        "random", "", dict(env_config), num_actions, None, episodes, steps, 0, seed
-    )
-    rows = play_episodes(RandomActor(num_actions, seed), spec, None)
+    spec = BenchmarkSpec("random", "", dict(env_config), 0, None, episodes, steps, 0, seed)
+    env = make_env(spec)
+    rows = play_episodes(RandomActor(env.action_space, seed), spec, None, env)
     return [float(r["return"]) for r in rows]
 
 

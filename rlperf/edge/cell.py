@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from gymnasium import spaces
 from omegaconf import DictConfig
 
@@ -47,7 +48,8 @@ class EdgeCell:
     model_file: Path | None = None  # model_path=
     file_info: Any = None  # what read_tflite says about model_path=
     env: dict[str, Any] = field(default_factory=dict)
-    num_actions: int = 0
+    num_actions: int = 0  # Discrete: actions; Box: action dimensions
+    action_span: Any = None  # Box: high - low per dimension (None: Discrete)
     obs_space: Any = None  # the env's observation space
     edgetpu: dict[str, Any] | None = None  # runtime and device, for backend=edgetpu
     fidelity: Any = None  # the fidelity ObservationSet with the torch logits
@@ -81,15 +83,37 @@ def resolve_cell(cfg: DictConfig, out_dir: Path) -> EdgeCell:
         obs_shape = cell.net.obs_shape
     cell.env = play_env(ecfg, tuple(obs_shape))
     obs_space, action_space = env_spaces(cell.env)
-    if not isinstance(action_space, spaces.Discrete):
-        raise TfliteInputError(
-            f"the edge stage benchmarks policies with Discrete actions (the greedy action is the "
-            f"argmax of the logits); {describe_space(action_space)} actions of "
-            f"{describe_env(cell.env)} are not supported"
-        )
-    cell.num_actions = int(action_space.n)
     cell.obs_space = obs_space
+    if isinstance(action_space, spaces.Discrete):
+        cell.num_actions = int(action_space.n)
+        return cell
+    box = check_box_actions(cell, action_space)
+    cell.num_actions = int(box.shape[0])
+    cell.action_span = (box.high - box.low).astype(np.float64).ravel()
     return cell
+
+
+def check_box_actions(cell: EdgeCell, action_space: Any) -> spaces.Box:
+    """A Box policy is benchmarked when its actions are a bounded 1-D Box (the fidelity
+    check measures errors relative to each dimension's range) and it has the heads asked."""
+    where = f"{describe_space(action_space)} actions of {describe_env(cell.env)}"
+    if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
+        raise TfliteInputError(
+            f"the edge stage benchmarks policies with Discrete or 1-D Box actions; {where} "
+            f"are not supported"
+        )
+    if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+        raise TfliteInputError(
+            f"{where} are unbounded: the edge stage measures a variant's action error "
+            f"relative to each dimension's range (high - low), so it needs finite bounds; "
+            f"give the env a bounded action space"
+        )
+    if cell.net is not None and not cell.net.has_value and str(cell.cfg.edge.heads) == "both":
+        raise TfliteInputError(
+            "edge.heads=both: this policy was saved without a value network (SAC's actor); "
+            "use edge.heads=policy"
+        )
+    return action_space
 
 
 def load_trained_policy(cell: EdgeCell) -> DictConfig:

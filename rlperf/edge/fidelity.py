@@ -1,5 +1,10 @@
 """Does a variant still act like the trained policy? Agreement, logit error, return parity.
 
+A Box policy has no argmax: its variants are judged on their action error relative to
+each dimension's range (:func:`action_fidelity`, against ``edge.action_tolerance``),
+and its reference is near-constant when its actions barely vary
+(:data:`NEAR_CONSTANT_SPREAD`).
+
 Measured on the fidelity set (real observations, never used for calibration)
 against the source torch policy: the share of observations where the greedy
 action is the same, the max and mean absolute error of the (dequantized)
@@ -38,6 +43,9 @@ import numpy as np
 #: A reference whose most frequent greedy action covers this share of the fidelity set
 #: (or more) is near-constant: the fidelity check on it is vacuous.
 NEAR_CONSTANT_SHARE = 0.95
+#: A Box reference whose every action dimension spreads (p1 to p99 over the fidelity set)
+#: over less than this share of its range is near-constant: the check on it is vacuous.
+NEAR_CONSTANT_SPREAD = 0.05
 #: Level of the paired return intervals (the report's level, rlperf.report.stats).
 CONFIDENCE = 0.95
 
@@ -70,6 +78,41 @@ def logit_fidelity(
         "flagged": flagged,
         "flag_reason": (
             f"greedy-action agreement {agreement:.3f} is below edge.fidelity_threshold={threshold}"
+            if flagged
+            else None
+        ),
+    }
+
+
+def action_fidelity(
+    variant_actions: np.ndarray,
+    reference_actions: np.ndarray,
+    span: np.ndarray,
+    tolerance: float,
+) -> dict[str, Any]:
+    """A Box policy's action errors ``|variant - reference| / (high - low)`` over the
+    fidelity set ``(N, d)``: mean, p99 and max (over observations and dimensions), the
+    max per dimension; ``flagged`` when the p99 exceeds ``tolerance``
+    (``edge.action_tolerance``). No agreement: a continuous action has no argmax."""
+    from rlperf.models.actor import relative_action_error
+
+    r = np.asarray(reference_actions, dtype=np.float64)
+    v = np.asarray(variant_actions, dtype=np.float64).reshape(r.shape)
+    rel = relative_action_error(v, r, span)
+    p99 = float(np.percentile(rel, 99)) if rel.size else float("nan")
+    flagged = not p99 <= tolerance
+    return {
+        "observations": int(len(r)),
+        "action_dims": int(r.shape[1]) if r.ndim == 2 else 1,
+        "action_range": np.asarray(span, dtype=float).tolist(),
+        "action_err_mean": float(rel.mean()) if rel.size else float("nan"),
+        "action_err_p99": p99,
+        "action_err_max": float(rel.max(initial=0.0)),
+        "action_err_max_per_dim": rel.max(axis=0, initial=0.0).tolist() if rel.ndim == 2 else [],
+        "tolerance": float(tolerance),
+        "flagged": flagged,
+        "flag_reason": (
+            f"p99 action error {p99:.3g} of the range is above edge.action_tolerance={tolerance}"
             if flagged
             else None
         ),
@@ -121,35 +164,25 @@ def return_parity(
 
 
 def reference_informativeness(
-    reference_logits: np.ndarray,
+    reference_outputs: np.ndarray,
     reference_returns: Sequence[float],
     random_returns: Sequence[float] | None,
+    action_span: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """How much a fidelity check against this reference can show (module docstring).
 
-    Action-histogram entropy (bits, and over its maximum ``log2(A)``), the most frequent
-    action's share of the fidelity set, and the reference's return against a random
-    policy's on the same seeded episodes (paired interval). ``vacuous`` with its reason.
+    Discrete: the action-histogram entropy (bits, and over its maximum ``log2(A)``) and
+    the most frequent action's share of the fidelity set. Box (``action_span`` given,
+    ``reference_outputs`` its actions): each dimension's p1-p99 spread over its range.
+    Both: the reference's return against a random policy's on the same seeded episodes
+    (paired interval). ``vacuous`` with its reason.
     """
-    r = np.asarray(reference_logits, dtype=np.float64)
-    counts = np.bincount(r.argmax(axis=1), minlength=r.shape[1]) if len(r) else np.zeros(1)
-    p = counts / max(1, counts.sum())
-    nz = p[p > 0]
-    entropy = float(-(nz * np.log2(nz)).sum())
-    share = float(p.max(initial=0.0))
-    out: dict[str, Any] = {
-        "action_entropy_bits": entropy,
-        "action_entropy_ratio": entropy / math.log2(r.shape[1]) if r.shape[1] > 1 else 0.0,
-        "top_action_share": share,
-        "near_constant_share": NEAR_CONSTANT_SHARE,
-        "random_returns": list(random_returns) if random_returns is not None else None,
-    }
-    reasons = []
-    if share >= NEAR_CONSTANT_SHARE:
-        reasons.append(
-            f"the reference picks one action on {share:.0%} of the fidelity set "
-            f"(>= {NEAR_CONSTANT_SHARE:.0%}: near-constant)"
-        )
+    reasons: list[str] = []
+    if action_span is None:
+        out = _action_histogram(np.asarray(reference_outputs, dtype=np.float64), reasons)
+    else:
+        out = _action_spread(np.asarray(reference_outputs, dtype=np.float64), action_span, reasons)
+    out["random_returns"] = list(random_returns) if random_returns is not None else None
     n = min(len(reference_returns), len(random_returns or []))
     if random_returns is not None and n > 0:
         d = np.asarray(reference_returns[:n], float) - np.asarray(random_returns[:n], float)
@@ -164,6 +197,42 @@ def reference_informativeness(
     out["vacuous"] = bool(reasons)
     out["vacuous_reason"] = "; ".join(reasons) or None
     return out
+
+
+def _action_histogram(r: np.ndarray, reasons: list[str]) -> dict[str, Any]:
+    """A Discrete reference's greedy actions on the fidelity set: entropy, top share."""
+    counts = np.bincount(r.argmax(axis=1), minlength=r.shape[1]) if len(r) else np.zeros(1)
+    p = counts / max(1, counts.sum())
+    nz = p[p > 0]
+    entropy = float(-(nz * np.log2(nz)).sum())
+    share = float(p.max(initial=0.0))
+    if share >= NEAR_CONSTANT_SHARE:
+        reasons.append(
+            f"the reference picks one action on {share:.0%} of the fidelity set "
+            f"(>= {NEAR_CONSTANT_SHARE:.0%}: near-constant)"
+        )
+    return {
+        "action_entropy_bits": entropy,
+        "action_entropy_ratio": entropy / math.log2(r.shape[1]) if r.shape[1] > 1 else 0.0,
+        "top_action_share": share,
+        "near_constant_share": NEAR_CONSTANT_SHARE,
+    }
+
+
+def _action_spread(r: np.ndarray, span: np.ndarray, reasons: list[str]) -> dict[str, Any]:
+    """A Box reference's actions on the fidelity set: each dimension's p1-p99 spread
+    over its range (near-constant when every one is under :data:`NEAR_CONSTANT_SPREAD`)."""
+    if len(r):
+        spread = (np.percentile(r, 99, axis=0) - np.percentile(r, 1, axis=0)) / np.asarray(span)
+    else:
+        spread = np.zeros(len(span))
+    if float(spread.max(initial=0.0)) < NEAR_CONSTANT_SPREAD:
+        reasons.append(
+            f"the reference's actions barely vary over the fidelity set (p1-p99 spread "
+            f"{float(spread.max(initial=0.0)):.1%} of the range at most, under "
+            f"{NEAR_CONSTANT_SPREAD:.0%}: near-constant)"
+        )
+    return {"action_spread": spread.tolist(), "near_constant_spread": NEAR_CONSTANT_SPREAD}
 
 
 def verdict(fidelity: dict[str, Any]) -> str:

@@ -37,6 +37,7 @@ from omegaconf import DictConfig
 from rlperf.edge.benchmark import BenchmarkSpec, random_returns, reference_returns, run_isolated
 from rlperf.edge.cell import EdgeCell, resolve_cell
 from rlperf.edge.fidelity import (
+    action_fidelity,
     flag_return_loss,
     logit_fidelity,
     reference_informativeness,
@@ -67,6 +68,7 @@ def benchmark(cell: EdgeCell) -> tuple[Any, dict[str, Any], float]:
         "seed": int(cfg.seed),
         "threads": int(cfg.edge.threads),
         "xnnpack": bool(cfg.edge.xnnpack),
+        "continuous": cell.action_span is not None,
     }
     if cell.backend == "rllib":
         spec = BenchmarkSpec("torch", str(cell.benchmarked_file), **common)
@@ -135,7 +137,7 @@ def random_returns_of(cell: EdgeCell, spec: Any) -> list[float]:
         cell,
         "random",
         settings,
-        lambda: random_returns(cell.env, cell.num_actions, spec.episodes, spec.steps, spec.seed),
+        lambda: random_returns(cell.env, spec.episodes, spec.steps, spec.seed),
     )
 
 
@@ -146,16 +148,20 @@ def check_fidelity(
     informative that reference is (``verdict``: passed, flagged or vacuous)."""
     if cell.backend == "rllib" or cell.fidelity is None or "fidelity_logits" not in result:
         return None
-    threshold = float(cell.cfg.edge.fidelity_threshold)
-    ref_logits = cell.fidelity.extra["logits"]
-    fid = logit_fidelity(result["fidelity_logits"], ref_logits, threshold)
+    ref_outputs = cell.fidelity.extra["logits"]  # a Box policy's: its actions
+    if cell.action_span is not None:
+        tolerance = float(cell.cfg.edge.action_tolerance)
+        fid = action_fidelity(result["fidelity_logits"], ref_outputs, cell.action_span, tolerance)
+    else:
+        threshold = float(cell.cfg.edge.fidelity_threshold)
+        fid = logit_fidelity(result["fidelity_logits"], ref_outputs, threshold)
     rows = result["episode_rows"]
     returns = [float(r["return"]) for r in rows]
     truncated = [bool(r.get("truncated")) for r in rows]
     fid.update(return_parity(returns, ref_returns or [], truncated))
     flag_return_loss(fid)
     fid["reference"] = reference_informativeness(
-        ref_logits, ref_returns or [], random_returns_of(cell, spec)
+        ref_outputs, ref_returns or [], random_returns_of(cell, spec), cell.action_span
     )
     fid["verdict"] = verdict(fid)
     fid["fidelity_set"] = cell.fidelity.metadata()

@@ -71,9 +71,11 @@ def write_probe(
     import numpy as np
 
     path = ckpt / PROBE_FILE
-    extra = {} if action_range is None else {"action_range": np.asarray(action_range)}
-    chosen = logits.argmax(axis=1) if actions is None else actions
-    np.savez(path, obs=obs, logits=logits, actions=chosen, **extra)
+    arrays: dict[str, Any] = {"obs": obs, "logits": logits}
+    arrays["actions"] = logits.argmax(axis=1) if actions is None else actions
+    if action_range is not None:
+        arrays["action_range"] = np.asarray(action_range)
+    np.savez(path, **arrays)
     return path
 
 
@@ -143,12 +145,14 @@ def torch_policy_fns(
     net: Any,
 ) -> tuple[Callable[[np.ndarray], np.ndarray], str, Callable[[np.ndarray], np.ndarray] | None]:
     """``(logits_of, "cpu", actions_of)`` of a torch policy network for :func:`check_probe`:
-    its logits, and for a Box policy its reference actor's actions (None otherwise)."""
-    # torch (through the export's batched forward): deferred, reading probes needs none.
-    from rlperf.tflite.export import torch_outputs
+    its logits (the action-distribution inputs), and for a Box policy its reference
+    actor's actions (None otherwise)."""
+    import numpy as np
+    import torch
 
     def logits_of(obs: np.ndarray) -> np.ndarray:
-        return torch_outputs(net, obs)[0]
+        with torch.inference_mode():
+            return np.asarray(net.logits(torch.from_numpy(np.ascontiguousarray(obs))).numpy())
 
     if net.kind != "mlp" or net.discrete_actions:
         return logits_of, "cpu", None

@@ -80,11 +80,17 @@ class VariantBuild:
 
 
 def fidelity_set(cache: Any, cfg: DictConfig, env_cfg: dict[str, Any], net: Any) -> Any:
-    """The fidelity set of this policy (built once, cached) with the torch logits in ``extra``."""
+    """The fidelity set of this policy (built once, cached) with the torch logits (a Box
+    policy's reference actions) and values in ``extra``."""
 
     def add_outputs(obs_set: Any) -> None:
-        logits, values = torch_outputs(net, obs_set.observations, "both")
-        obs_set.extra = {"logits": logits, "values": values}
+        # "logits": what the policy head outputs (a Box policy's actions); no values of
+        # an actor saved without a value network (SAC's)
+        heads = "both" if getattr(net, "has_value", True) else "policy"
+        logits, values = torch_outputs(net, obs_set.observations, heads)
+        obs_set.extra = (
+            {"logits": logits} if values is None else {"logits": logits, "values": values}
+        )
 
     settings: dict[str, Any] = {
         "env": env_cfg,

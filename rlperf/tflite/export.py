@@ -61,10 +61,17 @@ def keras_module(api: str) -> Any:
     return importlib.import_module(api)
 
 
+def continuous_actions(net: PolicyNet) -> bool:
+    """A Box-action policy: its exported policy head gives actions, not logits."""
+    return getattr(net, "kind", "vision") == "mlp" and not cast("MlpNet", net).discrete_actions
+
+
 def torch_outputs(
     net: PolicyNet, observations: np.ndarray, heads: str = "policy", batch: int = 256
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Logits ``(N, A)`` (and values ``(N,)`` for ``heads="both"``) of the torch module."""
+    """What the exported policy head computes, by the torch module: logits ``(N, A)``, or
+    a Box policy's reference actions ``(N, d)`` (:mod:`rlperf.models.actor`); and values
+    ``(N,)`` for ``heads="both"``."""
     # torch: deferred, serve imports this module and a served model_path never loads torch.
     import torch
 
@@ -72,7 +79,9 @@ def torch_outputs(
     with torch.inference_mode():
         for i in range(0, len(observations), batch):
             x = torch.from_numpy(np.ascontiguousarray(observations[i : i + batch]))
-            logits.append(net.logits(x).numpy())
+            out = net.logits(x).numpy()
+            box = continuous_actions(net)
+            logits.append(cast("MlpNet", net).actions_of(out) if box else out)
             if heads == "both":
                 values.append(net.value(x).numpy())
     return np.concatenate(logits), (np.concatenate(values) if heads == "both" else None)
@@ -152,13 +161,52 @@ def _copy_mlp(keras: Any, x: Any, layers: Any, activation: str, prefix: str) -> 
     return x
 
 
+def _actor_tail(keras: Any, x: Any, net: MlpNet) -> Any:
+    """A Box policy's reference actor (:mod:`rlperf.models.actor`): the hidden layers, the
+    mean half of the last layer, then ``tanh`` (SAC) or a clip to [-1, 1] (a Gaussian head:
+    ``ReLU(max_value=2)`` of ``mean + 1``, the 1 folded into the bias), then the linear map
+    onto [low, high] as a diagonal Dense layer ``action``. Only FULLY_CONNECTED and
+    activation ops: int8 quantizes the output over the action range."""
+    from rlperf.models.actor import action_bounds
+
+    linears: list[Any] = [m for m in net.pi_net if hasattr(m, "weight")]
+    hidden, last = linears[:-1], linears[-1]
+    for i, lin in enumerate(hidden):
+        dense = keras.layers.Dense(
+            lin.out_features, activation=KERAS_ACTIVATIONS[net.activation], name=f"logits_dense{i}"
+        )
+        x = dense(x)
+        dense.set_weights([lin.weight.detach().numpy().T.copy(), lin.bias.detach().numpy()])
+    d = net.num_outputs // 2
+    w, b = last.weight.detach().numpy()[:d].T.copy(), last.bias.detach().numpy()[:d].copy()
+    mean = keras.layers.Dense(d, name="action_mean")
+    x = mean(x)
+    if net.squash == "tanh":
+        mean.set_weights([w, b])
+        x = keras.layers.Activation("tanh", name="action_tanh")(x)
+        offset = 1.0  # unit = tanh(mean) in [-1, 1]
+    else:
+        mean.set_weights([w, b + 1.0])
+        x = keras.layers.ReLU(max_value=2.0, name="action_clip")(x)
+        offset = 0.0  # unit + 1 = clip(mean + 1, 0, 2)
+    low, high = action_bounds(net.action_spec)
+    half = ((high - low) / 2.0).astype(np.float32)
+    scale = keras.layers.Dense(d, name="action")
+    x = scale(x)
+    scale.set_weights([np.diag(half), (low + offset * half).astype(np.float32)])
+    return x
+
+
 def _build_keras_mlp(keras: Any, net: MlpNet, heads: str, batch_size: int | None) -> Any:
     inp = keras.Input(policy_input_shape(net), batch_size=batch_size, name="observations")
     if net.obs_spec["type"] == "discrete":
         features = _one_hot(keras, inp, net.in_features)
     else:
         features = keras.layers.Flatten(name="flatten")(inp) if len(net.obs_shape) > 1 else inp
-    outputs = [_copy_mlp(keras, features, net.pi_net, net.activation, "logits")]
+    if net.discrete_actions:
+        outputs = [_copy_mlp(keras, features, net.pi_net, net.activation, "logits")]
+    else:
+        outputs = [_actor_tail(keras, features, net)]
     if heads == "both":
         outputs.append(_copy_mlp(keras, features, net.vf_net, net.activation, "value"))
     return keras.Model(inp, outputs if heads == "both" else outputs[0], name=f"rlperf_{heads}")
@@ -209,6 +257,9 @@ class ExportCheck:
     disagreements_beyond_ties: int
     value_max_abs_err: float | None = None
     passed: bool = False
+    # "logits", or "actions" for a Box policy: then the errors are relative to each
+    # dimension's range (high - low), and there is no argmax to agree on.
+    outputs: str = "logits"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -259,9 +310,47 @@ def verify_keras_policy(
     ref_logits, ref_values = torch_outputs(net, observations, heads)
     inputs = observations.astype(np.float32).reshape(len(observations), *policy_input_shape(net))
     out = model.predict(inputs, batch_size=64, verbose=0)
-    if heads == "both" and ref_values is not None:
-        return compare_logits(out[0], ref_logits, tolerance, (out[1], ref_values))
-    return compare_logits(out, ref_logits, tolerance)
+    values = (out[1], ref_values) if heads == "both" and ref_values is not None else None
+    policy_out = out[0] if values is not None else out
+    if continuous_actions(net):
+        return compare_actions(policy_out, ref_logits, cast("MlpNet", net), tolerance, values)
+    return compare_logits(policy_out, ref_logits, tolerance, values)
+
+
+def compare_actions(
+    candidate: np.ndarray,
+    reference: np.ndarray,
+    net: MlpNet,
+    tolerance: float,
+    values: tuple[np.ndarray, np.ndarray] | None = None,
+) -> ExportCheck:
+    """Compare a Box policy's exported actions ``(N, d)`` with the reference actor's:
+    the largest error relative to each dimension's range must be within ``tolerance``."""
+    from rlperf.models.actor import action_range, relative_action_error
+
+    reference = np.asarray(reference, dtype=np.float64)
+    candidate = np.asarray(candidate, dtype=np.float64).reshape(reference.shape)
+    rel = relative_action_error(candidate, reference, action_range(net.action_spec))
+    check = ExportCheck(
+        observations=int(len(reference)),
+        agreement=float("nan"),
+        max_abs_logit_err=float(rel.max(initial=0.0)),
+        mean_abs_logit_err=float(rel.mean()) if rel.size else float("nan"),
+        tolerance=float(tolerance),
+        allowed_err=float(tolerance),
+        near_ties=0,
+        disagreements_beyond_ties=0,
+        outputs="actions",
+    )
+    if values is not None:
+        check.value_max_abs_err = float(
+            np.abs(np.ravel(values[0]) - np.ravel(values[1])).max(initial=0.0)
+        )
+    value_ok = check.value_max_abs_err is None or check.value_max_abs_err <= tolerance * max(
+        1.0, float(np.abs(values[1]).max(initial=0.0)) if values is not None else 1.0
+    )
+    check.passed = check.max_abs_logit_err <= tolerance and value_ok
+    return check
 
 
 def export_policy(
@@ -279,6 +368,13 @@ def export_policy(
     verify_model = build_keras_policy(net, heads, batch_size=None)
     check = verify_keras_policy(verify_model, net, observations, heads, tolerance)
     if not check.passed:
+        if check.outputs == "actions":
+            raise ExportVerificationError(
+                f"the Keras rebuild of the policy does not match the torch module's reference "
+                f"actor on {check.observations} observations: max action error "
+                f"{check.max_abs_logit_err:.3g} of the range (allowed "
+                f"edge.export_tolerance={tolerance})"
+            )
         raise ExportVerificationError(
             f"the Keras rebuild of the policy does not match the torch module on "
             f"{check.observations} observations: max abs logit error "

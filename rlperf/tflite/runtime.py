@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rlperf.tflite.export import torch_outputs
+from rlperf.tflite.export import continuous_actions, torch_outputs
 from rlperf.tflite.tflite_model import (
     EDGETPU_CUSTOM_OP,
     TfliteModelInfo,
@@ -176,6 +176,8 @@ class TfliteActor:
     ``act`` quantizes the raw uint8 frame for the input tensor (a no-op for
     rlperf's exact uint8 input), invokes, and takes the argmax of the (still
     quantized: the mapping is monotonic) logits; ``forward_ns`` is the invoke alone.
+    A ``continuous`` (Box) policy's output is the action itself (``num_actions`` its
+    dimensions): ``act`` returns it dequantized, float32.
     """
 
     def __init__(
@@ -185,7 +187,9 @@ class TfliteActor:
         threads: int = 1,
         xnnpack: bool = True,
         extra_delegates: list[tuple[str, Any]] | None = None,
+        continuous: bool = False,
     ) -> None:
+        self.continuous = bool(continuous)
         self.interp, self.info, self.delegate = open_interpreter(
             model_path, threads, xnnpack, extra_delegates
         )
@@ -201,15 +205,20 @@ class TfliteActor:
         ``(1, 1)``) and quantized where the tensor is."""
         return quantize_input(np.asarray(obs).reshape(self.input.shape), self.input)
 
-    def act(self, obs: Any) -> int:
+    def act(self, obs: Any) -> Any:
+        """The argmax (int), or a Box policy's action (float32 array)."""
         self.interp.set_tensor(self._in, self._input(obs))
         t0 = time.perf_counter_ns()
         self.interp.invoke()
         self.forward_ns = time.perf_counter_ns() - t0
+        if self.continuous:
+            out = dequantize_output(self.interp.get_tensor(self._out), self.output)
+            return out.reshape(-1).astype(np.float32)
         return int(np.argmax(self.interp.get_tensor(self._out)))
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
-        """Dequantized logits ``(N, A)`` for observations stacked as the env gives them."""
+        """Dequantized outputs for observations stacked as the env gives them: logits
+        ``(N, A)``, or a Box policy's actions ``(N, d)``."""
         out = []
         for obs in observations:
             self.interp.set_tensor(self._in, self._input(obs))
@@ -230,18 +239,23 @@ class TorchActor:
         torch.set_num_threads(int(threads))
         self._torch = torch
         self.net = load_policy(policy_path)
+        self.continuous = continuous_actions(self.net)
         self.forward_ns = 0
         self.delegate = None
 
-    def act(self, obs: Any) -> int:
+    def act(self, obs: Any) -> Any:
+        """The argmax (int), or a Box policy's reference action (float32 array)."""
         torch = self._torch
         with torch.inference_mode():
             x = torch.as_tensor(np.asarray(obs)).unsqueeze(0)
             t0 = time.perf_counter_ns()
             logits = self.net.logits(x)
             self.forward_ns = time.perf_counter_ns() - t0
+            if self.continuous:
+                return self.net.actions_of(logits.numpy())[0]
             return int(logits.argmax())
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
+        """Logits ``(N, A)``, or a Box policy's reference actions ``(N, d)``."""
 
         return torch_outputs(self.net, observations)[0]

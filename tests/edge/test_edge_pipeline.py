@@ -21,6 +21,7 @@ import yaml
 
 from rlperf.errors import EdgeTpuModelOnCpuError, ExportVerificationError, SkipCell
 from tests.conftest import CONF, DATA
+from tests.edge.conftest import run_edge
 
 pytestmark = pytest.mark.slow
 
@@ -179,24 +180,6 @@ def test_variant_thresholds_on_trained_policy(variant_sets: dict[str, Any], tmp_
     assert i8_actor.delegate.cpu_ops == {} and i8_actor.delegate.status == "full"
 
 
-@pytest.fixture()
-def compose_edge(tmp_path: Path):
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    from rlperf.config.schema import register_configs
-
-    register_configs()
-
-    def _compose(*overrides: str) -> Any:
-        GlobalHydra.instance().clear()
-        with initialize_config_module("rlperf.conf", version_base="1.3"):
-            return compose("config", overrides=["stage=edge", *overrides])
-
-    yield _compose
-    GlobalHydra.instance().clear()
-
-
 @pytest.fixture(scope="module")
 def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("edge-cache")
@@ -212,14 +195,6 @@ def _job_overrides(run: dict[str, Any], cache: Path, *extra: str) -> list[str]:
         "edge.fidelity_observations=150",
         *extra,
     ]
-
-
-def run_edge(cfg: Any, out_dir: Path) -> dict[str, Any]:
-    """The edge stage's entry point, with the job context the job wrapper gives it."""
-    from rlperf.edge.job import run_edge as edge_stage
-    from rlperf.job import JobContext
-
-    return edge_stage(cfg, out_dir, JobContext.for_job(cfg, out_dir))
 
 
 def _csv(path: Path) -> list[dict[str, str]]:

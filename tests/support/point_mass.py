@@ -77,3 +77,52 @@ def fit_actor(net: Any, steps: int = 400, seed: int = 0) -> float:
     err = np.abs(net.actions_of(net.logits(torch.from_numpy(obs)).detach().numpy())
                  - teacher_actions(obs)) / (HIGH - LOW)  # fmt: skip
     return float(err.mean())
+
+
+def make_run_folder(path: Any, squash: str = "tanh", fit_steps: int = 400) -> dict[str, Any]:
+    """A training-run-like folder of a point-mass actor fitted to :func:`teacher_actions`
+    (``squash="tanh"``: SAC's head, saved without a value network, as SAC saves it):
+    ``.hydra/config.yaml`` (``env=custom``, ``model=mlp64``), ``checkpoint/rlperf_policy.pt``
+    and ``checkpoint/probe.npz``. ``fit_steps=0`` keeps the initial weights.
+
+    Returns ``{"path", "policy", "net", "fit_error"}``.
+    """
+    from pathlib import Path
+
+    import torch
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from rlperf.config.schema import register_configs
+    from rlperf.layout import CHECKPOINT_DIR, CONFIG_FILE, POLICY_FILE
+    from rlperf.models.actor import action_range
+    from rlperf.models.mlp_net import MlpNet
+    from rlperf.models.policy_file import save_policy
+    from rlperf.runs.probe import write_probe
+
+    path = Path(path)
+    env = PointMass()
+    torch.manual_seed(0)
+    net = MlpNet.for_spaces(env.observation_space, env.action_space, [64, 64], "tanh",
+                            squash=squash, value=squash != "tanh")  # fmt: skip
+    fit_error = fit_actor(net, fit_steps) if fit_steps else float("nan")
+    policy = save_policy(net, path / CHECKPOINT_DIR / POLICY_FILE, extra={"trained": "supervised"})
+    obs = np.random.default_rng(7).uniform(-1, 1, (32, 2)).astype(np.float32)
+    with torch.no_grad():
+        logits = net.logits(torch.from_numpy(obs)).numpy()
+    write_probe(path / CHECKPOINT_DIR, obs, logits, net.actions_of(logits),
+                action_range(net.action_spec))  # fmt: skip
+    register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module("rlperf.conf", version_base="1.3"):
+            cfg = compose("config", overrides=[
+                "stage=train", "env=custom", "env.entry_point=support.point_mass:PointMass",
+                "model=mlp64", "algo=sac",
+            ])  # fmt: skip
+    finally:
+        GlobalHydra.instance().clear()
+    (path / CONFIG_FILE).parent.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, path / CONFIG_FILE, resolve=True)
+    return {"path": path, "policy": policy, "net": net, "fit_error": fit_error}
