@@ -253,7 +253,7 @@ def _return_cost(r: pd.Series, compared: bool = False) -> str:
     if lo is not None and hi is not None and pd.notna(lo) and float(lo) <= 0 <= float(hi):
         text += " (the interval contains 0: no measurable cost)"
     if isinstance(verdict, str) and verdict == "vacuous":
-        text += "; the fidelity check is vacuous, so agreement shows nothing"
+        text += "; the fidelity check is vacuous, so its agreement or action error shows nothing"
     return text
 
 

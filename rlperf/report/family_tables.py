@@ -270,6 +270,11 @@ def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
     if _col(rows, "fidelity_agreement").notna().any():
         out["agreement %"] = (_col(rows, "fidelity_agreement").astype(float) * 100).map(
             lambda v: fmt_value(v, 4)).to_numpy()  # fmt: skip
+    # Box policies: no argmax to agree on; the action error relative to the range.
+    for key, name in (("action_err_p99", "action err p99 %"), ("action_err_max", "max %")):
+        col = pd.to_numeric(_col(rows, f"fidelity_{key}"), errors="coerce")
+        if col.notna().any():
+            out[name] = (col * 100).map(_fmt_small_pct).to_numpy()
     if _col(rows, "fidelity_verdict").notna().any():
         out["fidelity"] = _col(rows, "fidelity_verdict").fillna("").astype(str).to_numpy()
     if _col(rows, "model_gzip_bytes").notna().any():
@@ -279,6 +284,11 @@ def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
         out[f"speedup [{level()} CI]"] = _ci_col(rows, "speedup")
     out["fp"] = rows["fingerprint"].to_numpy()
     return out
+
+
+def _fmt_small_pct(v: float) -> str:
+    """A percentage that may be tiny (fp32's action error): ``<0.001`` rather than 0."""
+    return "<0.001" if 0 < v < 1e-3 else fmt_value(v, 3)
 
 
 def _compression_columns(rows: pd.DataFrame) -> dict[str, np.ndarray]:

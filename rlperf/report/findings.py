@@ -306,26 +306,46 @@ def _fidelity_findings(
         reason = (c.summary["fidelity"].get("reference") or {}).get("vacuous_reason")
         out.append(Finding("fidelity", family, model, [c.id],
             f"{family.capitalize()}, {model}: the fidelity check of `{label[k]}` (cell `{c.id}`) "
-            f"is vacuous: {reason}. Its agreement shows nothing; a constant policy would "
-            "pass it too.",
-            fold=f"fidelity vacuous, {reason}: their agreement shows nothing (a constant "
-                 "policy would pass too)"))  # fmt: skip
+            f"is vacuous: {reason}. Its agreement (or action error) shows nothing; a "
+            "constant policy would pass it too.",
+            fold=f"fidelity vacuous, {reason}: their agreement (or action error) shows "
+                 "nothing (a constant policy would pass too)"))  # fmt: skip
     checked = [(k, c) for k, c in checked if (k, c) not in vacuous]
     flagged = [(k, c) for k, c in checked if c.summary["fidelity"].get("flagged")]
     for k, c in flagged:
         fid = c.summary["fidelity"]
         out.append(Finding("fidelity", family, model, [c.id],
             f"{family.capitalize()}, {model}: `{label[k]}` (cell `{c.id}`) is flagged: "
-            f"greedy-action agreement {fid.get('agreement', float('nan')):.3f} with the source "
-            f"policy is below the threshold {fid.get('threshold', float('nan')):g}; its "
+            f"{fid.get('flag_reason') or 'it does not act like the source policy'}; its "
             "latency is not a like-for-like comparison."))  # fmt: skip
     if checked and not flagged:
-        k, worst = min(checked, key=lambda kc: kc[1].summary["fidelity"].get("agreement", 1.0))
-        out.append(Finding("fidelity", family, model, [worst.id],
-            f"{family.capitalize()}, {model}: all {len(checked)} exported variant(s) pass the "
-            f"fidelity check; the lowest agreement is `{label[k]}` (cell `{worst.id}`), "
-            f"{worst.summary['fidelity'].get('agreement', float('nan')):.3f}."))  # fmt: skip
+        out.append(_worst_passing(family, model, checked, label))
     return out
+
+
+def _worst_passing(family: str, model: str, checked: Sequence[tuple[str, Cell]],
+                   label: dict[str, str]) -> Finding:  # fmt: skip
+    """Every variant passes: the one closest to failing (lowest agreement, or for a Box
+    policy the largest p99 action error relative to the range)."""
+
+    def badness(kc: tuple[str, Cell]) -> float:
+        fid = kc[1].summary["fidelity"]
+        if "action_err_p99" in fid:
+            return float(fid["action_err_p99"])
+        return 1.0 - float(fid.get("agreement", 1.0))
+
+    k, worst = max(checked, key=badness)
+    fid = worst.summary["fidelity"]
+    what = (
+        f"the largest p99 action error is `{label[k]}` (cell `{worst.id}`), "
+        f"{100 * fid['action_err_p99']:.3g} % of the action range"
+        if "action_err_p99" in fid
+        else f"the lowest agreement is `{label[k]}` (cell `{worst.id}`), "
+        f"{fid.get('agreement', float('nan')):.3f}"
+    )
+    return Finding("fidelity", family, model, [worst.id],
+        f"{family.capitalize()}, {model}: all {len(checked)} exported variant(s) pass the "
+        f"fidelity check; {what}.")  # fmt: skip
 
 
 def _phase_shares(runs: Sequence[Cell]) -> str:

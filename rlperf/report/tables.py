@@ -206,6 +206,7 @@ def _inference_summary(c: Cell) -> dict[str, Any]:
         row["return_mean"] = float(pd.to_numeric(c.episodes["return"], errors="coerce").mean())
     fid = c.summary.get("fidelity") or {}
     for key in ("agreement", "decisive_agreement", "max_abs_logit_err", "mean_abs_logit_err",
+                "action_err_mean", "action_err_p99", "action_err_max", "tolerance",
                 "return_diff", "return_diff_low", "return_diff_high", "return_tie", "saturates",
                 "threshold", "flagged", "flag_reason", "verdict"):  # fmt: skip
         if key in fid:

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 
 from rlperf.errors import PayloadError
 from rlperf.serve.model import ModelSpec, load_model
-from rlperf.serve.payload import decode_observation
+from rlperf.serve.payload import action_json, decode_observation
 
 #: Name of the deployment inside each application.
 DEPLOYMENT = "PolicyServer"
@@ -92,7 +92,7 @@ class PolicyServer:
             return answer
         actions, model_ms = self.model.act(obs[None])
         return {
-            "action": int(actions[0]),
+            "action": action_json(actions[0]),
             "replica": self.replica,
             "model_ms": model_ms,
             "batch": 1,
@@ -103,7 +103,7 @@ class PolicyServer:
         actions, model_ms = self.model.act(np.stack(observations))
         n = len(observations)
         return [
-            {"action": int(a), "replica": self.replica, "model_ms": model_ms, "batch": n}
+            {"action": action_json(a), "replica": self.replica, "model_ms": model_ms, "batch": n}
             for a in actions
         ]
 

@@ -26,7 +26,9 @@ from rlperf.results.summary import excluded_counts
 from rlperf.serve.levels import level_row, max_rate_under_slo
 from rlperf.serve.loadgen import handle_target, http_target, inprocess_target, noop_dispatch_rate
 from rlperf.serve.measure import (
+    BOX_ACTION_TOLERANCE,
     REQUEST_COLUMNS,
+    ExpectedActions,
     LevelPlan,
     LevelResult,
     measured,
@@ -34,7 +36,7 @@ from rlperf.serve.measure import (
     run_level,
 )
 from rlperf.serve.model import load_model
-from rlperf.serve.payload import decode_observation
+from rlperf.serve.payload import action_json, decode_observation
 from rlperf.serve.policy import ServedPolicy, load_observations, prepare_model, resolve_policy
 from rlperf.serve.session import (
     ServeSession,
@@ -192,10 +194,10 @@ def make_targets(
     spec, bodies, timeout = policy.spec, policy.bodies, float(cfg.serve.request_timeout_s)
     model = load_model(spec)
 
-    def act(body: bytes) -> tuple[int, float]:
+    def act(body: bytes) -> tuple[Any, float]:
         obs = decode_observation(body, spec.obs_shape, spec.obs_dtype)
         actions, model_ms = model.act(obs[None])
-        return int(actions[0]), model_ms
+        return action_json(actions[0]), model_ms
 
     targets: dict[tuple[str, str], Any] = {
         ("inprocess", "policy"): inprocess_target("inprocess", act, bodies)
@@ -220,7 +222,7 @@ def level_summary(cfg: DictConfig, result: LevelResult) -> dict[str, Any]:
     )
     policy_rows = [r for r in measured(result.rows) if r["expected_action"] is not None]
     row["action_mismatches"] = sum(
-        1 for r in policy_rows if r["status"] == "ok" and r["action"] != r["expected_action"]
+        1 for r in policy_rows if r["status"] == "ok" and ExpectedActions.mismatch(r)
     )
     row["replica_killed"] = result.killed or ""
     row[EXCLUDED_COLUMN] = Exclusion.fault if plan.kill_replica else ""
@@ -304,13 +306,22 @@ def generator_capacity(levels: list[dict[str, Any]], dispatch_rps: float) -> dic
 
 
 def action_check(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Served greedy actions against the same model in-process, over every answered request."""
+    """Served greedy actions against the same model in-process, over every answered request:
+    equal, or a Box policy's within :data:`~rlperf.serve.measure.BOX_ACTION_TOLERANCE` of
+    each dimension's range (its largest error is reported)."""
     checked = [r for r in rows if r["expected_action"] is not None and r["status"] == "ok"]
-    return {
+    out: dict[str, Any] = {
         "checked": len(checked),
-        "mismatches": sum(1 for r in checked if r["action"] != r["expected_action"]),
-        "distinct_actions": sorted({int(r["action"]) for r in checked}),
+        "mismatches": sum(1 for r in checked if ExpectedActions.mismatch(r)),
     }
+    errors = [float(r["action_err"]) for r in checked if r.get("action_err") is not None]
+    if errors:
+        out["max_err_of_range"] = max(errors)
+        out["tolerance"] = BOX_ACTION_TOLERANCE
+        out["distinct_actions"] = len({str(r["action"]) for r in checked})
+    else:
+        out["distinct_actions"] = sorted({int(r["action"]) for r in checked})
+    return out
 
 
 def fault_summary(levels: list[dict[str, Any]]) -> dict[str, Any]:

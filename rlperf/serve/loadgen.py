@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from rlperf.serve.payload import action_from_json
+
 #: ``status`` of a request.
 STATUSES = ("ok", "rejected", "bad_request", "timeout", "error")
 
@@ -38,7 +40,7 @@ class Reply:
 
     status: str
     http_status: int | None = None
-    action: int | None = None
+    action: int | list[float] | None = None  # a Box policy's: its vector
     replica: str | None = None
     model_ms: float | None = None
     batch: int | None = None
@@ -113,18 +115,15 @@ def _http_reply(status: int, payload: bytes) -> Reply:
     except ValueError:
         body = {}
     if status == 200:
-        return Reply(
-            "ok", 200, int(body["action"]), body["replica"], body["model_ms"], body["batch"]
-        )
+        return _ok(body, 200)
     kind = {503: "rejected", 400: "bad_request"}.get(status, "error")
     detail = body.get("error") if isinstance(body, dict) else None
     return Reply(kind, status, replica=body.get("replica"), detail=str(detail or payload[:200]))
 
 
 def _ok(body: dict[str, Any], http_status: int | None) -> Reply:
-    return Reply(
-        "ok", http_status, int(body["action"]), body["replica"], body["model_ms"], body["batch"]
-    )
+    action = action_from_json(body["action"])
+    return Reply("ok", http_status, action, body["replica"], body["model_ms"], body["batch"])
 
 
 def handle_target(name: str, handle: Any, bodies: Sequence[bytes], timeout_s: float) -> Target:
@@ -142,15 +141,13 @@ def handle_target(name: str, handle: Any, bodies: Sequence[bytes], timeout_s: fl
         except Exception as exc:
             kind = "bad_request" if "PayloadError" in f"{type(exc).__name__}{exc}" else "error"
             return Reply(kind, detail=f"{type(exc).__name__}: {str(exc)[:200]}")
-        return Reply(
-            "ok", None, int(body["action"]), body["replica"], body["model_ms"], body["batch"]
-        )
+        return _ok(body, None)
 
     return Target(name, "handle", send)
 
 
 def inprocess_target(
-    name: str, act: Callable[[bytes], tuple[int, float]], bodies: Sequence[bytes]
+    name: str, act: Callable[[bytes], tuple[Any, float]], bodies: Sequence[bytes]
 ) -> Target:
     """Call ``act(bodies[i]) -> (action, model_ms)`` in this process (the in-process baseline)."""
 

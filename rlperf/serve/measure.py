@@ -23,14 +23,50 @@ import numpy as np
 from omegaconf import DictConfig
 
 from rlperf.layout import EXCLUDED_COLUMN, Exclusion
+from rlperf.results.latency import action_value
 from rlperf.serve.loadgen import Sent, Target, closed_loop, open_loop, poisson_schedule
 
 #: requests.csv columns, in file order.
 REQUEST_COLUMNS = (
     "level", "seq", EXCLUDED_COLUMN, "phase", "loop", "transport", "target",
     "scheduled_s", "sent_s", "done_s", "latency_ms", "send_lag_ms", "status", "http_status",
-    "replica", "model_ms", "batch", "action", "expected_action", "detail",
+    "replica", "model_ms", "batch", "action", "expected_action", "action_err", "detail",
 )  # fmt: skip
+
+#: A served Box action must be the in-process one within this share of each dimension's
+#: range (the same model file on both sides: only batching and float order can differ).
+BOX_ACTION_TOLERANCE = 1e-4
+
+
+@dataclass
+class ExpectedActions:
+    """The greedy actions of the served model in this process, one per observation
+    (``(N,)`` int64, or a Box policy's ``(N, d)`` float32 with its ranges ``span``), and
+    how a served action is judged against them: equal, or for a Box within
+    :data:`BOX_ACTION_TOLERANCE` of each dimension's range (``action_err``)."""
+
+    actions: np.ndarray
+    span: np.ndarray | None = None
+
+    def cells(self, index: int, action: Any) -> dict[str, Any]:
+        """``action``, ``expected_action`` and ``action_err`` of one served answer."""
+        expected = self.actions[index]
+        if self.span is None:
+            return {"action": action, "expected_action": int(expected), "action_err": None}
+        err = None
+        if action is not None:
+            diff = np.abs(np.asarray(action, np.float64) - np.asarray(expected, np.float64))
+            err = float((diff / self.span).max())
+        return {"action": action_value(action) if action is not None else None,
+                "expected_action": action_value(expected), "action_err": err}  # fmt: skip
+
+    @staticmethod
+    def mismatch(row: dict[str, Any]) -> bool:
+        """An answered request whose action is not the in-process one."""
+        if row.get("action_err") is not None:
+            return bool(row["action_err"] > BOX_ACTION_TOLERANCE)
+        return bool(row["action"] != row["expected_action"])
+
 
 #: Level keys known before it runs (the first columns of levels.csv).
 LEVEL_KEYS = ("level", "phase", "loop", "transport", "target", "clients", "offered_rps")
@@ -91,14 +127,14 @@ class LevelResult:
 async def run_level(
     plan: LevelPlan,
     target: Target,
-    expected: np.ndarray,
+    expected: ExpectedActions,
     seed: int,
     kill: Callable[[], str | None] | None = None,
     clock_offset_s: float = 0.0,
 ) -> LevelResult:
     """Run one level (warm-up first); ``kill`` is called halfway through an open level."""
     total = plan.requests + plan.warmup
-    n_obs = len(expected)
+    n_obs = len(expected.actions)
     t0 = time.perf_counter()
     killed: list[str | None] = []
     if plan.loop == "closed":
@@ -125,8 +161,13 @@ async def _kill_at(at_s: float, kill: Callable[[], str | None], out: list[str | 
     out.append(await asyncio.get_running_loop().run_in_executor(None, kill))
 
 
-def _row(plan: LevelPlan, s: Sent, expected: np.ndarray, offset_s: float) -> dict[str, Any]:
+def _row(plan: LevelPlan, s: Sent, expected: ExpectedActions, offset_s: float) -> dict[str, Any]:
     r = s.reply
+    if plan.target == "policy":
+        actions = expected.cells(s.obs_index, r.action)
+    else:  # the echo answers action 0 (or zeros): nothing to check
+        actions = {"action": action_value(r.action) if r.action is not None else None,
+                   "expected_action": None, "action_err": None}  # fmt: skip
     return {
         "level": plan.level,
         "seq": s.seq,
@@ -145,8 +186,7 @@ def _row(plan: LevelPlan, s: Sent, expected: np.ndarray, offset_s: float) -> dic
         "replica": r.replica,
         "model_ms": r.model_ms,
         "batch": r.batch,
-        "action": r.action,
-        "expected_action": int(expected[s.obs_index]) if plan.target == "policy" else None,
+        **actions,
         "detail": r.detail,
     }
 

@@ -6,8 +6,9 @@ builds the :class:`BatchModel` it names: the torch policy of ``rlperf_policy.pt`
 (``backend=rllib``, one forward per batch), a TFLite variant (one interpreter
 invoke per observation: the variants have a batch-1 input), or no model at all
 (``echo``: the transport baseline, action 0). :meth:`BatchModel.act` returns the
-greedy actions and the model time of the call: the forward (or the invokes)
-with its input conversion and the argmax, nothing of the transport.
+greedy actions (a Box policy's: its reference actor's action vectors) and the model
+time of the call: the forward (or the invokes) with its input conversion and the
+argmax (or the output's dequantization), nothing of the transport.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rlperf.tflite.runtime import open_interpreter
-from rlperf.tflite.tflite_model import logits_output, quantize_input
+from rlperf.tflite.tflite_model import dequantize_output, logits_output, quantize_input
 
 #: ``ModelSpec.kind`` values.
 KINDS = ("torch", "tflite", "echo")
@@ -34,9 +35,10 @@ class ModelSpec:
     path: str | None
     obs_shape: tuple[int, ...]
     obs_dtype: str
-    num_actions: int
+    num_actions: int  # Discrete: actions; Box: action dimensions
     threads: int = 1
     xnnpack: bool = True
+    continuous: bool = False  # Box actions: float32 vectors, not argmax
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "obs_shape": list(self.obs_shape)}
@@ -50,7 +52,8 @@ class BatchModel:
         self._act = _loader(spec.kind)(spec)
 
     def act(self, batch: np.ndarray) -> tuple[np.ndarray, float]:
-        """(greedy actions ``(B,)`` int64, model milliseconds for the whole batch)."""
+        """(greedy actions ``(B,)`` int64, or a Box policy's ``(B, d)`` float32; model
+        milliseconds for the whole batch)."""
         t0 = time.perf_counter_ns()
         actions = self._act(batch)
         return actions, (time.perf_counter_ns() - t0) / 1e6
@@ -69,6 +72,8 @@ def _loader(kind: str) -> Any:
 
 def _echo_act(spec: ModelSpec) -> Any:
     def act(batch: np.ndarray) -> np.ndarray:
+        if spec.continuous:
+            return np.zeros((len(batch), spec.num_actions), dtype=np.float32)
         return np.zeros(len(batch), dtype=np.int64)
 
     return act
@@ -88,6 +93,8 @@ def _torch_act(spec: ModelSpec) -> Any:
         with torch.inference_mode():
             # Decoded bodies are read-only views of the request bytes: torch wants writable.
             logits = net.logits(torch.from_numpy(np.require(batch, requirements=["C", "W"])))
+            if spec.continuous:  # the reference actor (rlperf.models.actor)
+                return np.asarray(net.actions_of(logits.numpy()))
             return logits.argmax(dim=1).numpy().astype(np.int64)
 
     return act
@@ -98,9 +105,17 @@ def _tflite_act(spec: ModelSpec) -> Any:
     assert spec.path is not None
     interp, info, _ = open_interpreter(spec.path, spec.threads, spec.xnnpack)
     tensor_in = info.inputs[0]
-    out_index = logits_output(info, spec.num_actions).index
+    output = logits_output(info, spec.num_actions)
+    out_index = output.index
 
     def act(batch: np.ndarray) -> np.ndarray:
+        if spec.continuous:  # the output is the action: dequantized
+            vectors = np.empty((len(batch), spec.num_actions), dtype=np.float32)
+            for i, obs in enumerate(batch):
+                interp.set_tensor(tensor_in.index, quantize_input(obs[None], tensor_in))
+                interp.invoke()
+                vectors[i] = dequantize_output(interp.get_tensor(out_index), output).ravel()
+            return vectors
         actions = np.empty(len(batch), dtype=np.int64)
         for i, obs in enumerate(batch):
             interp.set_tensor(tensor_in.index, quantize_input(obs[None], tensor_in))

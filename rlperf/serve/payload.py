@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -71,3 +72,17 @@ def decode_observation(body: bytes, shape: Sequence[int], dtype: str) -> np.ndar
         )
     flat = np.frombuffer(data, dtype=got_dtype)
     return flat.reshape(tuple(got_shape), order="F" if fortran else "C")
+
+
+def action_json(action: np.ndarray) -> int | list[float]:
+    """One action as a response's ``action``: an int (Discrete), or a Box policy's vector
+    as a list of floats (JSON numbers round-trip float32 exactly)."""
+    a = np.asarray(action)
+    return int(a) if a.ndim == 0 else [float(v) for v in a.ravel()]
+
+
+def action_from_json(value: Any) -> int | list[float]:
+    """A response's ``action`` back: an int, or a list of floats."""
+    if isinstance(value, list):
+        return [float(v) for v in value]
+    return int(value)

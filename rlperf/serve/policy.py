@@ -1,6 +1,7 @@
 """Resolve the served policy: the upstream run (or a ``.tflite`` file), its backend's model
 file (a TFLite variant from the shared artifact cache, built only where missing), and real
-observations from its environment with the greedy actions the policy takes on them in-process.
+observations from its environment with the greedy actions the policy takes on them in-process
+(a Box policy's action vectors, from its reference actor).
 
 Config keys: ``run`` / ``checkpoint`` / ``model_path``, ``backend.name``,
 ``env.*`` (the run's env; keys given on the command line on top), ``edge.*``
@@ -21,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.errors import ServeError
 from rlperf.runs.probe import check_probe, torch_policy_fns
+from rlperf.serve.measure import ExpectedActions
 from rlperf.serve.model import ModelSpec, load_model
 from rlperf.serve.payload import encode_observation
 from rlperf.tflite.artifacts import build_variant, fidelity_set
@@ -44,7 +46,9 @@ class ServedPolicy:
     cache: dict[str, Any] | None = None  # artifacts built / reused
     observations: np.ndarray | None = None
     bodies: list[bytes] = field(default_factory=list)  # the observations as request bodies
-    expected_actions: np.ndarray | None = None  # greedy actions of the policy in-process
+    action_span: np.ndarray | None = None  # a Box policy's high - low per dimension
+    # greedy actions of the policy in-process (and a Box policy's ranges)
+    expected_actions: ExpectedActions | None = None
 
 
 def resolve_policy(cfg: DictConfig, out_dir: Path) -> ServedPolicy:
@@ -84,11 +88,9 @@ def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
     obs_shape = _tflite_input_shape(model_path) if model_path else tuple(policy.net.obs_shape)
     policy.env = env_for_policy(policy.env, obs_shape)
     obs_space, action_space = env_spaces(policy.env)
-    if not hasattr(action_space, "n"):
-        raise ServeError(
-            f"the serve stage answers with greedy discrete actions; {policy.env.get('id')} has "
-            f"{action_space} actions (continuous-action policies are not served yet)"
-        )
+    continuous = not hasattr(action_space, "n")
+    if continuous:
+        policy.action_span = _box_span(action_space, policy.env)
     if tuple(obs_space.shape or ()) != obs_shape:
         raise ServeError(
             f"the policy takes observations of shape {obs_shape}, but env {policy.env.get('id')} "
@@ -101,10 +103,28 @@ def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
     else:  # built only now that the env and the policy are known to fit
         path, kind = _cached_variant(cfg, policy), "tflite"
     obs_dtype = str(np.dtype(obs_space.dtype))
+    span = policy.action_span
+    size = len(span) if span is not None else int(action_space.n)  # type: ignore[attr-defined]
     policy.spec = ModelSpec(
-        kind, str(path), obs_shape, obs_dtype, int(action_space.n), threads, xnnpack
+        kind, str(path), obs_shape, obs_dtype, size, threads, xnnpack, continuous
     )
     policy.source["model_file"] = str(path)
+
+
+def _box_span(action_space: Any, env: dict[str, Any]) -> np.ndarray:
+    """``high - low`` of a bounded 1-D Box: what a served action's error is relative to."""
+    from gymnasium import spaces
+
+    finite = isinstance(action_space, spaces.Box) and bool(
+        np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
+    )
+    if not finite or len(action_space.shape) != 1:
+        raise ServeError(
+            f"the serve stage answers with Discrete actions or a bounded 1-D Box; "
+            f"{env.get('id') or env.get('entry_point')} has {action_space} actions (a served "
+            f"action is checked relative to each dimension's range: it needs finite bounds)"
+        )
+    return (action_space.high - action_space.low).astype(np.float64)
 
 
 def _tflite_input_shape(path: Path) -> tuple[int, ...]:
@@ -140,4 +160,5 @@ def load_observations(cfg: DictConfig, policy: ServedPolicy) -> None:
     model = load_model(policy.spec)
     policy.observations = obs
     policy.bodies = [encode_observation(o) for o in obs]
-    policy.expected_actions = np.array([model.act(o[None])[0][0] for o in obs], dtype=np.int64)
+    actions = np.stack([model.act(o[None])[0][0] for o in obs])
+    policy.expected_actions = ExpectedActions(actions, policy.action_span)

@@ -70,6 +70,14 @@ def test_box_policy_through_rllib_fp32_and_int8(
     assert values.shape[1] == 2
     assert (np.abs(values) <= [1.0 + 1e-6, 0.5 + 1e-6]).all()
 
+    # The report: action-error columns for the variants, no agreement for a Box policy.
+    from rlperf.report.build import build_report
+
+    build_report([tmp_path], tmp_path / "report", figures=False)
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "action err p99 %" in text and "agreement %" not in text
+    assert "the largest p99 action error is" in text
+
 
 def test_planted_unscaled_mean_fails_the_fidelity_check(
     point_mass_run: dict[str, Any], box_cache: Path, compose_edge: Any, tmp_path: Path

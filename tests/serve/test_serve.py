@@ -504,3 +504,42 @@ def test_sigterm_mid_level_keeps_the_finished_levels_and_leaves_no_ray(
     left = subprocess.run(["pgrep", "-f", ray_tmp], capture_output=True, text=True)
     assert left.stdout.strip() == ""
     shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_stage_serves_a_box_policy_and_checks_actions_against_the_range(
+    served, point_mass_run, compose_cfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 2-D continuous actor (SAC's tanh head) behind Serve, int8: the action vector in
+    every response, checked against the same model in-process relative to each
+    dimension's range (not for equality), in requests.csv and the summary."""
+    import pandas as pd
+    from omegaconf import OmegaConf
+
+    from rlperf.job import execute_stage
+    from rlperf.serve.job import run_serve
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))  # the env's module
+    cfg = compose_cfg(
+        "stage=serve", f"run={point_mass_run['path']}", "backend=tflite_int8",
+        f"edge.cache_dir={tmp_path / 'cache'}", "edge.calibration_size=100",
+        "edge.fidelity_observations=100", "serve.cpus_per_replica=0.25", "serve.clients=[1]",
+        "serve.rates=[30]", "serve.requests_per_level=40", "serve.warmup_requests=5",
+        "serve.baseline_requests=20", "serve.observations=24", "serve.slo_ms=1000",
+    )  # fmt: skip
+    (tmp_path / ".hydra").mkdir()
+    OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")
+    summary = execute_stage(cfg, tmp_path, run_serve, in_trial=True)
+    assert summary["status"] == "completed", summary.get("error")
+    spec = summary["model_spec"]
+    assert (spec["num_actions"], spec["continuous"]) == (2, True)
+    checked = summary["actions"]
+    assert checked["checked"] > 50 and checked["mismatches"] == 0
+    assert checked["max_err_of_range"] <= checked["tolerance"] == 1e-4
+    assert checked["distinct_actions"] > 10  # an actor whose action follows the state
+    rows = pd.read_csv(tmp_path / "requests.csv")
+    policy = rows[(rows["target"] == "policy") & (rows["status"] == "ok")]
+    vectors = policy["action"].astype(str).str.split()
+    assert (vectors.str.len() == 2).all() and policy["action_err"].notna().all()
+    # The echo answers zeros and is not checked.
+    assert rows[rows["target"] == "echo"]["action_err"].isna().all()
