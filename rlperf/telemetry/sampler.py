@@ -234,8 +234,8 @@ class TelemetrySampler(StartStop):
         if self._t_start is not None:
             try:
                 self.sample_now()
-            except Exception:
-                log.exception("telemetry: final sample failed")
+            except Exception as exc:
+                _log_failure("telemetry: final sample failed", exc)
         with self._lock:
             if self._file is not None:
                 self._file.close()
@@ -253,10 +253,10 @@ class TelemetrySampler(StartStop):
                 return
             try:
                 self.sample_now()
-            except Exception:
+            except Exception as exc:
                 if not self._error_logged:  # once: a broken disk must not flood the log
                     self._error_logged = True
-                    log.exception("telemetry sample failed (further failures not logged)")
+                    _log_failure("telemetry sample failed (further failures not logged)", exc)
             # Skip ticks missed by a slow sample instead of bursting to catch up.
             elapsed = time.monotonic() - self._t_start
             tick = max(tick + 1, math.floor(elapsed / self.interval_s) + 1)
@@ -396,3 +396,12 @@ class TelemetrySampler(StartStop):
                 else:
                     out[col] = _nanmean(r.get(col, NAN) for r in rows)
         return out
+
+
+def _log_failure(what: str, exc: BaseException) -> None:
+    """A failed sample: one line for the file system's errors (a full disk, which the job
+    then reports in its own one line), the traceback for anything else (a bug)."""
+    if isinstance(exc, OSError):
+        log.warning("%s: %s", what, exc)
+    else:
+        log.exception(what)

@@ -54,6 +54,7 @@ import numpy as np
 from rlperf.tflite.backends import BackendSpec
 from rlperf.tflite.export import (
     build_keras_policy,
+    continuous_actions,
     export_policy,
     policy_input_shape,
     torch_outputs,
@@ -63,12 +64,16 @@ from rlperf.tflite.finetune import Guard, fit_epochs, held_out, keras_distill, s
 log = logging.getLogger("rlperf.tflite")
 
 
-def _trainable_layers(model: Any) -> list[Any]:
-    """The layers that carry the policy's weights (not the fixed one-hot encoding)."""
+def _trainable_layers(model: Any, fixed_action_map: bool = False) -> list[Any]:
+    """The layers that carry the policy's weights (not the fixed one-hot encoding; with
+    ``fixed_action_map`` not a Box policy's map onto [low, high] either: pruning a
+    diagonal of one or two weights would zero an action dimension)."""
     return [
         layer
         for layer in model.layers
-        if layer.get_weights() and not layer.name.startswith("one_hot")
+        if layer.get_weights()
+        and not layer.name.startswith("one_hot")
+        and not (fixed_action_map and layer.name == "action")
     ]
 
 
@@ -185,7 +190,7 @@ def magnitude_pruned(
     ramp = max(1, steps // 2)
     schedule = sp.PolynomialDecay(0.0, sparsity, 0, ramp, frequency=max(1, steps // 20))
     base = build_keras_policy(net, heads, None, api="tf_keras")
-    trainable = _trainable_layers(base)
+    trainable = _trainable_layers(base, fixed_action_map=True)
 
     def wrap(layer: Any) -> Any:
         return (
@@ -220,9 +225,11 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
         from rlperf.models.mlp_net import MlpNet  # torch, as above
 
         hiddens = [max(1, round(h * keep)) for h in net.hiddens]
-        student = MlpNet(net.obs_spec, net.action_spec, hiddens, net.activation)
-        for src, dst in ((net.pi_net, student.pi_net), (net.vf_net, student.vf_net)):
-            _slice_linears(src, dst)
+        student = MlpNet(net.obs_spec, net.action_spec, hiddens, net.activation,
+                         squash=net.squash, value=net.has_value)  # fmt: skip
+        _slice_linears(net.pi_net, student.pi_net)
+        if net.has_value:
+            _slice_linears(net.vf_net, student.vf_net)
         threads = 1  # small batches of a small MLP: more threads only wait for each other
     else:
         from rlperf.models.vision_net import VisionNet  # torch, as above
@@ -235,8 +242,12 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
     torch.manual_seed(0)
     held = torch.from_numpy(held_out(len(x)))
     obs = torch.from_numpy(np.ascontiguousarray(x))
+    has_value = getattr(net, "has_value", True)  # SAC's actor has no value network
+    # A Box policy's actions depend on the mean half of its outputs only (log_std: no).
+    width = net.num_outputs // 2 if continuous_actions(net) else net.num_outputs
     with torch.no_grad():
-        t_logits, t_values = net.logits(obs), net.value(obs)
+        t_logits = net.logits(obs)[:, :width]
+        t_values = net.value(obs) if has_value else None
     fit_idx = torch.nonzero(~held).flatten()
     opt = torch.optim.Adam(student.parameters(), lr=settings["lr"])
 
@@ -245,9 +256,10 @@ def structured_pruned(net: Any, keep: float, x: np.ndarray, settings: dict) -> t
             group["lr"] = lr
 
     def loss_on(idx: Any) -> Any:
-        return torch.nn.functional.mse_loss(
-            student.logits(obs[idx]), t_logits[idx]
-        ) + torch.nn.functional.mse_loss(student.value(obs[idx]), t_values[idx])
+        loss = torch.nn.functional.mse_loss(student.logits(obs[idx])[:, :width], t_logits[idx])
+        if t_values is not None:
+            loss = loss + torch.nn.functional.mse_loss(student.value(obs[idx]), t_values[idx])
+        return loss
 
     def held_out_loss() -> float:
         with torch.no_grad():

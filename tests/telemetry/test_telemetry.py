@@ -515,3 +515,39 @@ def test_sampler_window_edges_and_a_closed_nvml(tmp_path: Path) -> None:
     assert math.isnan(row["gpu0_util_pct"]) and math.isnan(row["gpu0_energy_j"])
     sampler.stop()
     assert sampler.samples()[0]["gpu0_energy_j"] == 1.0
+
+
+def test_a_full_disk_during_sampling_is_one_line_not_a_traceback(tmp_path, caplog) -> None:
+    """A sample write that meets a full disk is logged in one line (the job reports the full
+    disk itself); anything else keeps its traceback (a bug)."""
+    import errno
+    import logging
+    import threading
+
+    sampler = TelemetrySampler(tmp_path / "telemetry.csv", interval_s=0.02).start()
+    failed = threading.Event()
+
+    def full_disk() -> dict[str, float]:
+        failed.set()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    sampler.sample_now = full_disk  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger="rlperf"):
+        assert failed.wait(10)
+        sampler.stop()
+    records = [r for r in caplog.records if "sample failed" in r.getMessage()]
+    assert len(records) == 2  # the thread's first failure (once), the final sample's
+    assert all("No space left on device" in r.getMessage() for r in records)
+    assert all(r.exc_info is None for r in records)
+
+    def bug() -> dict[str, float]:
+        raise ZeroDivisionError("a bug")
+
+    other = TelemetrySampler(tmp_path / "other.csv", interval_s=3600).start()
+    other.sample_now = bug  # type: ignore[method-assign]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rlperf"):
+        other.stop()
+    assert [
+        r.exc_info is not None for r in caplog.records if "sample failed" in r.getMessage()
+    ] == [True]
