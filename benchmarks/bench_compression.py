@@ -18,7 +18,8 @@ episodes with its paired 95 % interval (``tie`` when it contains 0,
 ``saturates`` when every episode of both ends at the env's time limit with the
 same return), size, gzip size, weight sparsity of the ``.tflite``, median
 action latency, peak RSS of the benchmark process, agreement (all frames and
-decisive frames), the fidelity verdict and, for a fine-tuned variant, its
+decisive frames; a Box policy: its p99 and max action error, % of the range), the
+fidelity verdict and, for a fine-tuned variant, its
 distillation's held-out error before the fit and of the weights kept, and the
 learning rate (of ``edge.finetune_lr``) whose fit was kept.
 """
@@ -93,6 +94,9 @@ def row_of(backend: str, s: dict[str, Any]) -> dict[str, Any]:
         "agreement": fid.get("agreement"),
         "decisive_agreement": fid.get("decisive_agreement"),
         "max_abs_logit_err": fid.get("max_abs_logit_err"),
+        # A Box policy: the action error relative to each dimension's range.
+        "action_err_p99": fid.get("action_err_p99"),
+        "action_err_max": fid.get("action_err_max"),
         "verdict": fid.get("verdict", "reference"),
         "delegate": (s.get("delegate") or {}).get("status"),
         "finetune": {k: built[k] for k in FINETUNE_KEYS if k in built} or None,
@@ -123,18 +127,30 @@ def _f(v: Any, d: int = 3) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = ("| backend | return | diff [95 % CI] | tie | size B | gzip B | sparsity | "
-            "action ms p50 | peak RSS MB | agreement | decisive | verdict | "
-            "fine-tune held-out MSE |")  # fmt: skip
+    """One row per backend; a Box policy's table has the action error (% of the range)
+    where a discrete one has the agreement."""
+    box = any(r["action_err_p99"] is not None for r in rows)
+    fid_head = "action err p99 % | max % |" if box else "agreement | decisive |"
+    head = (
+        "| backend | return | diff [95 % CI] | tie | size B | gzip B | sparsity | "
+        f"action ms p50 | peak RSS MB | {fid_head} verdict | fine-tune held-out MSE |"
+    )
     print(head)
     print("|---" * 13 + "|")
     for r in rows:
         ci = f"{_f(r['return_diff'], 1)} [{_f(r['diff_low'], 1)}, {_f(r['diff_high'], 1)}]"
+        if box:
+            fid = [_pct(r["action_err_p99"]), _pct(r["action_err_max"])]
+        else:
+            fid = [_f(r["agreement"], 3), _f(r["decisive_agreement"], 3)]
         cells = [r["backend"], _f(r["return_mean"], 1), ci, _f(r["tie"]), r["size_bytes"],
                  r["gzip_bytes"], _f(r["sparsity"], 2), _f(r["action_ms_p50"], 4),
-                 _f(r["peak_rss_mb"], 0), _f(r["agreement"], 3), _f(r["decisive_agreement"], 3),
-                 r["verdict"], _finetune(r["finetune"])]  # fmt: skip
+                 _f(r["peak_rss_mb"], 0), *fid, r["verdict"], _finetune(r["finetune"])]  # fmt: skip
         print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.3g}"
 
 
 def main() -> None:

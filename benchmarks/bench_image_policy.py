@@ -61,17 +61,15 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def check(train_dir: Path, episodes: int, out: Path) -> dict[str, Any]:
-    """Steps 2 and 3: the greedy policy against random, and its action shares.
-
-    Two edge cells on the same seeded games: ``backend=rllib`` (the torch policy: its
-    actions in play, from steps.csv) and ``backend=tflite_fp32``, whose fidelity check
-    measures the reference (the torch policy) on the fidelity set and plays the random
-    policy on the same seeds (``fidelity.reference``).
-    """
-    import pandas as pd
-
-    common = [f"run={train_dir}", f"edge.episodes={episodes}", "env.episodic_life=false"]
+def edge_checks(
+    train_dir: Path, common: list[str], out: Path
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Two edge cells on the same seeded episodes (``common``: ``run=``, ``edge.episodes=``
+    and env overrides): ``backend=rllib`` (the torch policy) and ``backend=tflite_fp32``,
+    whose fidelity check measures the reference (the torch policy) on the fidelity set
+    and plays a random policy on the same seeds (``fidelity.reference``). Returns both
+    summaries and the checks every committed policy records: the greedy returns against
+    the random policy's, with the paired interval."""
     cells = {}
     for backend in ("rllib", "tflite_fp32"):
         cells[backend] = out / f"check-{backend}"
@@ -79,27 +77,40 @@ def check(train_dir: Path, episodes: int, out: Path) -> dict[str, Any]:
     torch_summary = json.loads((cells["rllib"] / "summary.json").read_text())
     fp32_summary = json.loads((cells["tflite_fp32"] / "summary.json").read_text())
     ref = fp32_summary["fidelity"]["reference"]
-    steps = pd.read_csv(cells["rllib"] / "steps.csv")
-    play = Counter(steps["action"].astype(int))
-    play_share = max(play.values()) / sum(play.values())
     returns = torch_summary["reference_returns"]
     random = ref["random_returns"]
     result = {
         "edge_commands": [
             f"rlperf stage=edge backend={b} {' '.join(common)}" for b in ("rllib", "tflite_fp32")
         ],
-        "episodes": episodes,
+        "episodes": len(returns),
         "returns": returns,
         "return_mean": sum(returns) / len(returns),
         "random_returns": random,
         "random_return_mean": sum(random) / len(random),
         "above_random": ref["vs_random_diff"],
         "above_random_interval": [ref["vs_random_low"], ref["vs_random_high"]],
-        "top_action_share_fidelity_set": ref["top_action_share"],
-        "top_action_share_in_play": play_share,
-        "actions_in_play": {str(k): v for k, v in sorted(play.items())},
         "vacuous": ref["vacuous"],
     }
+    return torch_summary, fp32_summary, result
+
+
+def check(train_dir: Path, episodes: int, out: Path) -> dict[str, Any]:
+    """Steps 2 and 3: the greedy policy against random, and its action shares (the torch
+    policy's actions in play from the rllib cell's steps.csv)."""
+    import pandas as pd
+
+    common = [f"run={train_dir}", f"edge.episodes={episodes}", "env.episodic_life=false"]
+    _, fp32_summary, result = edge_checks(train_dir, common, out)
+    ref = fp32_summary["fidelity"]["reference"]
+    steps = pd.read_csv(out / "check-rllib" / "steps.csv")
+    play = Counter(steps["action"].astype(int))
+    play_share = max(play.values()) / sum(play.values())
+    result.update(
+        top_action_share_fidelity_set=ref["top_action_share"],
+        top_action_share_in_play=play_share,
+        actions_in_play={str(k): v for k, v in sorted(play.items())},
+    )
     result["criteria_met"] = bool(
         result["above_random"] >= MIN_ABOVE_RANDOM
         and result["top_action_share_fidelity_set"] <= MAX_ACTION_SHARE
@@ -124,26 +135,52 @@ def write_policy(train_dir: Path, dest: Path, provenance: dict[str, Any]) -> Non
     (dest / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def train_or_reuse(
+    doc: str, episodes: int, name: str, dest: Path, train: list[str]
+) -> tuple[argparse.Namespace, list[str], Path, float | None, Path]:
+    """The command line of a committed-policy script, and step 1 (``train``: the training's
+    overrides, to which ``seed=`` and ``--overrides`` are added) unless ``--check-only``:
+    (args, the training's overrides, its job folder, its wall seconds, the work folder)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--episodes", type=int, default=10, help="greedy episodes for the checks")
-    ap.add_argument("--out", type=Path, help="work folder (default: outputs/image_policy)")
+    ap.add_argument("--episodes", type=int, default=episodes, help="greedy episodes to check")
+    ap.add_argument("--out", type=Path, help=f"work folder (default: outputs/{name})")
     ap.add_argument("--overrides", default="", help="extra overrides for the training")
     ap.add_argument("--check-only", type=Path, help="a trained job folder: skip step 1")
-    ap.add_argument("--dest", type=Path, default=DEST)
+    ap.add_argument("--dest", type=Path, default=dest)
     ap.add_argument("--force", action="store_true", help="write even if a criterion fails")
     args = ap.parse_args()
-    out = (args.out or ROOT / "outputs" / "image_policy").resolve()
+    out = (args.out or ROOT / "outputs" / name).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    train_args = ["experiment=image_policy", f"seed={args.seed}", *args.overrides.split()]
+    train_args = [*train, f"seed={args.seed}", *args.overrides.split()]
     if args.check_only:
-        train_dir, wall = args.check_only.resolve(), None
-    else:
-        train_dir = out / "train"
-        wall = rlperf([*train_args, f"hydra.run.dir={train_dir}"])
-    summary = json.loads((train_dir / "summary.json").read_text())
+        return args, train_args, args.check_only.resolve(), None, out
+    train_dir = out / "train"
+    wall = rlperf([*train_args, f"hydra.run.dir={train_dir}"])
+    return args, train_args, train_dir, wall, out
+
+
+def main() -> None:
+    args, train_args, train_dir, wall, out = train_or_reuse(
+        __doc__, 10, "image_policy", DEST, ["experiment=image_policy"]
+    )
     result = check(train_dir, args.episodes, out)
+    criteria = {"min_above_random": MIN_ABOVE_RANDOM, "max_action_share": MAX_ACTION_SHARE}
+    commit_policy(train_args, args, train_dir, wall, criteria, result)
+
+
+def commit_policy(
+    train_args: list[str],
+    args: argparse.Namespace,
+    train_dir: Path,
+    wall: float | None,
+    criteria: dict[str, Any],
+    result: dict[str, Any],
+) -> None:
+    """Step 4 with its provenance (the training's command, seed, time, steps and commit,
+    the criteria and what the checks measured), when ``result["criteria_met"]`` (or
+    ``--force``); else exit saying so."""
+    summary = json.loads((train_dir / "summary.json").read_text())
     provenance = {
         "train_command": "rlperf " + " ".join(train_args),
         "seed": args.seed,
@@ -154,10 +191,7 @@ def main() -> None:
         "git_commit": subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip(),
-        "criteria": {
-            "min_above_random": MIN_ABOVE_RANDOM,
-            "max_action_share": MAX_ACTION_SHARE,
-        },
+        "criteria": criteria,
         "checks": result,
     }
     print(json.dumps(provenance, indent=1))

@@ -1,7 +1,7 @@
 """Train the committed continuous-action policy with rlperf's own commands, check it behaves,
 and write the committed copy (docs/compression.md#the-pendulum-policy).
 
-    python benchmarks/bench_pendulum_policy.py [--seed 0] [--episodes 20] [--out DIR]
+    python benchmarks/bench_pendulum_policy.py [--seed 0] [--episodes 20] [--out DIR] [--overrides ...]
         [--check-only DIR]                      # only the checks, on a trained run
 
 Steps (each one is a command a user can type):
@@ -27,13 +27,10 @@ Steps (each one is a command a user can type):
 
 from __future__ import annotations
 
-import argparse
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench_image_policy import ROOT, rlperf, write_policy
+from bench_image_policy import ROOT, commit_policy, edge_checks, train_or_reuse
 
 DEST = ROOT / "benchmarks" / "policies" / "pendulum_sac"
 MIN_RETURN = -250.0
@@ -98,76 +95,31 @@ def rllib_greedy(train_dir: Path, episodes: int) -> dict[str, Any]:
 
 
 def check(train_dir: Path, episodes: int, out: Path) -> dict[str, Any]:
-    """Steps 2 and 3."""
+    """Steps 2 and 3: the greedy return, against a random actor's; rllib against
+    tflite_fp32 on the fidelity set; RLlib's own greedy action on the same episodes."""
     common = [f"run={train_dir}", f"edge.episodes={episodes}"]
-    cells = {}
-    for backend in ("rllib", "tflite_fp32"):
-        cells[backend] = out / f"check-{backend}"
-        rlperf(["stage=edge", f"backend={backend}", *common, f"hydra.run.dir={cells[backend]}"])
-    torch_summary = json.loads((cells["rllib"] / "summary.json").read_text())
-    fid = json.loads((cells["tflite_fp32"] / "summary.json").read_text())["fidelity"]
-    ref = fid["reference"]
-    returns = torch_summary["reference_returns"]
-    result = {
-        "edge_commands": [
-            f"rlperf stage=edge backend={b} {' '.join(common)}" for b in ("rllib", "tflite_fp32")
-        ],
-        "episodes": episodes,
-        "returns": returns,
-        "return_mean": sum(returns) / len(returns),
-        "random_return_mean": sum(ref["random_returns"]) / len(ref["random_returns"]),
-        "above_random_interval": [ref["vs_random_low"], ref["vs_random_high"]],
-        "action_spread": ref["action_spread"],
-        "fp32_action_err_max_of_range": fid["action_err_max"],
-        "vacuous": ref["vacuous"],
-        "rllib_greedy": rllib_greedy(train_dir, episodes),
-    }
+    _, fp32_summary, result = edge_checks(train_dir, common, out)
+    fid = fp32_summary["fidelity"]
+    result.update(
+        action_spread=fid["reference"]["action_spread"],
+        fp32_action_err_max_of_range=fid["action_err_max"],
+        rllib_greedy=rllib_greedy(train_dir, episodes),
+    )
     result["criteria_met"] = bool(
         result["return_mean"] >= MIN_RETURN
-        and ref["vs_random_low"] > 0
+        and result["above_random_interval"][0] > 0
         and fid["action_err_max"] <= 1e-4
     )
     return result
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--episodes", type=int, default=20, help="greedy episodes for the checks")
-    ap.add_argument("--out", type=Path, help="work folder (default: outputs/pendulum_policy)")
-    ap.add_argument("--check-only", type=Path, help="a trained job folder: skip step 1")
-    ap.add_argument("--dest", type=Path, default=DEST)
-    ap.add_argument("--force", action="store_true", help="write even if a criterion fails")
-    args = ap.parse_args()
-    out = (args.out or ROOT / "outputs" / "pendulum_policy").resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    train_args = [*TRAIN, f"seed={args.seed}"]
-    if args.check_only:
-        train_dir, wall = args.check_only.resolve(), None
-    else:
-        train_dir = out / "train"
-        wall = rlperf([*train_args, f"hydra.run.dir={train_dir}"])
-    summary = json.loads((train_dir / "summary.json").read_text())
+    args, train_args, train_dir, wall, out = train_or_reuse(
+        __doc__, 20, "pendulum_policy", DEST, TRAIN
+    )
     result = check(train_dir, args.episodes, out)
-    provenance = {
-        "train_command": "rlperf " + " ".join(train_args),
-        "seed": args.seed,
-        "train_wall_s": wall if wall is not None else summary.get("wall_s"),
-        "train_env_steps": summary.get("total_env_steps"),
-        "train_iterations": summary.get("iterations"),
-        "stopped_by": (summary.get("stop") or {}).get("stopped_by"),
-        "git_commit": subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip(),
-        "criteria": {"min_return": MIN_RETURN, "fp32_action_err_max_of_range": 1e-4},
-        "checks": result,
-    }
-    print(json.dumps(provenance, indent=1))
-    if result["criteria_met"] or args.force:
-        write_policy(train_dir, args.dest, provenance)
-        print(f"written: {args.dest}")
-    else:
-        raise SystemExit("criteria not met: nothing written (--force writes anyway)")
+    criteria = {"min_return": MIN_RETURN, "fp32_action_err_max_of_range": 1e-4}
+    commit_policy(train_args, args, train_dir, wall, criteria, result)
 
 
 if __name__ == "__main__":

@@ -236,6 +236,20 @@ def test_report_figure_marks_uncounted_levels_and_draws_infinite_latency_as_gaps
 # --------------------------------------------------------------------------
 
 
+def serve_stage(compose_cfg: Any, out: Path, *overrides: str) -> dict[str, Any]:
+    """The serve stage through the job wrapper, in this process; ``in_trial``: the module's
+    Ray (and its Serve) is running, as the launcher's is in a sweep trial."""
+    from omegaconf import OmegaConf
+
+    from rlperf.job import execute_stage
+    from rlperf.serve.job import run_serve
+
+    cfg = compose_cfg(*overrides)
+    (out / ".hydra").mkdir()
+    OmegaConf.save(cfg, out / ".hydra" / "config.yaml")
+    return execute_stage(cfg, out, run_serve, in_trial=True)
+
+
 @pytest.fixture(scope="module")
 def served(small_policy_run: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Ray (rlperf's builder) and Serve on 127.0.0.1 with the trained policy deployed:
@@ -375,22 +389,17 @@ def test_stage_measures_levels_and_survives_a_killed_replica(
 ) -> None:
     """The stage's steps in the module's Ray (as in a sweep trial): every level is written,
     the served actions match, and a replica killed mid-level is counted, not fatal."""
-    from omegaconf import OmegaConf
 
-    from rlperf.job import execute_stage
     from rlperf.report.build import build_report
-    from rlperf.serve.job import run_serve
 
-    cfg = compose_cfg(
+    # in_trial: the module's Ray is running, as the launcher's is in a sweep trial.
+    summary = serve_stage(
+        compose_cfg, tmp_path,
         "stage=serve", f"run={served['run']['path']}", "serve.replicas=2",
         "serve.cpus_per_replica=0.25", "serve.clients=[2]", "serve.rates=[20,60]",
         "serve.requests_per_level=40", "serve.warmup_requests=5", "serve.baseline_requests=20",
         "serve.observations=12", "serve.kill_replica_level=0", "serve.slo_ms=1000",
     )  # fmt: skip
-    (tmp_path / ".hydra").mkdir()
-    OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")
-    # in_trial: the module's Ray is running, as the launcher's is in a sweep trial.
-    summary = execute_stage(cfg, tmp_path, run_serve, in_trial=True)
     assert summary["status"] == "completed"
     with (tmp_path / "levels.csv").open() as f:
         levels = list(csv.DictReader(f))
@@ -440,20 +449,14 @@ def test_stage_serves_the_cartpole_mlp_policy_with_float_observations(
 ) -> None:
     """A gymnasium env and an MLP policy: float32 observations of shape (4,) from CartPole
     itself, the same greedy actions over HTTP as in-process, both actions used."""
-    from omegaconf import OmegaConf
 
-    from rlperf.job import execute_stage
-    from rlperf.serve.job import run_serve
-
-    cfg = compose_cfg(
+    summary = serve_stage(
+        compose_cfg, tmp_path,
         "stage=serve", f"run={cartpole_policy_run['path']}", "serve.cpus_per_replica=0.25",
         "serve.clients=[1]", "serve.rates=[30]", "serve.requests_per_level=40",
         "serve.warmup_requests=5", "serve.baseline_requests=20", "serve.observations=24",
         "serve.slo_ms=1000",
     )  # fmt: skip
-    (tmp_path / ".hydra").mkdir()
-    OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")
-    summary = execute_stage(cfg, tmp_path, run_serve, in_trial=True)
     assert summary["status"] == "completed", summary.get("error")
     assert summary["env"]["id"] == "CartPole-v1"
     spec = summary["model_spec"]
@@ -514,22 +517,16 @@ def test_stage_serves_a_box_policy_and_checks_actions_against_the_range(
     every response, checked against the same model in-process relative to each
     dimension's range (not for equality), in requests.csv and the summary."""
     import pandas as pd
-    from omegaconf import OmegaConf
-
-    from rlperf.job import execute_stage
-    from rlperf.serve.job import run_serve
 
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))  # the env's module
-    cfg = compose_cfg(
+    summary = serve_stage(
+        compose_cfg, tmp_path,
         "stage=serve", f"run={point_mass_run['path']}", "backend=tflite_int8",
         f"edge.cache_dir={tmp_path / 'cache'}", "edge.calibration_size=100",
         "edge.fidelity_observations=100", "serve.cpus_per_replica=0.25", "serve.clients=[1]",
         "serve.rates=[30]", "serve.requests_per_level=40", "serve.warmup_requests=5",
         "serve.baseline_requests=20", "serve.observations=24", "serve.slo_ms=1000",
     )  # fmt: skip
-    (tmp_path / ".hydra").mkdir()
-    OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")
-    summary = execute_stage(cfg, tmp_path, run_serve, in_trial=True)
     assert summary["status"] == "completed", summary.get("error")
     spec = summary["model_spec"]
     assert (spec["num_actions"], spec["continuous"]) == (2, True)
