@@ -164,7 +164,7 @@ def _copy_mlp(keras: Any, x: Any, layers: Any, activation: str, prefix: str) -> 
 def _actor_tail(keras: Any, x: Any, net: MlpNet) -> Any:
     """A Box policy's reference actor (:mod:`rlperf.models.actor`): the hidden layers, the
     mean half of the last layer, then ``tanh`` (SAC) or a clip to [-1, 1] (a Gaussian head:
-    ``ReLU(max_value=2)`` of ``mean + 1``, the 1 folded into the bias), then the linear map
+    ``relu6`` of ``3 (mean + 1)``, folded into the layer's weights), then the linear map
     onto [low, high] as a diagonal Dense layer ``action``. Only FULLY_CONNECTED and
     activation ops: int8 quantizes the output over the action range."""
     from rlperf.models.actor import action_bounds
@@ -179,21 +179,25 @@ def _actor_tail(keras: Any, x: Any, net: MlpNet) -> Any:
         dense.set_weights([lin.weight.detach().numpy().T.copy(), lin.bias.detach().numpy()])
     d = net.num_outputs // 2
     w, b = last.weight.detach().numpy()[:d].T.copy(), last.bias.detach().numpy()[:d].copy()
-    mean = keras.layers.Dense(d, name="action_mean")
-    x = mean(x)
+    low, high = action_bounds(net.action_spec)
     if net.squash == "tanh":
+        mean = keras.layers.Dense(d, name="action_mean")
+        x = mean(x)
         mean.set_weights([w, b])
         x = keras.layers.Activation("tanh", name="action_tanh")(x)
-        offset = 1.0  # unit = tanh(mean) in [-1, 1]
+        # unit = tanh(mean) in [-1, 1]: action = low + (unit + 1) (high - low) / 2
+        kernel, bias = (high - low) / 2.0, low + (high - low) / 2.0
     else:
-        mean.set_weights([w, b + 1.0])
-        x = keras.layers.ReLU(max_value=2.0, name="action_clip")(x)
-        offset = 0.0  # unit + 1 = clip(mean + 1, 0, 2)
-    low, high = action_bounds(net.action_spec)
-    half = ((high - low) / 2.0).astype(np.float32)
+        # relu6(3 (mean + 1)) = 3 (clip(mean, -1, 1) + 1): a fused activation of the
+        # FULLY_CONNECTED op (XNNPACK and the Edge TPU run it in int8; a separate
+        # MINIMUM would stay on the CPU's builtin kernels).
+        mean = keras.layers.Dense(d, activation="relu6", name="action_mean")
+        x = mean(x)
+        mean.set_weights([3.0 * w, 3.0 * (b + 1.0)])
+        kernel, bias = (high - low) / 6.0, low
     scale = keras.layers.Dense(d, name="action")
     x = scale(x)
-    scale.set_weights([np.diag(half), (low + offset * half).astype(np.float32)])
+    scale.set_weights([np.diag(kernel).astype(np.float32), bias.astype(np.float32)])
     return x
 
 

@@ -118,3 +118,25 @@ def test_probe_checks_box_actions_against_the_range(tmp_path) -> None:
     clip.load_state_dict(net.state_dict())
     with pytest.raises(CheckpointError, match="does not act as the reference actor"):
         check_probe(probe, logits_of, device, *torch_policy_fns(clip)[2:])
+
+
+@pytest.mark.parametrize("squash", ["tanh", "clip"])
+def test_keras_export_of_the_reference_actor(squash: str) -> None:
+    """The exported graph computes the reference actor (saturated means too: the clip of a
+    Gaussian head, tanh's flat ends) from FULLY_CONNECTED and activation ops only."""
+    from rlperf.tflite.export import build_keras_policy, torch_outputs
+
+    torch.manual_seed(1)
+    net = MlpNet.for_spaces(OBS, TWO_D, [16], "tanh", squash=squash, value=squash == "clip")
+    with torch.no_grad():
+        net.pi_net[-1].weight.mul_(8.0)  # means well beyond [-1, 1] on some observations
+    obs = np.random.default_rng(2).uniform(-1, 1, (256, 3)).astype(np.float32)
+    reference = torch_outputs(net, obs)[0]
+    mean = net.logits(torch.from_numpy(obs)).detach().numpy()[:, :2]
+    assert (np.abs(mean) > 1).any() and (np.abs(mean) < 1).any()
+    np.testing.assert_allclose(reference, box_actions(net.logits(torch.from_numpy(obs)).detach(),
+                               net.action_spec, squash))  # fmt: skip
+    model = build_keras_policy(net, batch_size=None)
+    np.testing.assert_allclose(model.predict(obs, verbose=0), reference, atol=1e-5)
+    kinds = {type(layer).__name__ for layer in model.layers}
+    assert kinds <= {"InputLayer", "Dense", "Activation"}, kinds

@@ -1,0 +1,88 @@
+"""The committed continuous-action policy (benchmarks/policies/pendulum_sac): SAC's actor on
+Pendulum, trained and checked by ``benchmarks/bench_pendulum_policy.py`` with rlperf's own
+commands (docs/compression.md#the-pendulum-policy).
+
+These tests hold the copy to its provenance (the files are the checked ones, the recorded
+greedy return meets issue 27's criterion) and run the edge stage on the folder as a user
+would: ``rllib`` and ``tflite_fp32`` act alike within 1e-4 of the range (a reference that is
+not the one actor fails this), and QAT and magnitude pruning, at the smallest fit budget,
+keep the actions within the documented tolerance of a policy whose actions matter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+from tests.edge.conftest import run_edge
+
+POLICY = REPO / "benchmarks" / "policies" / "pendulum_sac"
+#: Issue 27's criterion: a greedy return of at least -250 over 20 seeded episodes.
+MIN_RETURN = -250.0
+
+
+@pytest.fixture(scope="module")
+def provenance() -> dict[str, Any]:
+    return json.loads((POLICY / "provenance.json").read_text())
+
+
+def test_committed_files_are_the_checked_ones(provenance) -> None:
+    for rel in ("checkpoint/rlperf_policy.pt", "checkpoint/probe.npz", ".hydra/config.yaml"):
+        assert rel in provenance["sha256"]
+    for rel, digest in provenance["sha256"].items():
+        assert hashlib.sha256((POLICY / rel).read_bytes()).hexdigest() == digest, rel
+    assert provenance["train_command"].startswith("rlperf experiment=algo_targets algo=sac")
+
+
+def test_recorded_checks_meet_the_criterion(provenance) -> None:
+    checks = provenance["checks"]
+    assert checks["criteria_met"] and not checks["vacuous"]
+    assert checks["episodes"] == len(checks["returns"]) == 20
+    assert checks["return_mean"] >= MIN_RETURN
+    assert checks["above_random_interval"][0] > 0
+    assert checks["fp32_action_err_max_of_range"] <= 1e-4
+    # RLlib 2.60's own greedy action (clip of the unsquashed mean) on the same episodes.
+    rllib = checks["rllib_greedy"]
+    assert rllib["reference_return_mean"] == pytest.approx(checks["return_mean"], abs=1e-3)
+
+
+def _edge(tmp_path: Path, backend: str, *extra: str) -> dict[str, Any]:
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from rlperf.config.schema import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    overrides = [
+        "stage=edge", f"run={POLICY}", f"backend={backend}", f"edge.cache_dir={tmp_path / 'c'}",
+        "edge.episodes=4", "edge.warmup_steps=20", "edge.calibration_size=200",
+        "edge.fidelity_observations=200", *extra,
+    ]  # fmt: skip
+    try:
+        with initialize_config_module("rlperf.conf", version_base="1.3"):
+            cfg = compose("config", overrides=overrides)
+    finally:
+        GlobalHydra.instance().clear()
+    return run_edge(cfg, tmp_path / backend)
+
+
+@pytest.mark.slow
+def test_rllib_and_fp32_act_alike_and_compressed_variants_keep_the_actions(
+    tmp_path: Path,
+) -> None:
+    fp32 = _edge(tmp_path, "tflite_fp32")["fidelity"]
+    assert fp32["action_err_max"] <= 1e-4 and fp32["action_dims"] == 1
+    assert fp32["verdict"] == "passed", fp32.get("flag_reason")
+    # The actor's actions span the torque range (not a near-constant actor).
+    assert fp32["reference"]["action_spread"][0] > 0.5
+    budget = ("edge.finetune_steps=40", "edge.finetune_lr=[1e-3]")
+    for backend in ("tflite_qat", "tflite_prune50"):
+        fid = _edge(tmp_path, backend, *budget)["fidelity"]
+        assert fid["action_err_p99"] <= 0.05, (backend, fid["action_err_p99"])
+        assert fid["verdict"] != "vacuous", backend
