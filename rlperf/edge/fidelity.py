@@ -46,6 +46,9 @@ NEAR_CONSTANT_SHARE = 0.95
 #: A Box reference whose every action dimension spreads (p1 to p99 over the fidelity set)
 #: over less than this share of its range is near-constant: the check on it is vacuous.
 NEAR_CONSTANT_SPREAD = 0.05
+#: A Box policy's variant plays worse when its paired return interval lies below this
+#: share of the reference's return advantage over a random actor.
+RETURN_LOSS_SHARE = 0.01
 #: Level of the paired return intervals (the report's level, rlperf.report.stats).
 CONFIDENCE = 0.95
 
@@ -235,6 +238,15 @@ def _action_spread(r: np.ndarray, span: np.ndarray, reasons: list[str]) -> dict[
     return {"action_spread": spread.tolist(), "near_constant_spread": NEAR_CONSTANT_SPREAD}
 
 
+def return_loss_margin(reference: dict[str, Any], continuous: bool) -> float:
+    """How far below 0 a variant's return interval must lie to flag it: 0 for a Discrete
+    policy, :data:`RETURN_LOSS_SHARE` of the reference's advantage over random for a Box."""
+    gain = reference.get("vs_random_diff")
+    if not continuous or gain is None or not math.isfinite(gain):
+        return 0.0
+    return RETURN_LOSS_SHARE * max(0.0, float(gain))
+
+
 def verdict(fidelity: dict[str, Any]) -> str:
     """``vacuous`` (reference uninformative), else ``flagged`` (agreement below the
     threshold, or the variant plays worse: see :func:`flag_return_loss`) or ``passed``."""
@@ -243,12 +255,16 @@ def verdict(fidelity: dict[str, Any]) -> str:
     return "flagged" if fidelity.get("flagged") else "passed"
 
 
-def flag_return_loss(fidelity: dict[str, Any]) -> None:
-    """Flag a variant whose paired return interval lies below 0 (it plays worse than the
-    reference on the same seeds), however well its greedy actions agree: a few flipped
-    decisions can cost whole episodes."""
+def flag_return_loss(fidelity: dict[str, Any], margin: float = 0.0) -> None:
+    """Flag a variant whose paired return interval lies below ``-margin`` (it plays worse
+    than the reference on the same seeds), however well its greedy actions agree: a few
+    flipped decisions can cost whole episodes. A Box policy's margin is
+    :data:`RETURN_LOSS_SHARE` of the reference's advantage over a random actor
+    (:func:`return_loss_margin`): its returns move continuously with its actions, so a
+    loss of a thousandth is consistent over paired episodes, and significant, but no loss."""
     high = fidelity.get("return_diff_high")
-    if fidelity.get("flagged") or high is None or not math.isfinite(high) or high >= 0:
+    fidelity["return_loss_margin"] = float(margin)
+    if fidelity.get("flagged") or high is None or not math.isfinite(high) or high >= -margin:
         return
     fidelity["flagged"] = True
     fidelity["flag_reason"] = (

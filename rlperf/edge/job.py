@@ -41,6 +41,7 @@ from rlperf.edge.fidelity import (
     flag_return_loss,
     logit_fidelity,
     reference_informativeness,
+    return_loss_margin,
     return_parity,
     verdict,
 )
@@ -159,10 +160,10 @@ def check_fidelity(
     returns = [float(r["return"]) for r in rows]
     truncated = [bool(r.get("truncated")) for r in rows]
     fid.update(return_parity(returns, ref_returns or [], truncated))
-    flag_return_loss(fid)
     fid["reference"] = reference_informativeness(
         ref_outputs, ref_returns or [], random_returns_of(cell, spec), cell.action_span
     )
+    flag_return_loss(fid, return_loss_margin(fid["reference"], cell.action_span is not None))
     fid["verdict"] = verdict(fid)
     fid["fidelity_set"] = cell.fidelity.metadata()
     if fid["verdict"] == "vacuous":

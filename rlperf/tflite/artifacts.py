@@ -163,12 +163,18 @@ def variant_file_name(heads: str, variant: str, int8_io: str, calibration_key: s
     return f"{heads}-{variant}.tflite"
 
 
+#: Bumped when a compressed backend's build changes (2: QAT's input range covers the
+#: observation space's bounds), so that a cache never hands out a file of the old build.
+COMPRESSION_RECIPE = 2
+
+
 def compressed_file_name(
     heads: str, backend: str, int8_io: str, calibration_key: str, settings: dict[str, Any]
 ) -> str:
     """Cache name of a compressed backend's file: the hash of its fine-tune ``settings``
     (:func:`~rlperf.tflite.finetune.finetune_settings`), calibration set and int8 I/O."""
-    key = settings_hash({"finetune": settings, "calibration": calibration_key, "int8_io": int8_io})
+    key = settings_hash({"finetune": settings, "calibration": calibration_key, "int8_io": int8_io,
+                         "recipe": COMPRESSION_RECIPE})  # fmt: skip
     return f"{heads}-{backend.removeprefix('tflite_')}-{key}.tflite"
 
 
@@ -225,7 +231,7 @@ def build_variant(
             reused.append(name)
         else:
             t0 = time.perf_counter()
-            model, info = compress_policy(spec, net, heads, calib, settings)
+            model, info = compress_policy(spec, net, heads, calib, settings, input_range)
             data = convert(model, str(spec.variant))
             timings["compress_s"] = time.perf_counter() - t0
             _store(cache, name, data, {"kind": f"tflite {backend}", "heads": heads})

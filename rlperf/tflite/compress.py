@@ -88,13 +88,23 @@ def teacher_targets(net: Any, observations: np.ndarray, heads: str) -> Any:
     return [logits, values] if heads == "both" else logits
 
 
-def quantization_aware(net: Any, heads: str, x: np.ndarray, y: Any, settings: dict) -> Any:
+def quantization_aware(
+    net: Any,
+    heads: str,
+    x: np.ndarray,
+    y: Any,
+    settings: dict,
+    input_range: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Any:
     """QAT by distillation; returns (the batch-1 QAT model, what the fit measured).
 
     The fake-quantization ranges start from the float model's activation ranges on ``x``
     (tensorflow-model-optimization starts them at [-6, 6] and moves them by an exponential
     average with decay 0.999 per step: a policy's logits of +-20 would stay clipped for
-    thousands of steps).
+    thousands of steps). The input's range also covers ``input_range`` (the observation
+    space's finite bounds, as post-training int8 takes them): an observation beyond the
+    calibration set's would otherwise be clipped (Pendulum's fastest swings: actions up to
+    46 % of the range off).
     """
     # TensorFlow (tf_keras, tensorflow-model-optimization): deferred, only its backends load it.
     import tensorflow_model_optimization as tfmot
@@ -113,11 +123,22 @@ def quantization_aware(net: Any, heads: str, x: np.ndarray, y: Any, settings: di
         return tfmot.quantization.keras.quantize_apply(annotated), base, trainable
 
     train, base, trainable = qat_model(None)
-    _start_ranges(train, base, trainable, x)
+    _start_ranges(train, base, trainable, _with_bounds(x, input_range))
     fit = keras_distill(train, x, y, settings, [])
     single = qat_model(1)[0]
     single.set_weights(train.get_weights())
     return single, fit
+
+
+def _with_bounds(x: np.ndarray, input_range: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """``x`` with the finite ``input_range`` bounds appended as two more rows (what the
+    input's quantization range is taken over; the activations see them too)."""
+    if input_range is None:
+        return x
+    low, high = (np.broadcast_to(np.asarray(b, np.float32), x.shape[1:]) for b in input_range)
+    low = np.where(np.isfinite(low), low, x.min(axis=0))
+    high = np.where(np.isfinite(high), high, x.max(axis=0))
+    return np.concatenate([x, np.stack([low, high]).astype(np.float32)])
 
 
 def _start_ranges(qmodel: Any, base: Any, trainable: list[Any], x: np.ndarray) -> None:
@@ -336,7 +357,12 @@ def _slice_convs(src_trunk: Any, src_head: Any, dst_trunk: Any, dst_head: Any) -
 
 
 def compress_policy(
-    spec: BackendSpec, net: Any, heads: str, calibration: Any, settings: dict[str, Any]
+    spec: BackendSpec,
+    net: Any,
+    heads: str,
+    calibration: Any,
+    settings: dict[str, Any],
+    input_range: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """The batch-1 Keras model of a compression backend, ready for its conversion
     (``spec.variant``), and what its build measured (the ``<file>.json`` of the cache).
@@ -361,7 +387,7 @@ def compress_policy(
     for lr in settings["lr"]:
         one = {**settings, "lr": lr}
         if recipe.method == "qat":
-            built = quantization_aware(net, heads, x, y, one)
+            built = quantization_aware(net, heads, x, y, one, input_range)
         elif recipe.method == "prune":
             built = magnitude_pruned(net, heads, x, y, one, recipe.sparsity)
         else:

@@ -73,6 +73,28 @@ def test_return_parity_interval_tie_and_saturation() -> None:
     assert not return_parity([500.0] * 3, [500.0] * 3, [True, False, True])["saturates"]
 
 
+def test_a_box_policys_return_loss_must_matter_to_flag() -> None:
+    """A continuous actor's returns move with its actions: a consistent loss of a few
+    hundredths (the dynamic variant on Pendulum: -0.03 of -142.8) is significant over
+    paired episodes but no loss; it flags past 1 % of the reference's gain over random."""
+    from rlperf.edge.fidelity import return_loss_margin
+
+    reference = {"vs_random_diff": 1103.0}
+    assert return_loss_margin(reference, continuous=False) == 0.0
+    margin = return_loss_margin(reference, continuous=True)
+    assert margin == pytest.approx(11.03)
+    tiny = return_parity([-142.83, -1.03, -117.04], [-142.80, -1.00, -117.00])
+    assert tiny["return_diff_high"] < 0  # significant, tiny
+    fid = {"flagged": False, **tiny}
+    flag_return_loss(fid, margin)
+    assert not fid["flagged"] and fid["return_loss_margin"] == margin
+    big = return_parity([-170.0, -30.0, -140.0], [-142.8, -1.0, -117.0])
+    fid = {"flagged": False, **big}
+    flag_return_loss(fid, margin)
+    assert fid["flagged"] and fid["flag_reason"].startswith("plays worse than the reference")
+    assert return_loss_margin({"vs_random_diff": -5.0}, continuous=True) == 0.0
+
+
 def _edge(cfg: Any, out_dir: Path) -> dict[str, Any]:
     from rlperf.edge.job import run_edge
     from rlperf.job import JobContext

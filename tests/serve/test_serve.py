@@ -20,6 +20,7 @@ from rlperf.errors import ConfigError, PayloadError
 from rlperf.serve.levels import level_row, max_rate_under_slo, quantile_ci
 from rlperf.serve.loadgen import Reply, Target, closed_loop, open_loop, poisson_schedule
 from rlperf.serve.payload import decode_observation, encode_observation
+from tests.conftest import REPO
 
 # --------------------------------------------------------------------------
 # Wire format
@@ -540,3 +541,17 @@ def test_stage_serves_a_box_policy_and_checks_actions_against_the_range(
     assert (vectors.str.len() == 2).all() and policy["action_err"].notna().all()
     # The echo answers zeros and is not checked.
     assert rows[rows["target"] == "echo"]["action_err"].isna().all()
+
+    # Shape (1,) in the same Serve session: the committed Pendulum actor, in torch.
+    pendulum = tmp_path / "pendulum"
+    pendulum.mkdir()
+    summary = serve_stage(
+        compose_cfg, pendulum,
+        "stage=serve", f"run={REPO / 'benchmarks' / 'policies' / 'pendulum_sac'}",
+        "serve.cpus_per_replica=0.25", "serve.clients=[1]", "serve.rates=[30]",
+        "serve.requests_per_level=40", "serve.warmup_requests=5", "serve.baseline_requests=20",
+        "serve.observations=24", "serve.slo_ms=1000",
+    )  # fmt: skip
+    assert summary["status"] == "completed", summary.get("error")
+    assert (summary["model_spec"]["num_actions"], summary["backend"]) == (1, "rllib")
+    assert summary["actions"]["mismatches"] == 0 and summary["actions"]["checked"] > 50
