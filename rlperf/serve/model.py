@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rlperf.tflite.runtime import open_interpreter
-from rlperf.tflite.tflite_model import dequantize_output, logits_output, quantize_input
+from rlperf.tflite.tflite_model import input_quantizer, logits_output, output_dequantizer
 
 #: ``ModelSpec.kind`` values.
 KINDS = ("torch", "tflite", "echo")
@@ -107,18 +107,19 @@ def _tflite_act(spec: ModelSpec) -> Any:
     tensor_in = info.inputs[0]
     output = logits_output(info, spec.num_actions)
     out_index = output.index
+    quantize, dequantize = input_quantizer(tensor_in), output_dequantizer(output)
 
     def act(batch: np.ndarray) -> np.ndarray:
         if spec.continuous:  # the output is the action: dequantized
             vectors = np.empty((len(batch), spec.num_actions), dtype=np.float32)
             for i, obs in enumerate(batch):
-                interp.set_tensor(tensor_in.index, quantize_input(obs[None], tensor_in))
+                interp.set_tensor(tensor_in.index, quantize(obs[None]))
                 interp.invoke()
-                vectors[i] = dequantize_output(interp.get_tensor(out_index), output).ravel()
+                vectors[i] = dequantize(interp.get_tensor(out_index)).ravel()
             return vectors
         actions = np.empty(len(batch), dtype=np.int64)
         for i, obs in enumerate(batch):
-            interp.set_tensor(tensor_in.index, quantize_input(obs[None], tensor_in))
+            interp.set_tensor(tensor_in.index, quantize(obs[None]))
             interp.invoke()
             actions[i] = int(np.argmax(interp.get_tensor(out_index)))
         return actions

@@ -27,9 +27,9 @@ from rlperf.tflite.export import continuous_actions, torch_outputs
 from rlperf.tflite.tflite_model import (
     EDGETPU_CUSTOM_OP,
     TfliteModelInfo,
-    dequantize_output,
+    input_quantizer,
     logits_output,
-    quantize_input,
+    output_dequantizer,
     read_tflite,
 )
 
@@ -198,12 +198,14 @@ class TfliteActor:
         self.output = logits_output(self.info, num_actions)
         self._in = self.input.index
         self._out = self.output.index
+        self._quantize = input_quantizer(self.input)
+        self._dequantize = output_dequantizer(self.output)
         self.forward_ns = 0
 
     def _input(self, obs: Any) -> np.ndarray:
         """One observation as the input tensor: reshaped to it (a Discrete state becomes
         ``(1, 1)``) and quantized where the tensor is."""
-        return quantize_input(np.asarray(obs).reshape(self.input.shape), self.input)
+        return self._quantize(np.asarray(obs).reshape(self.input.shape))
 
     def act(self, obs: Any) -> Any:
         """The argmax (int), or a Box policy's action (float32 array)."""
@@ -212,7 +214,7 @@ class TfliteActor:
         self.interp.invoke()
         self.forward_ns = time.perf_counter_ns() - t0
         if self.continuous:
-            out = dequantize_output(self.interp.get_tensor(self._out), self.output)
+            out = self._dequantize(self.interp.get_tensor(self._out))
             return out.reshape(-1).astype(np.float32)
         return int(np.argmax(self.interp.get_tensor(self._out)))
 
@@ -223,7 +225,7 @@ class TfliteActor:
         for obs in observations:
             self.interp.set_tensor(self._in, self._input(obs))
             self.interp.invoke()
-            out.append(dequantize_output(self.interp.get_tensor(self._out), self.output).ravel())
+            out.append(self._dequantize(self.interp.get_tensor(self._out)).ravel())
         return np.stack(out)
 
 
