@@ -374,7 +374,7 @@ def test_compressed_file_names_keep_their_cache_key() -> None:
     name = compressed_file_name(
         "both", "tflite_prune75_int8", "int8", "abcdef0123", finetune_settings(one_rate)
     )
-    assert name == "both-prune75_int8-94dd6e1fca.tflite"
+    assert name == "both-prune75_int8-6b96b2a23c.tflite"
     assert variant_file_name("policy", "int8", "uint8", "0123456789") == (
         "policy-int8-uint8-0123456789.tflite"
     )
