@@ -53,7 +53,7 @@ def build_dqn_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
             dueling=bool(a.dueling),
             epsilon=[(int(t), float(e)) for t, e in a.epsilon],
         )
-        .rl_module(rl_module_spec=rllib_mlp_module_spec(cfg))
+        .rl_module(rl_module_spec=rllib_mlp_module_spec(cfg, _dqn_module()))
     )
 
 
@@ -75,6 +75,14 @@ def build_sac_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
         )
         .rl_module(rl_module_spec=rllib_mlp_module_spec(cfg, _sac_module()))
     )
+
+
+def _dqn_module() -> type:
+    """rlperf's DQN module: RLlib's, its greedy forward also giving its Q-values."""
+    # rlperf's RLModules subclass RLlib's: deferred, importing rlperf.algos must not import Ray.
+    from rlperf.models.rl_module import DqnRLModule
+
+    return DqnRLModule
 
 
 def _sac_module() -> type:

@@ -19,6 +19,8 @@ from typing import Any, cast
 import gymnasium as gym
 import torch
 from omegaconf import DictConfig, OmegaConf
+from ray.rllib.algorithms.dqn.dqn_learner import QF_PREDS
+from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import (
@@ -148,14 +150,59 @@ class SacRLModule(DefaultSACTorchRLModule):
             if isinstance(m, torch.nn.Linear)
         ]
         dst = [m for m in net.pi_net.modules() if isinstance(m, torch.nn.Linear)]
-        if [tuple(m.weight.shape) for m in src] != [tuple(m.weight.shape) for m in dst]:
-            raise ValueError(
-                f"SAC's policy network has linear layers "
-                f"{[tuple(m.weight.shape) for m in src]}, not the MLP {hiddens} -> "
-                f"{[tuple(m.weight.shape) for m in dst]}; cannot save it as rlperf's actor"
-            )
-        with torch.no_grad():
-            for a, b in zip(src, dst, strict=True):
-                b.weight.copy_(a.weight)
-                b.bias.copy_(a.bias)
+        _copy_linears(src, dst, hiddens)
         return net.eval()
+
+
+class DqnRLModule(DefaultDQNTorchRLModule):
+    """RLlib's DQN module whose greedy forward also returns its Q-values as the
+    action-distribution inputs (RLlib's gives the argmax only), so that the probe and the
+    rollout can compare them; :meth:`actor_net` is the Q-network as rlperf's
+    :class:`MlpNet` (``rlperf_policy.pt``: greedy action = argmax of its outputs)."""
+
+    def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        out = cast(dict[str, Any], super()._forward_inference(batch, **kwargs))
+        out[Columns.ACTION_DIST_INPUTS] = self.compute_q_values(batch)[QF_PREDS]
+        return out
+
+    def actor_net(self, hiddens: list[int], activation: str) -> MlpNet:
+        """The Q-network as an :class:`MlpNet` without a value network: the encoder's layers,
+        then one linear layer of Q-values. A dueling head's ``V + A - mean(A)`` is linear in
+        the encoder's features, so it folds into that layer exactly (up to float rounding):
+        ``W_q = W_a - mean_rows(W_a) + w_v``, ``b_q = b_a - mean(b_a) + b_v``."""
+        if self.num_atoms > 1:
+            raise ValueError("distributional DQN (num_atoms > 1) has no rlperf actor")
+        net = MlpNet.for_spaces(
+            self.observation_space, self.action_space, hiddens, activation, value=False
+        )
+        encoder = [m for m in self.encoder.modules() if isinstance(m, torch.nn.Linear)]
+        af = [m for m in self.af.modules() if isinstance(m, torch.nn.Linear)]
+        if len(af) != 1:
+            raise ValueError(f"DQN's Q head has {len(af)} linear layers; rlperf folds one")
+        w, b = af[0].weight.double(), af[0].bias.double()
+        if self.uses_dueling:
+            vf = [m for m in self.vf.modules() if isinstance(m, torch.nn.Linear)]
+            if len(vf) != 1:
+                raise ValueError(f"DQN's value head has {len(vf)} linear layers; rlperf folds one")
+            w = w - w.mean(dim=0, keepdim=True) + vf[0].weight.double()
+            b = b - b.mean() + vf[0].bias.double()
+        pairs = [(m.weight, m.bias) for m in encoder] + [(w.float(), b.float())]
+        dst = [m for m in net.pi_net.modules() if isinstance(m, torch.nn.Linear)]
+        _copy_linears(pairs, dst, hiddens)
+        return net.eval()
+
+
+def _copy_linears(src: list[Any], dst: list[Any], hiddens: list[int]) -> None:
+    """Copy (weight, bias) pairs (or Linear layers) ``src`` into the Linear layers ``dst``."""
+    pairs = [(m.weight, m.bias) if isinstance(m, torch.nn.Linear) else m for m in src]
+    have = [tuple(w.shape) for w, _ in pairs]
+    want = [tuple(m.weight.shape) for m in dst]
+    if have != want:
+        raise ValueError(
+            f"the RLlib module's policy has linear layers {have}, not the MLP {hiddens} -> "
+            f"{want}; cannot save it as rlperf's actor"
+        )
+    with torch.no_grad():
+        for (w, b), m in zip(pairs, dst, strict=True):
+            m.weight.copy_(w)
+            m.bias.copy_(b)

@@ -92,8 +92,8 @@ class IterationCounters:
 
 
 def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -> Path:
-    """RLlib checkpoint, ``rlperf_policy.pt`` (reloadable without Ray) and a probe (the
-    last two for rlperf's networks and SAC's actor: not for DQN's RLlib module).
+    """RLlib checkpoint, ``rlperf_policy.pt`` (reloadable without Ray) and a probe: rlperf's
+    network, SAC's actor or DQN's Q-network (``actor_net`` of rlperf's RLlib modules).
 
     The probe (``probe.npz``: observations, logits and greedy actions of the
     policy as it was when saved) lets any reload check that it acts the same.
@@ -115,7 +115,7 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
 
         module = RLModule.from_checkpoint(str(saved.resolve()))
     net = policy_net(module, cfg)
-    if net is None:  # RLlib's own module (DQN): RLlib's checkpoint only
+    if net is None:  # a module rlperf does not know: RLlib's checkpoint only
         return ckpt
     save_policy(net, ckpt / POLICY_FILE, extra={"iteration": iteration})
     write_module_probe(ckpt, module, net, probe_observations(cfg))
@@ -123,8 +123,9 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
 
 
 def policy_net(module: Any, cfg: DictConfig) -> Any:
-    """The network ``rlperf_policy.pt`` holds: rlperf's own (``module.net``), SAC's actor
-    (:meth:`~rlperf.models.rl_module.SacRLModule.actor_net`), or None (DQN)."""
+    """The network ``rlperf_policy.pt`` holds: rlperf's own (``module.net``), or SAC's actor
+    and DQN's Q-network (``actor_net`` of :mod:`rlperf.models.rl_module`'s RLlib modules;
+    None for a module with neither)."""
     if getattr(module, "net", None) is not None:
         return module.net
     if hasattr(module, "actor_net"):

@@ -140,3 +140,35 @@ def test_keras_export_of_the_reference_actor(squash: str) -> None:
     np.testing.assert_allclose(model.predict(obs, verbose=0), reference, atol=1e-5)
     kinds = {type(layer).__name__ for layer in model.layers}
     assert kinds <= {"InputLayer", "Dense", "Activation"}, kinds
+
+
+def test_dqn_q_network_with_dueling_heads_folds_into_one_layer(tmp_path) -> None:
+    """A dueling DQN's ``V + A - mean(A)`` is linear in the encoder's features: the saved
+    MlpNet's outputs are the module's Q-values (large ones too), its argmax the greedy action."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from rlperf.models.rl_module import DqnRLModule
+
+    torch.manual_seed(0)
+    model = {"fcnet_hiddens": [32, 32], "fcnet_activation": "tanh"}
+    config = DQNConfig().rl_module(
+        rl_module_spec=RLModuleSpec(module_class=DqnRLModule, model_config=model)
+    )
+    actions = gym.spaces.Discrete(4)
+    module = config.get_rl_module_spec(spaces={DEFAULT_MODULE_ID: (OBS, actions)}).build()
+    assert module.uses_dueling
+    with torch.no_grad():  # Q-values of ~100, as a trained CartPole DQN's
+        module.vf.net.mlp[0].bias.fill_(100.0)
+    obs = torch.from_numpy(np.random.default_rng(0).uniform(-1, 1, (64, 3)).astype(np.float32))
+    with torch.inference_mode():
+        out = module.forward_inference({Columns.OBS: obs})
+    q = out[Columns.ACTION_DIST_INPUTS].numpy()
+    assert np.abs(q).max() > 90
+    net = load_policy(save_policy(module.actor_net([32, 32], "tanh"), tmp_path / "p.pt"))
+    saved = net.logits(obs).detach().numpy()
+    np.testing.assert_allclose(saved, q, rtol=0, atol=1e-5 * np.abs(q).max())
+    assert (saved.argmax(axis=1) == out[Columns.ACTIONS].numpy()).all()
+    assert not net.has_value and net.num_outputs == 4

@@ -197,15 +197,20 @@ def test_replay_algorithm_fills_phases_and_replay(tmp_path, algo, env) -> None:
     ckpt = Path(s["checkpoint"])
     run = tmp_path / "run"
     assert (run / ckpt / "rllib_checkpoint.json").exists()
-    if algo == "dqn":
-        assert not (run / ckpt / "rlperf_policy.pt").exists()  # RLlib's own Q-network
-        return
-    # SAC's actor as rlperf's policy file, checked against the module's probe when saved.
+    # SAC's actor and DQN's Q-network as rlperf's policy file, checked against the
+    # module's probe when saved (and here, reloaded without Ray).
     from rlperf.models.policy_file import load_policy
     from rlperf.runs.probe import check_probe, read_probe, torch_policy_fns
 
     net = load_policy(run / ckpt)
-    assert (net.squash, net.has_value, net.num_outputs) == ("tanh", False, 2)
     probe = read_probe(run / ckpt)
-    assert probe is not None and probe.continuous and probe.actions.shape == (32, 1)
-    assert check_probe(probe, *torch_policy_fns(net))["max_action_err_of_range"] <= 1e-5
+    assert probe is not None and not net.has_value
+    checked = check_probe(probe, *torch_policy_fns(net))
+    assert checked is not None
+    if algo == "dqn":  # Q-values of CartPole's two actions; greedy = their argmax
+        assert net.discrete_actions and net.num_outputs == 2 and not probe.continuous
+        assert checked["greedy_agreement"] == 1.0
+        return
+    assert (net.squash, net.num_outputs) == ("tanh", 2)
+    assert probe.continuous and probe.actions.shape == (32, 1)
+    assert checked["max_action_err_of_range"] <= 1e-5
