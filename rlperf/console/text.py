@@ -78,11 +78,19 @@ def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
     figures = _figures(summary)
     if figures:
         lines.append("  " + " | ".join(figures))
-    faults = summary.get("faults") or []
+    faults = _fault_count(summary.get("faults"))
     if faults:
-        lines.append(f"  {len(faults)} fault(s) recorded: see summary.json 'faults'")
+        lines.append(f"  {faults} fault(s) recorded: see summary.json 'faults'")
     lines.append(f"  summary.json and the result files are in {out_dir}")
     return lines
+
+
+def _fault_count(faults: Any) -> int:
+    """Faults of ``summary.json["faults"]``: a training job's list of events, or a serve
+    job's ``{"replicas_killed": [...], "levels": [...]}`` (the replicas it killed)."""
+    if isinstance(faults, Mapping):
+        return len(faults.get("replicas_killed") or [])
+    return len(faults or [])
 
 
 def _figures(summary: Mapping[str, Any]) -> list[str]:

@@ -158,6 +158,12 @@ def test_header_and_summary_name_what_ran_and_what_it_measured(compose_cfg) -> N
     )
     assert lines[1] == "  iteration 5.25 s (mean)"  # no NaN figures
     assert "1 fault(s) recorded" in lines[2]
+    # A serve job's faults are the replicas it killed: none, no line (not "2 faults").
+    serve = {"status": "completed", "stage": "serve", "wall_s": 69.0,
+             "faults": {"replicas_killed": [], "levels": []}}  # fmt: skip
+    assert not any("fault" in line for line in summary_lines(serve, Path("/out/serve")))
+    serve["faults"] = {"replicas_killed": ["SERVE_REPLICA::a"], "levels": [3]}
+    assert "1 fault(s) recorded" in summary_lines(serve, Path("/out/serve"))[-2]
     # A downstream job counts steps and episodes, not the iterations it never ran.
     edge = {"status": "completed", "stage": "edge", "wall_s": 27.0, "iterations": 0,
             "steps": 6612, "episodes": {"count": 10}, "excluded": {"warmup": 50}}  # fmt: skip
