@@ -41,6 +41,9 @@ HARMLESS: tuple[re.Pattern[str], ...] = (
     # Env runners are restartable actors (RLlib's fault tolerance); Ray notes on every
     # start that their constructor arguments live in the object store (ray#53727).
     re.compile(r"has constructor arguments in the object store and max_restarts > 0"),
+    # The serve job shuts Serve down and kills its controller: the raylet then reports the
+    # controller's pending calls (graceful_shutdown, listen_for_change) as failed.
+    re.compile(r"Task ServeController\.\w+ failed\..*killed by `ray\.kill`"),
 )
 
 #: Warnings that matter to the person running the experiment.

@@ -51,6 +51,14 @@ def test_filter_shows_errors_and_what_matters_once_and_hides_the_rest() -> None:
     assert not f.shows(TOKEN_LINE)
     assert not f.shows("A.L.E: Arcade Learning Environment (version 0.12.1+8a8fafb)")
     assert not f.shows(CONSTRUCTOR_LINE)  # an "E" line Ray prints on every run
+    # The serve job's own shutdown of Serve (seen after a standalone serve run), not a
+    # worker that died: hidden; a replica killed by a fault level is still shown.
+    assert not f.shows(
+        "\x1b[33m(raylet)\x1b[0m Task ServeController.graceful_shutdown failed. There are "
+        "infinite retries remaining, so the task will be retried. Error: The actor is dead "
+        "because it was killed by `ray.kill`."
+    )
+    assert f.shows("(raylet) A worker died or was killed while executing a task")
     assert f.shows(RAY_ERROR)
     # The same error again, another time stamp and actor id: not repeated.
     assert not f.shows(RAY_ERROR.replace("15:30:28,095", "15:31:02,001").replace("0c5f", "ffff"))
