@@ -1,7 +1,8 @@
 """Train the committed continuous-action policy with rlperf's own commands, check it behaves,
-and write the committed copy (docs/compression.md#the-pendulum-policy).
+and write the committed copy (docs/compression.md#the-pendulum-policy-continuous-actions).
 
-    python benchmarks/bench_pendulum_policy.py [--seed 0] [--episodes 20] [--out DIR] [--overrides ...]
+    python benchmarks/bench_pendulum_policy.py [--seed 0] [--episodes 20] [--out DIR]
+        [--overrides ...]                       # more training overrides
         [--check-only DIR]                      # only the checks, on a trained run
 
 Steps (each one is a command a user can type):

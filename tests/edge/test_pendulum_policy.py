@@ -1,6 +1,6 @@
 """The committed continuous-action policy (benchmarks/policies/pendulum_sac): SAC's actor on
 Pendulum, trained and checked by ``benchmarks/bench_pendulum_policy.py`` with rlperf's own
-commands (docs/compression.md#the-pendulum-policy).
+commands (docs/compression.md#the-pendulum-policy-continuous-actions).
 
 These tests hold the copy to its provenance (the files are the checked ones, the recorded
 greedy return meets issue 27's criterion) and run the edge stage on the folder as a user
