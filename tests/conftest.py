@@ -140,7 +140,11 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 #: unequal ranges (support/point_mass.py).
 BOX_ENVS = {
     "pendulum": ("env=pendulum",),
-    "point_mass": ("env=custom", "env.entry_point=support.point_mass:PointMass"),
+    "point_mass": (
+        "env=custom",
+        "env.entry_point=support.point_mass:PointMass",
+        "env.max_episode_steps=30",
+    ),
 }
 
 

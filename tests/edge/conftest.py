@@ -26,9 +26,20 @@ def compose_edge(tmp_path: Path):
     GlobalHydra.instance().clear()
 
 
-def run_edge(cfg: Any, out_dir: Path) -> dict[str, Any]:
-    """The edge stage's entry point, with the job context the job wrapper gives it."""
-    from rlperf.edge.job import run_edge as edge_stage
-    from rlperf.job import JobContext
+def run_edge(cfg: Any, out_dir: Path, *, job: bool = False) -> dict[str, Any]:
+    """The edge stage's entry point, with the job context the job wrapper gives it.
 
-    return edge_stage(cfg, out_dir, JobContext.for_job(cfg, out_dir))
+    ``job``: through the job wrapper itself, as in a trial of a sweep (its
+    ``.hydra/config.yaml``, fingerprint and ``summary.json`` make ``out_dir`` a job
+    folder the report reads).
+    """
+    from omegaconf import OmegaConf
+
+    from rlperf.edge.job import run_edge as edge_stage
+    from rlperf.job import JobContext, execute_stage
+
+    if not job:
+        return edge_stage(cfg, out_dir, JobContext.for_job(cfg, out_dir))
+    (out_dir / ".hydra").mkdir(parents=True)
+    OmegaConf.save(cfg, out_dir / ".hydra" / "config.yaml")
+    return execute_stage(cfg, out_dir, edge_stage, in_trial=True)

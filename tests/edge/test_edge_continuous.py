@@ -40,7 +40,8 @@ def test_box_policy_through_rllib_fp32_and_int8(
     point_mass_run: dict[str, Any], box_cache: Path, compose_edge: Any, tmp_path: Path
 ) -> None:
     run = point_mass_run["path"]
-    s8 = run_edge(compose_edge(*_overrides(run, box_cache, "backend=tflite_int8")), tmp_path / "i8")
+    i8 = compose_edge(*_overrides(run, box_cache, "backend=tflite_int8"))
+    s8 = run_edge(i8, tmp_path / "i8", job=True)
     assert s8["export"]["passed"] and s8["export"]["outputs"] == "actions"
     fid = s8["fidelity"]
     assert fid["action_dims"] == 2 and fid["action_range"] == [2.0, 1.0]
@@ -54,13 +55,13 @@ def test_box_policy_through_rllib_fp32_and_int8(
     assert s8["latency"]["action_ms"]["count"] == 6 * 30 - 10
     assert s8["delegate"]["status"] == "full"
 
-    s32 = run_edge(
-        compose_edge(*_overrides(run, box_cache, "backend=tflite_fp32")), tmp_path / "f32"
-    )
+    f32 = compose_edge(*_overrides(run, box_cache, "backend=tflite_fp32"))
+    s32 = run_edge(f32, tmp_path / "f32", job=True)
     # rllib (torch) and tflite_fp32 act alike within 1e-4 of each dimension's range.
     assert s32["fidelity"]["action_err_max"] <= 1e-4
     assert s32["fidelity"]["return_tie"]
-    srl = run_edge(compose_edge(*_overrides(run, box_cache, "backend=rllib")), tmp_path / "rl")
+    rl = compose_edge(*_overrides(run, box_cache, "backend=rllib"))
+    srl = run_edge(rl, tmp_path / "rl", job=True)
     assert srl["fidelity"] is None and srl["reference_returns"] == fid["reference_returns"]
     # The actions the env got are 2-D and inside the Box.
     import pandas as pd

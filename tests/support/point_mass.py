@@ -1,6 +1,7 @@
 """A 2-D point mass steered to the origin: a small env with a 2-D continuous action.
 
-``env=custom env.entry_point=support.point_mass:PointMass`` (``tests`` on ``PYTHONPATH``).
+``env=custom env.entry_point=support.point_mass:PointMass env.max_episode_steps=30``
+(``tests`` on ``PYTHONPATH``; the time limit is the env's own, said so rlperf sees it).
 The observation is the position ``(x, y)`` in [-1, 1]^2; the action a velocity
 ``(vx, vy)`` in a Box whose two dimensions have different ranges ([-1, 1] and
 [-0.5, 0.5], so a rule that mixes the dimensions' ranges is caught); each step
@@ -119,7 +120,7 @@ def make_run_folder(path: Any, squash: str = "tanh", fit_steps: int = 400) -> di
         with initialize_config_module("rlperf.conf", version_base="1.3"):
             cfg = compose("config", overrides=[
                 "stage=train", "env=custom", "env.entry_point=support.point_mass:PointMass",
-                "model=mlp64", "algo=sac",
+                "env.max_episode_steps=30", "model=mlp64", "algo=sac",
             ])  # fmt: skip
     finally:
         GlobalHydra.instance().clear()
