@@ -24,6 +24,7 @@ _HEADER_KEYS = {
     ),
     "rollout": (("run", "run"), ("checkpoint", "checkpoint"), ("workers", "workers")),
     "edge": (("run", "run"), ("model_path", "model_path"), ("backend", "backend.name")),
+    "serve": (("run", "run"), ("model_path", "model_path"), ("backend", "backend.name")),
     "env": (
         ("env", "env.id"),
         ("engine", "env.engine"),
@@ -59,6 +60,10 @@ def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
     elif stage == "env":
         if isinstance(summary.get("steps"), int):
             counts.append(f"{summary['steps']} env steps timed")
+    elif stage == "serve":
+        for key, label in (("levels", "level(s)"), ("requests", "request(s)")):
+            if isinstance(summary.get(key), int):
+                counts.append(f"{summary[key]} {label}")
     else:  # rollout, edge: steps and episodes (a downstream job has no iterations)
         episodes = summary.get("episodes")
         if isinstance(summary.get("steps"), int):
@@ -75,7 +80,7 @@ def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
             + ")"
         )
     lines = [head]
-    figures = _figures(summary)
+    figures = _serve_figures(summary) if stage == "serve" else _figures(summary)
     if figures:
         lines.append("  " + " | ".join(figures))
     faults = _fault_count(summary.get("faults"))
@@ -113,4 +118,31 @@ def _figures(summary: Mapping[str, Any]) -> list[str]:
         p50 = stats.get("p50") if isinstance(stats, Mapping) else None
         if isinstance(p50, int | float) and math.isfinite(p50):
             out.append(f"{key} p50 {stats['p50']:.3g}")
+    return out
+
+
+def _serve_figures(summary: Mapping[str, Any]) -> list[str]:
+    """A serve job's headline: the policy's latency over HTTP alone, the highest offered
+    rate whose p99 stayed under the SLO, and the served actions' check."""
+    out = []
+    http = (summary.get("baseline") or {}).get("http_p50_ms")
+    if isinstance(http, int | float) and math.isfinite(http):
+        out.append(f"http p50 {http:.3g} ms (1 client)")
+    slo = summary.get("max_rate_under_slo") or {}
+    if slo.get("levels_searched"):  # open-loop levels that counted
+        rate = slo.get("max_rate_rps")
+        head = f"max rate with p99 within {slo.get('slo_ms'):g} ms:"
+        if not isinstance(rate, int | float):
+            out.append(f"{head} none of {min(slo['levels_searched']):g}-"
+                       f"{max(slo['levels_searched']):g} req/s")  # fmt: skip
+        else:
+            out.append(f"{head} {rate:g} req/s" + ("" if slo.get("bounded") else " or more"))
+    actions = summary.get("actions") or {}
+    if isinstance(actions.get("checked"), int):
+        mismatches = actions.get("mismatches", 0)
+        checked = f"{actions['checked']} action(s) checked, {mismatches} mismatch(es)"
+        err = actions.get("max_err_of_range")
+        if isinstance(err, int | float):
+            checked += f" (max error {err:.2g} of the range)"
+        out.append(checked)
     return out
