@@ -304,7 +304,7 @@ def test_a_worker_killed_by_rays_memory_monitor_is_named(tmp_path: Path) -> None
     out = tmp_path / "run"
     args = [a for a in TINY_TRAIN if not a.startswith(("train.iterations", "workers"))]
     args += [
-        "workers=1", "train.iterations=8", "train.warmup_iterations=1",
+        "workers=1", "train.iterations=16", "train.warmup_iterations=1",
         "train.warmup_until_first_episode=false", f"hydra.run.dir={out}",
     ]  # fmt: skip
     env = dict(
