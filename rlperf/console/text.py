@@ -11,6 +11,9 @@ from omegaconf import OmegaConf
 
 from rlperf.console.progress import format_duration
 
+#: A job that benchmarks a trained policy (edge, serve): where it comes from and its backend.
+_POLICY_KEYS = (("run", "run"), ("model_path", "model_path"), ("backend", "backend.name"))
+
 #: What the header names, per stage: (label, config key).
 _HEADER_KEYS = {
     "train": (
@@ -23,8 +26,8 @@ _HEADER_KEYS = {
         ("iterations", "train.iterations"),
     ),
     "rollout": (("run", "run"), ("checkpoint", "checkpoint"), ("workers", "workers")),
-    "edge": (("run", "run"), ("model_path", "model_path"), ("backend", "backend.name")),
-    "serve": (("run", "run"), ("model_path", "model_path"), ("backend", "backend.name")),
+    "edge": _POLICY_KEYS,
+    "serve": _POLICY_KEYS,
     "env": (
         ("env", "env.id"),
         ("engine", "env.engine"),
