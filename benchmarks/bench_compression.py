@@ -49,8 +49,8 @@ def run_cell(run: Path, backend: str, out: Path, cache: Path, args: argparse.Nam
 
     from rlperf.config.schema import register_configs
     from rlperf.config.validate_edge import validate_edge
-    from rlperf.edge.job import run_edge
-    from rlperf.job import JobContext
+    from rlperf.edge.edge_job import run_edge
+    from rlperf.job_wrapper import JobContext
 
     register_configs()
     GlobalHydra.instance().clear()

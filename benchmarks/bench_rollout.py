@@ -1,6 +1,6 @@
 """Latency of a policy acting the RLlib way, on one CPU core: forward alone vs the full path.
 
-Runs the rollout stage's own timed loop (:func:`rlperf.rollout.job.play` with
+Runs the rollout stage's own timed loop (:func:`rlperf.rollout.rollout_job.play` with
 :class:`rlperf.rollout.policy.DriverPolicy`) on real Pong frames, with the
 study's model1 (or any ``--model``) at **random weights** — latency does not
 depend on the weights' values, so no trained checkpoint is needed. The process
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlperf.envs.atari import make_atari_env
     from rlperf.models.policy_file import count_trainable_params
     from rlperf.results.latency import LatencyRecorder, summarize_latency
-    from rlperf.rollout.job import play
+    from rlperf.rollout.rollout_job import play
     from rlperf.rollout.timing import measure_timer
 
     model = model_config(args.model)

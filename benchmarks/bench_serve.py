@@ -8,7 +8,7 @@ CartPole MLP mlp64 with rlperf's own ``experiment=cartpole_target``)::
     PYTHONPATH=tests python benchmarks/bench_serve.py
     PYTHONPATH=tests python benchmarks/bench_serve.py --run model1=outputs/... --json b.json
 
-Every configuration is one serve job (the stage itself, ``rlperf.job.execute_stage``)
+Every configuration is one serve job (the stage itself, ``rlperf.job_wrapper.execute_stage``)
 in one Ray and one Serve started here, side by side: per policy and ``--transport`` of
 the load levels (http, handle), batching off and ``--batch`` (open loop at ``--rates``),
 each job measuring one request at a time
@@ -91,8 +91,8 @@ def serve_job(
     from omegaconf import OmegaConf
 
     from rlperf.config.validate import validate_config
-    from rlperf.job import execute_stage
-    from rlperf.serve.job import run_serve
+    from rlperf.job_wrapper import execute_stage
+    from rlperf.serve.serve_job import run_serve
 
     cfg = compose([
         "stage=serve", f"run={run}", f"serve.max_batch_size={batch}",

@@ -23,6 +23,7 @@ from rlperf.config.search_path import (
 )
 from rlperf.console.filters import TF_IMPORT_LOGGER, OnceFilter
 from rlperf.errors import ConfigError, ExitCode, run_command
+from rlperf.specs.stages import READ_BY
 
 #: Short for ``verbosity=verbose`` (Hydra itself has no ``-v``).
 VERBOSE_FLAGS = ("-v", "--verbose")
@@ -77,22 +78,6 @@ def refuse_sweep_options(hydra_cfg: Any) -> None:
             "runs one job with the defaults; add -m to sweep them",
             file=sys.stderr,
         )
-
-
-#: The stages that read each stage-specific node or key (serve builds its TFLite models
-#: with the edge stage's settings); a node named here is read by no other stage.
-READ_BY = {
-    "train": ("train",),
-    "rollout": ("rollout",),
-    "edge": ("edge", "serve"),
-    "serve": ("serve",),
-    "env_bench": ("env",),
-    "run": ("rollout", "edge", "serve", "env"),
-    "run_match": ("rollout", "edge", "serve", "env"),
-    "run_select": ("rollout", "edge", "serve", "env"),
-    "checkpoint": ("rollout", "edge", "serve", "env"),
-    "model_path": ("edge", "serve"),
-}
 
 
 def warn_other_stage_keys(hydra_cfg: Any, stage: str) -> None:

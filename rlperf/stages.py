@@ -1,35 +1,27 @@
 """Dispatch a composed config to its stage inside the job wrapper.
 
 Every stage's entry point has one signature, ``run_<stage>(cfg, out_dir, ctx) ->
-dict`` (:data:`rlperf.job.Stage`), and is imported only when its stage runs.
+dict`` (:data:`rlperf.job_wrapper.StageFunction`), is named by its spec
+(:data:`rlperf.specs.stages.STAGE_SPECS`) and is imported only when its stage runs.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from rlperf.console import terminal_session
 from rlperf.console.text import header_lines, summary_lines
-from rlperf.job import Stage, execute_stage, running_in_trial
-
-#: ``stage`` -> ``module:function`` of its entry point.
-STAGES = {
-    "train": "rlperf.training.job:run_training",
-    "rollout": "rlperf.rollout.job:run_rollout",
-    "edge": "rlperf.edge.job:run_edge",
-    "serve": "rlperf.serve.job:run_serve",
-    "env": "rlperf.env_bench.job:run_env_bench",
-}
+from rlperf.job_wrapper import StageFunction, execute_stage, running_in_trial
+from rlperf.specs import load
+from rlperf.specs.stages import STAGES
 
 
-def stage_function(name: str) -> Stage:
+def stage_function(name: str) -> StageFunction:
     """The entry point of stage ``name`` (its module imported now)."""
-    module, function = STAGES[name].split(":")
-    stage: Stage = getattr(import_module(module), function)
-    return stage
+    function: StageFunction = load(STAGES[name].entry)
+    return function
 
 
 def output_dir() -> Path:

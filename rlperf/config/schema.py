@@ -23,21 +23,14 @@ from rlperf.config.schema_env import ENV_SCHEMAS, EnvConfig
 from rlperf.config.schema_model import MODEL_SCHEMAS, ModelConfig
 from rlperf.config.schema_tracking import TrackingConfig
 from rlperf.errors import add_message_hint
+from rlperf.specs.backends import Backend
+from rlperf.specs.stages import DEFAULT_STAGE, Stage
 
 # Options that take one of a few values are Enum fields: composition rejects any
 # other value with Hydra's message naming the key and the valid values. Each
-# Enum is a StrEnum whose member names equal their values, so code compares a
-# field with a plain string (``cfg.stage == "train"``) and JSON holds the string.
-
-
-class Stage(StrEnum):
-    """``stage``: what the job does."""
-
-    train = "train"
-    rollout = "rollout"
-    edge = "edge"
-    serve = "serve"
-    env = "env"
+# Enum is a StrEnum whose member names equal their values, so a field reads as a
+# plain string and JSON holds the string. The enums of what a user picks by name
+# (stage, backend.name, env.engine) key their specs in rlperf.specs.
 
 
 class GpuLayoutMode(StrEnum):
@@ -54,25 +47,6 @@ class CpuAffinityMode(StrEnum):
     unrestricted = "unrestricted"
     ray_cpus = "ray_cpus"
     pinned = "pinned"
-
-
-class Backend(StrEnum):
-    """``backend.name``: what executes the policy. One member per spec of
-    :data:`rlperf.tflite.backends.BACKEND_SPECS` (tests/edge/test_edge_config.py checks)."""
-
-    rllib = "rllib"
-    tflite_fp32 = "tflite_fp32"
-    tflite_int8 = "tflite_int8"
-    tflite_dynamic = "tflite_dynamic"
-    tflite_fp16 = "tflite_fp16"
-    edgetpu = "edgetpu"
-    # Compressed variants, fine-tuned by distillation (rlperf/tflite/backends.py recipes).
-    tflite_qat = "tflite_qat"
-    tflite_prune50 = "tflite_prune50"
-    tflite_prune75 = "tflite_prune75"
-    tflite_prune90 = "tflite_prune90"
-    tflite_prune75_int8 = "tflite_prune75_int8"
-    tflite_struct50 = "tflite_struct50"
 
 
 class TargetJudge(StrEnum):
@@ -341,7 +315,7 @@ class EdgeConfig:
     edgetpu_library: str = "libedgetpu.so.1"
     edgetpu_device: str | None = None  # e.g. ":0", "usb", "pci:0"; null = first found
     # The full-integer variant backend=edgetpu compiles (EDGETPU_SOURCES in
-    # rlperf/tflite/backends.py): post-training int8, QAT, or 75 % pruning then int8.
+    # rlperf/specs/backends.py): post-training int8, QAT, or 75 % pruning then int8.
     edgetpu_source: str = "tflite_int8"
     # Fine-tuning of the compressed backends (tflite_qat, tflite_prune*, tflite_struct50):
     # distillation from the torch policy on the calibration set (docs/compression.md).
@@ -402,7 +376,7 @@ class EnvBenchConfig:
 class RlperfConfig:
     """The primary config; its groups come from ``conf/`` (:mod:`rlperf.config.search_path`)."""
 
-    stage: Stage = Stage.train
+    stage: Stage = DEFAULT_STAGE
     seed: int = 0
     model: ModelConfig = MISSING
     gpu_layout: GpuLayoutConfig = MISSING

@@ -13,6 +13,8 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from rlperf.specs.engines import DEFAULT_ENGINE, EnvEngine
+
 
 class EnvKind(StrEnum):
     """``env.kind``: how the environment is built; each kind has its own keys."""
@@ -20,16 +22,6 @@ class EnvKind(StrEnum):
     atari = "atari"  # an ALE game with DeepMind-style preprocessing (rlperf.envs.atari)
     gym = "gym"  # any registered gymnasium id, as gymnasium makes it
     custom = "custom"  # a gymnasium.Env class named by entry point (docs/custom-env.md)
-
-
-class EnvEngine(StrEnum):
-    """``env.engine``: what steps the env's instances (rlperf.envs.engines; docs/environment.md)."""
-
-    python = "python"  # rlperf's wrappers, an env runner's envs one after another
-    gymnasium_sync = "gymnasium_sync"  # gymnasium's SyncVectorEnv over rlperf's wrappers
-    gymnasium_async = "gymnasium_async"  # gymnasium's AsyncVectorEnv: a process per env
-    ale_vector = "ale_vector"  # ale-py's AtariVectorEnv: C++ threads (Atari only)
-    envpool = "envpool"  # EnvPool's Atari pool: C++ threads (Atari only; rlperf[envpool])
 
 
 @dataclass
@@ -42,7 +34,7 @@ class EnvConfig:
     # Agent steps per episode before a truncation (gymnasium TimeLimit); null = the env's own.
     max_episode_steps: int | None = None
     # What steps the env: not part of what an env step is (the env protocol's workload).
-    engine: EnvEngine = EnvEngine.python
+    engine: EnvEngine = DEFAULT_ENGINE  # rlperf.specs.engines (docs/environment.md)
     # Threads of a C++ engine (ale_vector, envpool) in each env runner; null = 1.
     threads: int | None = None
 

@@ -4,28 +4,29 @@ Allowed values of single keys are Enum fields of the schema
 (:mod:`rlperf.config.schema`), so composition already rejects them. Checks that
 need several keys or groups at once (the conv stack against the input size,
 the GPU layout against the workers, what a stage needs) live here: common
-checks, then one validator per stage (:data:`STAGE_VALIDATORS`). Every error
-names the keys involved, the value and what would be valid.
+checks, then one validator per stage (its spec's ``validator``,
+:mod:`rlperf.specs.stages`). Every error names the keys involved, the value and what
+would be valid.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.algos import spec_of
 from rlperf.checks import fraction, positive
-from rlperf.config.validate_edge import validate_edge
 from rlperf.envs.check import check_env
 from rlperf.envs.vector import engine_refusal
 from rlperf.errors import ConfigError, ConvStackError, ModelSpaceError
 from rlperf.models.shapes import conv_stack_shapes
 from rlperf.models.spaces import check_model_spaces, describe_space
 from rlperf.resources.plan import gpu_fractions, learner_split
-from rlperf.tflite.backends import COMPRESSION_BACKENDS
+from rlperf.specs import load
+from rlperf.specs.backends import COMPRESSION_BACKENDS, backend_spec
+from rlperf.specs.stages import stage_spec
 from rlperf.tracking.tools import check_tools
 
 
@@ -225,7 +226,7 @@ def validate_telemetry(cfg: DictConfig) -> None:
 
 def validate_train(cfg: DictConfig) -> None:
     """``stage=train``: ``train.*``; training runs in RLlib; the env builds and fits the model."""
-    if cfg.backend.name != "rllib":
+    if not backend_spec(cfg.backend.name).in_rllib:
         raise ConfigError(
             f"backend={cfg.backend.name} with stage=train: training runs in RLlib; "
             f"use backend=rllib, or stage=edge to benchmark {cfg.backend.name}"
@@ -264,7 +265,7 @@ def validate_rollout(cfg: DictConfig) -> None:
     if cfg.run is None and cfg.checkpoint is None:
         raise ConfigError("stage=rollout needs run=<training job folder> or checkpoint=<path>")
     r = cfg.rollout
-    if cfg.backend.name != "rllib":
+    if not backend_spec(cfg.backend.name).in_rllib:
         raise ConfigError(
             f"backend={cfg.backend.name} with stage=rollout: the rollout stage runs the policy "
             f"in RLlib; use backend=rllib, or stage=edge to benchmark {cfg.backend.name}"
@@ -299,7 +300,7 @@ def validate_serve(cfg: DictConfig) -> None:
             "stage=serve needs run=<training job folder>, checkpoint=<path> or "
             "model_path=<file.tflite>"
         )
-    if cfg.backend.name == "edgetpu":
+    if backend_spec(cfg.backend.name).on_edgetpu:
         raise ConfigError(
             "backend=edgetpu with stage=serve: the serve stage runs CPU backends; use "
             "backend=rllib or a tflite_* backend (stage=edge benchmarks the Edge TPU)"
@@ -310,7 +311,7 @@ def validate_serve(cfg: DictConfig) -> None:
             "benchmarked by stage=edge; serve the .tflite it wrote with model_path=<file> and "
             "backend=tflite_fp32 (or tflite_int8 for an int8 file)"
         )
-    if cfg.model_path is not None and cfg.backend.name == "rllib":
+    if cfg.model_path is not None and backend_spec(cfg.backend.name).in_rllib:
         raise ConfigError(
             f"model_path={cfg.model_path} with backend=rllib: a .tflite file is served by a "
             "tflite_* backend (e.g. backend=tflite_fp32)"
@@ -361,7 +362,7 @@ def validate_env_stage(cfg: DictConfig) -> None:
             f"env_runner.num_envs={num_envs} env steps (each window needs a step of every env); "
             f"raise env_bench.steps to at least {b.windows * num_envs} or lower env_bench.windows"
         )
-    if cfg.backend.name != "rllib":
+    if not backend_spec(cfg.backend.name).in_rllib:
         raise ConfigError(
             f"backend={cfg.backend.name} with stage=env: stage=env times the env alone (random "
             "actions, or run=<training job>'s torch policy); use backend=rllib, or stage=edge "
@@ -369,20 +370,11 @@ def validate_env_stage(cfg: DictConfig) -> None:
         )
 
 
-#: The validator of each stage (``stage``), run after the common checks.
-STAGE_VALIDATORS: dict[str, Callable[[DictConfig], None]] = {
-    "train": validate_train,
-    "rollout": validate_rollout,
-    "edge": validate_edge,
-    "serve": validate_serve,
-    "env": validate_env_stage,
-}
-
-
 def validate_config(cfg: DictConfig) -> None:
     """Run the common checks, then the stage's; raise :class:`ConfigError` naming the keys."""
     validate_env(cfg)
-    if cfg.stage != "env" or cfg.run is not None or cfg.checkpoint is not None:
+    spec = stage_spec(cfg.stage)
+    if not spec.env_only or cfg.run is not None or cfg.checkpoint is not None:
         validate_model(cfg)  # stage=env with random actions builds no network
     validate_resources(cfg)
     validate_gpu_layout(cfg)
@@ -390,4 +382,4 @@ def validate_config(cfg: DictConfig) -> None:
     validate_telemetry(cfg)
     positive("console.heartbeat_s", cfg.console.heartbeat_s, allow_zero=True)
     check_tools(OmegaConf.select(cfg, "tracking"))
-    STAGE_VALIDATORS[str(cfg.stage)](cfg)
+    load(spec.validator)(cfg)  # the stage's own checks (a function of this module)

@@ -3,7 +3,7 @@
 Config keys: ``run`` / ``checkpoint`` / ``model_path``, ``backend.name`` and ``edge.*``
 (``fidelity_threshold``, ``action_tolerance``, ``edgetpu_source``, ``finetune_steps``,
 ``finetune_lr``, ``finetune_batch``). Which backends compress the policy and which files
-the Edge TPU compiler takes come from the backend specs (:mod:`rlperf.tflite.backends`).
+the Edge TPU compiler takes come from the backend specs (:mod:`rlperf.specs.backends`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from rlperf.errors import ConfigError
-from rlperf.tflite.backends import COMPRESSION_BACKENDS, EDGETPU_SOURCES
+from rlperf.specs.backends import COMPRESSION_BACKENDS, EDGETPU_SOURCES, backend_spec
 from rlperf.tflite.finetune import learning_rates
 
 
@@ -38,7 +38,9 @@ def validate_edge(cfg: DictConfig) -> None:
             f"edge.edgetpu_source={source} is not an int8 variant the Edge TPU compiler takes; "
             f"valid: {', '.join(EDGETPU_SOURCES)}"
         )
-    if cfg.backend.name == "edgetpu" and source != "tflite_int8" and cfg.model_path is not None:
+    compressed_source = backend_spec(source).compressed  # built from the trained policy
+    on_edgetpu = backend_spec(cfg.backend.name).on_edgetpu
+    if on_edgetpu and compressed_source and cfg.model_path is not None:
         raise ConfigError(
             f"edge.edgetpu_source={source} builds that variant from the trained policy: give "
             "run=<training job folder> or checkpoint=<path> instead of model_path"

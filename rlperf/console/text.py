@@ -10,39 +10,15 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from rlperf.console.progress import format_duration
-
-#: A job that benchmarks a trained policy (edge, serve): where it comes from and its backend.
-_POLICY_KEYS = (("run", "run"), ("model_path", "model_path"), ("backend", "backend.name"))
-
-#: What the header names, per stage: (label, config key).
-_HEADER_KEYS = {
-    "train": (
-        ("model", "model.name"),
-        ("env", "env.id"),
-        ("algo", "algo.name"),
-        ("workers", "workers"),
-        ("gpu_layout", "gpu_layout.name"),
-        ("cpu_affinity", "cpu_affinity.name"),
-        ("iterations", "train.iterations"),
-    ),
-    "rollout": (("run", "run"), ("checkpoint", "checkpoint"), ("workers", "workers")),
-    "edge": _POLICY_KEYS,
-    "serve": _POLICY_KEYS,
-    "env": (
-        ("env", "env.id"),
-        ("engine", "env.engine"),
-        ("num_envs", "env_runner.num_envs"),
-        ("threads", "env.threads"),
-        ("run", "run"),
-    ),
-}
+from rlperf.specs.stages import DEFAULT_STAGE, STAGES, stage_spec
 
 
 def header_lines(cfg: Any, out_dir: Path, log_path: Path | None) -> list[str]:
     """``rlperf train: model=model1 env=... | results: <dir> (log: <file>)``."""
     stage = str(OmegaConf.select(cfg, "stage"))
     parts = []
-    for label, key in _HEADER_KEYS.get(stage, ()):
+    header = STAGES[stage].header if stage in STAGES else ()
+    for label, key in header:
         value = OmegaConf.select(cfg, key)
         if value is not None:
             parts.append(f"{label}={value}")
@@ -55,24 +31,10 @@ def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
     status = summary.get("status")
     wall = format_duration(summary.get("wall_s"))
     head = f"{status} in {wall}"
-    counts = []
-    stage = summary.get("stage", "train")
-    if stage == "train":
-        if summary.get("iterations") is not None:
-            counts.append(f"{summary['iterations']} iteration(s)")
-    elif stage == "env":
-        if isinstance(summary.get("steps"), int):
-            counts.append(f"{summary['steps']} env steps timed")
-    elif stage == "serve":
-        for key, label in (("levels", "level(s)"), ("requests", "request(s)")):
-            if isinstance(summary.get(key), int):
-                counts.append(f"{summary[key]} {label}")
-    else:  # rollout, edge: steps and episodes (a downstream job has no iterations)
-        episodes = summary.get("episodes")
-        if isinstance(summary.get("steps"), int):
-            counts.append(f"{summary['steps']} step(s)")
-        if isinstance(episodes, Mapping) and isinstance(episodes.get("count"), int):
-            counts.append(f"{episodes['count']} episode(s)")
+    spec = stage_spec(summary.get("stage", DEFAULT_STAGE))
+    counts = [
+        f"{n} {label}" for key, label in spec.counts if isinstance(n := _at(summary, key), int)
+    ]
     if counts:
         head += ": " + ", ".join(counts)
     excluded = summary.get("excluded") or {}
@@ -83,7 +45,7 @@ def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
             + ")"
         )
     lines = [head]
-    figures = _serve_figures(summary) if stage == "serve" else _figures(summary)
+    figures = _serve_figures(summary) if spec.serves else _figures(summary)
     if figures:
         lines.append("  " + " | ".join(figures))
     faults = _fault_count(summary.get("faults"))
@@ -91,6 +53,14 @@ def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
         lines.append(f"  {faults} fault(s) recorded: see summary.json 'faults'")
     lines.append(f"  summary.json and the result files are in {out_dir}")
     return lines
+
+
+def _at(summary: Mapping[str, Any], key: str) -> Any:
+    """The value at dotted ``key`` of ``summary`` (``episodes.count``), else None."""
+    value: Any = summary
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
 
 
 def _fault_count(faults: Any) -> int:

@@ -1,5 +1,5 @@
 """Resolve an edge cell: its policy (``run`` / ``checkpoint``), its file (``model_path``),
-its backend and its env — the first step of :func:`rlperf.edge.job.run_edge`.
+its backend and its env — the first step of :func:`rlperf.edge.edge_job.run_edge`.
 
 Config keys: ``run`` / ``checkpoint``, ``model_path``, ``backend.name``, ``env.*``
 (only keys given on the command line override the run's env), ``edge.cache_dir``.
@@ -22,8 +22,14 @@ from rlperf.models.spaces import describe_space
 from rlperf.runs.checkpoint import TrainedRun
 from rlperf.runs.merge import upstream_run, write_effective_config
 from rlperf.runs.probe import check_probe, torch_policy_fns
+from rlperf.specs.backends import (
+    BACKEND_SPECS,
+    POST_TRAINING_BACKENDS,
+    Backend,
+    BackendSpec,
+    backend_spec,
+)
 from rlperf.tflite.artifacts import VariantBuild
-from rlperf.tflite.backends import POST_TRAINING_BACKENDS
 from rlperf.tflite.cache import ArtifactCache, resolve_cache_root
 from rlperf.tflite.export import policy_input_shape
 from rlperf.tflite.tflite_model import ensure_cpu_runnable, read_tflite
@@ -57,9 +63,14 @@ class EdgeCell:
     variant: VariantBuild | None = None
 
     @property
+    def spec(self) -> BackendSpec:
+        """The backend's spec (:mod:`rlperf.specs.backends`)."""
+        return backend_spec(self.backend)
+
+    @property
     def benchmarked_file(self) -> Path:
         """``rlperf_policy.pt`` for ``backend=rllib``, else the variant's ``.tflite``."""
-        if self.backend == "rllib":
+        if self.spec.in_rllib:
             assert self.trained is not None
             return self.trained.policy_path
         assert self.variant is not None
@@ -149,7 +160,7 @@ def inspect_model_file(cell: EdgeCell) -> None:
     assert cell.model_file is not None
     cell.file_info = info = read_tflite(cell.model_file)
     cell.backend = _backend_for_file(cell.backend, info)
-    if cell.backend != "edgetpu":
+    if not cell.spec.on_edgetpu:
         ensure_cpu_runnable(info, cell.backend)
     in_shape = info.inputs[0].shape[1:]
     if cell.net is not None and policy_input_shape(cell.net) != tuple(in_shape):
@@ -161,9 +172,9 @@ def inspect_model_file(cell: EdgeCell) -> None:
 
 def _backend_for_file(backend: str, info: Any) -> str:
     """``backend=rllib`` (the default) with ``model_path``: pick the backend from the file."""
-    if backend != "rllib":
+    if not backend_spec(backend).in_rllib:
         return backend
     if info.is_edgetpu_compiled:
-        return "edgetpu"
-    by_variant = f"tflite_{info.variant}"
-    return by_variant if by_variant in POST_TRAINING_BACKENDS else "tflite_fp32"
+        return next(spec.name for spec in BACKEND_SPECS if spec.on_edgetpu)
+    by_variant = {backend_spec(name).variant: name for name in POST_TRAINING_BACKENDS}
+    return by_variant.get(info.variant, str(Backend.tflite_fp32))

@@ -29,7 +29,6 @@ from rlperf.edge.edgetpu import (
 )
 from rlperf.errors import EdgeTpuUnavailable
 from rlperf.tflite.artifacts import VariantBuild, build_variant, fidelity_set
-from rlperf.tflite.backends import BACKENDS
 from rlperf.tflite.cache import ArtifactCache, file_sha256
 
 log = logging.getLogger("rlperf.edge")
@@ -50,18 +49,18 @@ def edgetpu_preflight(cfg: DictConfig) -> dict[str, Any]:
 def prepare_variant(cell: EdgeCell) -> None:
     """The model file the backend runs: built (or reused) in the policy's cache with the
     fidelity set, or ``model_path`` (compiled for the Edge TPU where needed)."""
-    cfg, backend, cache = cell.cfg, cell.backend, cell.cache
-    if cell.net is not None and backend != "rllib":
+    cfg, backend, cache, edgetpu = cell.cfg, cell.backend, cell.cache, cell.spec.on_edgetpu
+    if cell.net is not None and not cell.spec.in_rllib:
         with cache.lock():
             cell.fidelity, cell.fidelity_name, new = fidelity_set(cache, cfg, cell.env, cell.net)
             if cell.model_file is None:
-                int8_backend = str(cfg.edge.edgetpu_source) if backend == "edgetpu" else backend
+                int8_backend = str(cfg.edge.edgetpu_source) if edgetpu else backend
                 variant = build_variant(
                     cache, cfg, int8_backend, cell.net, cell.env, cell.fidelity, cell.obs_space,
-                    edgetpu=backend == "edgetpu",
+                    edgetpu=edgetpu,
                 )  # fmt: skip
                 (variant.built if new else variant.reused).insert(0, cell.fidelity_name)
-                cell.variant = compile_variant(cache, variant) if backend == "edgetpu" else variant
+                cell.variant = compile_variant(cache, variant) if edgetpu else variant
     if cell.model_file is not None:
         cell.variant = file_variant(cell)
 
@@ -70,14 +69,14 @@ def file_variant(cell: EdgeCell) -> VariantBuild:
     """``model_path`` as it is, or its Edge-TPU-compiled twin for ``backend=edgetpu``."""
     assert cell.model_file is not None and cell.file_info is not None
     variant = VariantBuild(cell.model_file, cell.file_info.variant)
-    spec = BACKENDS.get(cell.backend)
-    expected = spec.variant if spec is not None and not spec.compressed else None
-    if expected is not None and expected != variant.variant and cell.backend != "edgetpu":
+    spec = cell.spec
+    expected = spec.variant if not spec.compressed else None
+    if expected is not None and expected != variant.variant and not spec.on_edgetpu:
         log.warning(
             "backend=%s but %s is a %s model; it is benchmarked as it is",
             cell.backend, cell.model_file.name, variant.variant,
         )  # fmt: skip
-    if cell.backend == "edgetpu" and not cell.file_info.is_edgetpu_compiled:
+    if cell.spec.on_edgetpu and not cell.file_info.is_edgetpu_compiled:
         file_cache = ArtifactCache(cell.cache_root, "file-" + file_sha256(cell.model_file)[:16])
         with file_cache.lock():
             variant = compile_variant(file_cache, variant)

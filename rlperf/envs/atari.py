@@ -44,6 +44,7 @@ from ale_py.env import AtariEnv
 from gymnasium import spaces
 
 from rlperf.results.protocol import ATARI_DEFAULTS
+from rlperf.specs.engines import ENGINE_KEYS
 
 __all__ = [
     "DEFAULT_ENV_CONFIG",
@@ -77,8 +78,8 @@ _KNOWN_ACTION_COUNTS = {"pong": 6, "breakout": 4}
 
 # Keys that are not settings of the game: RLlib's key of a vectorised EnvContext, rlperf's
 # env kind (rlperf.envs.factory), which must say atari where it is given, and its engine
-# (rlperf.envs.engines: what steps the env, not what it is).
-_RLLIB_CONTEXT_KEYS = frozenset({"num_envs", "kind", "engine", "threads"})
+# (rlperf.specs.engines: what steps the env, not what it is).
+_RLLIB_CONTEXT_KEYS = frozenset({"num_envs", "kind", *ENGINE_KEYS})
 
 # How many envs this process has built per (seed, worker_index, vector_index):
 # RLlib 2.60 creates all sub-envs of an env runner from one EnvContext with

@@ -16,9 +16,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
-from rlperf.envs.engines import engine_of
 from rlperf.envs.factory import make_env
-from rlperf.envs.vector import make_vector_env
+from rlperf.specs import load
+from rlperf.specs.engines import engine_of, without_engine
 
 
 class EnvLoop:
@@ -58,15 +58,23 @@ class EnvLoop:
 def engine_env(env: Mapping[str, Any], num_envs: int) -> Any:
     """``num_envs`` envs of ``env`` as its engine steps them, for ``stage=env``: an
     :class:`EnvLoop` (python), gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv`` over
-    rlperf's envs, or the C++ engine's vector env. Each has ``num_envs``, a batched
-    ``action_space``, ``reset(seed=)`` (sub-env i gets seed + i), ``step`` and ``close``."""
-    spec = engine_of(env)
-    if spec.rllib_mode == "vector_entry_point":
-        return make_vector_env(env, num_envs)
-    single = {k: v for k, v in env.items() if k not in ("engine", "threads")}
-    if spec.name == "python":
-        return EnvLoop([make_env(single) for _ in range(num_envs)])
-    thunks = [partial(make_env, single) for _ in range(num_envs)]
-    if spec.name == "gymnasium_sync":
-        return gym.vector.SyncVectorEnv(thunks)
-    return gym.vector.AsyncVectorEnv(thunks)  # as RLlib starts it (the default context)
+    rlperf's envs, or the C++ engine's vector env (the engine spec's ``builder``). Each has
+    ``num_envs``, a batched ``action_space``, ``reset(seed=)`` (sub-env i gets seed + i),
+    ``step`` and ``close``."""
+    return load(engine_of(env).builder)(env, num_envs)
+
+
+def env_loop(env: Mapping[str, Any], num_envs: int) -> EnvLoop:
+    """``env.engine=python``: rlperf's envs one after another."""
+    return EnvLoop([make_env(without_engine(env)) for _ in range(num_envs)])
+
+
+def sync_vector_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
+    """``env.engine=gymnasium_sync``: gymnasium's ``SyncVectorEnv`` over rlperf's envs."""
+    return gym.vector.SyncVectorEnv([partial(make_env, without_engine(env))] * num_envs)
+
+
+def async_vector_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
+    """``env.engine=gymnasium_async``: gymnasium's ``AsyncVectorEnv`` over rlperf's envs, as
+    RLlib starts it (the default context)."""
+    return gym.vector.AsyncVectorEnv([partial(make_env, without_engine(env))] * num_envs)

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from rlperf import __version__
-from rlperf.envs.engines import VECTOR_ENGINES, engine_of
 from rlperf.envs.factory import make_env
+from rlperf.specs.engines import VECTOR_ENGINES, engine_of
 from rlperf.telemetry.fingerprint import compact_ranges, cpu_model
 
 #: Default ``train.env_ceiling.cache_dir`` (null in the config).

@@ -32,8 +32,8 @@ import gymnasium as gym
 
 from rlperf.envs.atari import _DefaultSeed, _instance_seed, make_atari_env
 from rlperf.envs.atari import env_spaces as atari_spaces
-from rlperf.envs.engines import VECTOR_ENGINES, engine_of
 from rlperf.envs.entry_point import load_entry_point
+from rlperf.specs.engines import ENGINE_KEYS, VECTOR_ENGINES, engine_of
 
 #: Name under which :func:`register_rllib_env` registers :func:`make_env`.
 RLLIB_ENV_NAME = "rlperf_env"
@@ -42,9 +42,7 @@ RLLIB_ENV_NAME = "rlperf_env"
 KINDS = ("atari", "gym", "custom")
 
 # Keys every kind accepts besides its own, and RLlib's key of a vectorised EnvContext.
-_COMMON_KEYS = frozenset(
-    {"kind", "max_episode_steps", "seed", "evaluation_cap", "engine", "threads"}
-)
+_COMMON_KEYS = frozenset({"kind", "max_episode_steps", "seed", "evaluation_cap", *ENGINE_KEYS})
 
 #: The key of an env config that caps its episodes for an evaluation (:class:`EvaluationCap`).
 EVALUATION_CAP = "evaluation_cap"

@@ -3,7 +3,7 @@ rlperf's creator (:func:`rlperf.envs.factory.make_env`) gets the env config plus
 ``num_envs`` and returns one ``gymnasium.vector.VectorEnv`` of that many envs.
 
 :func:`ale_vector_env` builds ale-py's ``AtariVectorEnv`` from rlperf's Atari keys
-(:data:`rlperf.envs.engines.ALE_VECTOR_KEYS` says how each maps) and transposes its
+(:data:`rlperf.specs.engines.ALE_VECTOR_KEYS` says how each maps) and transposes its
 channels-first ``(N, framestack, dim, dim)`` frames to rlperf's ``(N, dim, dim, framestack)``
 (:class:`ChannelsLast`: one contiguous copy), so a policy trained on either engine acts in
 every downstream stage. Rewards are never clipped (rlperf reports raw scores). Its threads
@@ -24,8 +24,9 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
-from rlperf.envs.engines import EXTRA_ENGINES, REFUSED, engine_of, engine_threads
 from rlperf.results.protocol import ALE_FRAME_CAP
+from rlperf.specs import load
+from rlperf.specs.engines import EXTRA_ENGINES, REFUSED, engine_of, engine_threads, without_engine
 
 
 def ale_game(env_id: str) -> str:
@@ -123,12 +124,12 @@ class ChannelsLast(gym.vector.VectorWrapper):
 
 def ale_vector_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
     """ale-py's ``AtariVectorEnv`` of ``num_envs`` envs for an rlperf Atari env config (its
-    keys as :data:`~rlperf.envs.engines.ALE_VECTOR_KEYS` says), channels last."""
+    keys as :data:`~rlperf.specs.engines.ALE_VECTOR_KEYS` says), channels last."""
     from ale_py.vector_env import AtariVectorEnv
 
     from rlperf.envs.atari import resolve_env_config
 
-    cfg = resolve_env_config({k: v for k, v in env.items() if k not in ("engine", "threads")})
+    cfg = resolve_env_config(without_engine(env))
     skip = int(cfg["skip"])
     steps = cfg["max_episode_steps"]
     frames = ALE_FRAME_CAP if steps is None else min(ALE_FRAME_CAP, int(steps) * skip)
@@ -176,12 +177,12 @@ class EnvPoolSeeded(ChannelsLast):
 
 def envpool_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
     """EnvPool's Atari pool of ``num_envs`` envs for an rlperf Atari env config (its keys as
-    :data:`~rlperf.envs.engines.ENVPOOL_KEYS` says), channels last (:class:`EnvPoolSeeded`)."""
+    :data:`~rlperf.specs.engines.ENVPOOL_KEYS` says), channels last (:class:`EnvPoolSeeded`)."""
     import envpool  # an extra (rlperf[envpool]): engine_refusal names it where absent
 
     from rlperf.envs.atari import resolve_env_config
 
-    cfg = resolve_env_config({k: v for k, v in env.items() if k not in ("engine", "threads")})
+    cfg = resolve_env_config(without_engine(env))
     game = ale_game(cfg["id"])
     steps = cfg["max_episode_steps"]
     skip = int(cfg["skip"])
@@ -210,8 +211,7 @@ def envpool_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
 def make_vector_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
     """The vector env of an engine RLlib takes whole (``vector_entry_point``)."""
     spec = engine_of(env)
-    if spec.name == "ale_vector":
-        return ale_vector_env(env, num_envs)
-    if spec.name == "envpool":
-        return envpool_env(env, num_envs)
-    raise ValueError(f"env.engine={spec.name} builds its envs one by one, not as a vector env")
+    if not spec.vector:
+        raise ValueError(f"env.engine={spec.name} builds its envs one by one, not as a vector env")
+    vector_env: gym.vector.VectorEnv = load(spec.builder)(env, num_envs)
+    return vector_env

@@ -64,7 +64,8 @@ def ray_process_ids() -> set[int]:
 
     Empty when this process started no Ray node (it joined a cluster, or Ray is off).
     """
-    # Ray: deferred, rlperf.job imports this module (through ray_session) before any Ray starts.
+    # Ray: deferred, rlperf.job_wrapper imports this module (through ray_session) before any
+    # Ray starts.
     import psutil
     import ray
 

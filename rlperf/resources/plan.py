@@ -26,8 +26,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from rlperf.envs.engines import ENGINES, engine_of, engine_threads
 from rlperf.errors import InfeasibleError
+from rlperf.specs.engines import DEFAULT_ENGINE, ENGINES, engine_of, engine_threads
+from rlperf.specs.stages import Feasibility
 from rlperf.telemetry.fingerprint import compact_ranges as _ranges
 
 # Ray accounts resources in units of 1e-4 (ray_constants.MIN_RESOURCE_GRANULARITY).
@@ -73,7 +74,7 @@ class ResourcePlan:
     envs_per_env_runner: int
     ray_num_cpus: int | None  # None = let Ray detect (cpu_affinity=unrestricted)
     affinity: tuple[int, ...] | None  # CPUs to pin the Ray-starting process to
-    engine: str = "python"  # env.engine (rlperf.envs.engines)
+    engine: str = str(DEFAULT_ENGINE)  # env.engine (rlperf.specs.engines)
     env_threads: int = 1  # env.threads of a threaded engine (counted in cpus_per_env_runner)
     env_runner_torch_threads: int | None = None  # None: as Ray starts the actor
 
@@ -300,6 +301,20 @@ def check_env_stage_feasible(plan: ResourcePlan, machine: Machine, overcommit_cp
             f"{_ranges(plan.affinity if plan.affinity is not None else machine.cpus)}). Lower "
             f"env.threads, or set ray.overcommit_cpus=true (threads then share cores)"
         )
+
+
+def check_feasibility(
+    check: Feasibility, cfg: DictConfig, plan: ResourcePlan, machine: Machine, overcommit_cpus: bool
+) -> None:
+    """Run the pre-flight ``check`` a stage's spec names (:class:`InfeasibleError`)."""
+    if check == Feasibility.env_runners:
+        check_feasible(plan, machine, overcommit_cpus)
+    elif check == Feasibility.engine_threads:
+        check_env_stage_feasible(plan, machine, overcommit_cpus)
+    elif check == Feasibility.serve_replicas:
+        check_serve_feasible(cfg, machine)
+    else:
+        raise ValueError(f"no pre-flight check named {check!r}")
 
 
 def env_stage_cpus(plan: ResourcePlan) -> float:

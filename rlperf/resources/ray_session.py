@@ -97,7 +97,7 @@ def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = N
     checked right after the start (:func:`check_exposure`). Its processes are in process
     groups of their own (:func:`_own_process_group`).
     """
-    # Ray: deferred, rlperf.job imports this module before the config is validated.
+    # Ray: deferred, rlperf.job_wrapper imports this module before the config is validated.
     import ray
 
     kwargs = ray_init_kwargs(ray_cfg, num_cpus, num_gpus)

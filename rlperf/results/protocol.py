@@ -79,6 +79,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from rlperf.specs.engines import DEFAULT_ENGINE, ENGINE_KEYS, EnvEngine
+
 __all__ = [
     "ALE_FRAME_CAP",
     "ALE_REGISTRATION",
@@ -223,7 +225,7 @@ STUDY_ENV_ID = "Pong-v0"
 #: work, which is the comparison an engine sweep exists for. Where an engine cannot
 #: honour a setting (ALE presses FIRE only at reset), the record shows it in that
 #: setting's own field, which does count.
-NOT_WORKLOAD = ("schema", "engine", "threads")
+NOT_WORKLOAD = ("schema", *ENGINE_KEYS)
 
 _VERSION = re.compile(r"-(v\d+)$")
 
@@ -275,7 +277,7 @@ def _engine(env: Mapping[str, Any]) -> dict[str, Any]:
     before engines; ``threads`` null: the engine's default)."""
     threads = env.get("threads")
     return {
-        "engine": str(env.get("engine") or "python"),
+        "engine": str(env.get("engine") or DEFAULT_ENGINE),
         "threads": None if threads is None else int(threads),
     }
 
@@ -364,7 +366,7 @@ def legacy_env_protocol(params: Mapping[str, Any]) -> dict[str, Any]:
             else None
         ),
         return_reported="raw score",
-        engine="python",
+        engine=str(EnvEngine.python),  # the study stepped its envs in RLlib's own loop
     )
 
 

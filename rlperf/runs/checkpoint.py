@@ -42,6 +42,7 @@ from rlperf.runs.geometry import check_same_model, model_geometry, model_kind_of
 from rlperf.runs.jobs import JobQuery, UpstreamJob
 from rlperf.runs.locate import resolve_paths
 from rlperf.runs.probe import Probe, read_probe
+from rlperf.specs.stages import trains
 
 
 @dataclass
@@ -132,7 +133,7 @@ def load_run_config(run_dir: Path) -> DictConfig:
             f"{path} lacks {', '.join(missing)}; expected the resolved config of an rlperf "
             f"training job (is the file truncated?)"
         )
-    if cfg.stage != "train":
+    if not trains(cfg.stage):
         raise CheckpointError(
             f"{run_dir} is a stage={cfg.stage} job, not a training job; expected a folder "
             f"written by `rlperf stage=train` (run=<training job folder>)"

@@ -41,6 +41,7 @@ from rlperf.layout import (
     is_excluded,
 )
 from rlperf.runs.overrides import explicit_model, override_keys
+from rlperf.specs.stages import trains
 
 #: What identifies a training job of a sweep besides its model: the keys of
 #: ``run_match`` (``rlperf.config.schema.RunMatchConfig``) and where a training
@@ -104,7 +105,7 @@ class UpstreamJob:
     def trained(self) -> bool:
         """A training job with a policy whose summary says completed (or that has none)."""
         return (
-            self.stage == "train"
+            trains(self.stage)
             and (self.path / CHECKPOINT_DIR / POLICY_FILE).is_file()
             and self.status in (None, RunStatus.completed)
         )
@@ -120,7 +121,7 @@ class UpstreamJob:
             keys = [k for k, where in IDENTITY_KEYS.items() if _override_key(k, where) in typed]
         parts = [f"model={self.model}"] + [f"{k}={self.identity.get(k)}" for k in keys]
         if not self.trained:
-            parts.append(f"stage={self.stage}" if self.stage != "train" else _why_not(self))
+            parts.append(_why_not(self) if trains(self.stage) else f"stage={self.stage}")
         return f"{self.path.name} ({', '.join(parts)})"
 
     def overrides(self) -> list[str]:

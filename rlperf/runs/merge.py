@@ -24,6 +24,7 @@ from rlperf.runs.checkpoint import TrainedRun, load_trained_run
 from rlperf.runs.geometry import geometry_text, model_geometry
 from rlperf.runs.jobs import job_query
 from rlperf.runs.overrides import command_line_overrides, override_keys
+from rlperf.specs.engines import ENGINE_KEYS
 
 
 def _plain(cfg: DictConfig, key: str) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def _effective_env(own_env: dict[str, Any], trained: TrainedRun, keys: set[str])
     env = {**own_env, **run_env} if own_env.get("kind") == run_env["kind"] else dict(run_env)
     # What stepped the run's env is not what the env is: a downstream job steps it its own
     # way (env.engine=ale_vector trains; a rollout plays the same game with rlperf's wrappers).
-    for key in ("engine", "threads"):
+    for key in ENGINE_KEYS:
         env[key] = own_env.get(key)
     for key in sorted(keys):
         if not key.startswith("env."):

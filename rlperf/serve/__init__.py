@@ -11,7 +11,7 @@ policy as a batch function, in-process and in a replica),
 :mod:`~rlperf.serve.session` (Ray and Serve up and down, replica faults),
 :mod:`~rlperf.serve.loadgen` (the generator), :mod:`~rlperf.serve.levels`
 (statistics per load level, the max rate under the SLO) and
-:mod:`~rlperf.serve.job` (the stage's steps). Importing this package is cheap.
+:mod:`~rlperf.serve.serve_job` (the stage's steps). Importing this package is cheap.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from rlperf.runs.probe import check_probe, torch_policy_fns
 from rlperf.serve.measure import ExpectedActions
 from rlperf.serve.model import ModelSpec, load_model
 from rlperf.serve.payload import encode_observation
+from rlperf.specs.backends import backend_spec
 from rlperf.tflite.artifacts import build_variant, fidelity_set
 from rlperf.tflite.cache import ArtifactCache, resolve_cache_root
 from rlperf.tflite.calibration import collect_observations
@@ -98,7 +99,7 @@ def prepare_model(cfg: DictConfig, policy: ServedPolicy) -> None:
         )
     if model_path is not None:
         path, kind = model_path, "tflite"
-    elif policy.backend == "rllib":
+    elif backend_spec(policy.backend).in_rllib:
         path, kind = Path(policy.source["policy"]), "torch"
     else:  # built only now that the env and the policy are known to fit
         path, kind = _cached_variant(cfg, policy), "tflite"

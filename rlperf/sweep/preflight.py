@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.algos import plan_resources
 from rlperf.config.validate import validate_config
 from rlperf.errors import SweepError
-from rlperf.job import write_refused_summary
+from rlperf.job_wrapper import write_refused_summary
 from rlperf.layout import REFUSED_STATUSES, RunStatus
 from rlperf.resources.plan import detect_machine
 from rlperf.sweep.index import now_iso

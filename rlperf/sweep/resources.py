@@ -35,6 +35,7 @@ from rlperf.resources.plan import (
     check_feasible,
     env_stage_cpus,
 )
+from rlperf.specs.stages import DEFAULT_STAGE, Feasibility, TrialRequest, stage_spec
 from rlperf.sweep.cells import is_rlperf_config
 
 Bundle = dict[str, float]
@@ -82,7 +83,7 @@ class CellRequest:
     strategy: str = "PACK"
     ray_start: RayStart = field(default_factory=RayStart)
     plan: ResourcePlan | None = None  # None for a non-rlperf cell
-    stage: str = "train"
+    stage: str = str(DEFAULT_STAGE)
 
     def totals(self) -> Bundle:
         return bundle_totals(self.bundles)
@@ -142,9 +143,10 @@ def cell_request(cfg: DictConfig) -> CellRequest:
         return CellRequest([{"CPU": 1.0}])
     plan = plan_resources(cfg)
     start = ray_start_of(plan)
-    if cfg.stage in ("train", "rollout"):
+    trial = stage_spec(cfg.stage).trial
+    if trial == TrialRequest.algorithm:
         bundles, strategy = algorithm_bundles(cfg, plan)
-    elif cfg.stage == "env":
+    elif trial == TrialRequest.engine:
         bundles, strategy = [{"CPU": env_stage_cpus(plan)}], "PACK"
     else:
         bundles, strategy = [{"CPU": 1.0}], "PACK"
@@ -200,8 +202,11 @@ def local_infeasibility(
 ) -> str | None:
     """Why a cell can never run in a local Ray started for it; None when it can."""
     if request.plan is not None:
-        # stage=env starts no env runners: only its engine's threads must fit.
-        check = check_env_stage_feasible if request.stage == "env" else check_feasible
+        # stage=env starts no env runners: only its engine's threads must fit. (Serve's
+        # replicas are checked by its job, in the Ray it starts.)
+        spec = stage_spec(request.stage)
+        engine_only = spec.feasibility == Feasibility.engine_threads
+        check = check_env_stage_feasible if engine_only else check_feasible
         try:
             check(request.plan, machine, overcommit_cpus)
         except InfeasibleError as exc:

@@ -18,7 +18,7 @@ from ray import tune
 
 from rlperf.config.validate import validate_config
 from rlperf.errors import TrialRefused
-from rlperf.job import write_refused_summary
+from rlperf.job_wrapper import write_refused_summary
 from rlperf.layout import RunStatus
 from rlperf.resources.plan import detect_machine
 from rlperf.sweep.preflight import write_hydra_snapshot

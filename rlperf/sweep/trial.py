@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from ray import tune
 
 from rlperf.errors import CellFailed, TrialStopped
-from rlperf.job import IN_TRIAL_ENV, STEP_SINKS
+from rlperf.job_wrapper import IN_TRIAL_ENV, STEP_SINKS
 from rlperf.layout import SUMMARY_FILE, RunStatus
 from rlperf.results.summary import write_json
 from rlperf.sweep.cells import is_rlperf_config

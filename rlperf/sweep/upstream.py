@@ -29,6 +29,7 @@ from rlperf.errors import CheckpointError
 from rlperf.layout import CONFIG_FILE
 from rlperf.runs.jobs import UpstreamJob, is_job_folder, job_query, pick_jobs
 from rlperf.runs.overrides import override_keys
+from rlperf.specs.stages import DEFAULT_STAGE, trains
 
 #: Loads the job config of one override list (Hydra's ``load_sweep_config``).
 ConfigLoader = Callable[[list[str]], DictConfig]
@@ -65,7 +66,7 @@ def expand_cell(overrides: list[str], load_config: ConfigLoader) -> list[list[st
         stage, checkpoint = cfg.stage, OmegaConf.select(cfg, "checkpoint", default=None)
     except Exception:  # composition errors are Hydra's to report, for every cell
         return [overrides]
-    if stage == "train" or run is None or checkpoint is not None:
+    if trains(stage) or run is None or checkpoint is not None:
         return [overrides]
     sweep = Path(str(run)).expanduser()
     if not sweep.is_dir() or is_job_folder(sweep):
@@ -97,7 +98,7 @@ def upstream_label(cfg: DictConfig) -> str | None:
     """``3 (model=tiny, workers=0)``: the training job a downstream cell reads (config keys
     ``stage``, ``run``), with the identity keys its sweep set; None for other cells."""
     run = OmegaConf.select(cfg, "run", default=None)
-    if OmegaConf.select(cfg, "stage", default="train") == "train" or run is None:
+    if trains(OmegaConf.select(cfg, "stage", default=DEFAULT_STAGE)) or run is None:
         return None
     path = Path(str(run)).expanduser()
     if not (path / CONFIG_FILE).is_file():

@@ -14,7 +14,7 @@ conversion, cache); each step is a function of the module that owns it
 (:mod:`~rlperf.tflite.calibration`, :mod:`~rlperf.tflite.compress`,
 :mod:`~rlperf.tflite.export`, :mod:`~rlperf.tflite.convert`,
 :mod:`~rlperf.tflite.cache`), and the backend's spec
-(:mod:`~rlperf.tflite.backends`) says which.
+(:mod:`~rlperf.specs.backends`) says which.
 
 Config keys (``edge.*``): ``fidelity_observations``, ``fidelity_seed``,
 ``fidelity_policy``, ``calibration_size``, ``calibration_seed``,
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from rlperf.tflite.backends import BACKENDS
+from rlperf.specs.backends import BACKENDS
 from rlperf.tflite.cache import ArtifactCache, settings_hash
 from rlperf.tflite.calibration import (
     DEFAULT_STRIDE,
@@ -204,7 +204,7 @@ def build_variant(
     ``edgetpu``: the int8 model is the Edge TPU compiler's input (``edge.int8_io=auto``
     then gives it uint8 I/O: :func:`rlperf.tflite.convert.int8_io_for`).
 
-    A compressed backend (:data:`~rlperf.tflite.backends.COMPRESSION_BACKENDS`) is one
+    A compressed backend (:data:`~rlperf.specs.backends.COMPRESSION_BACKENDS`) is one
     file per settings, fine-tuned from the policy on the calibration set. Any other
     missing variant triggers one Keras export (verified against torch on the fidelity
     set) and the conversion of every variant of :data:`CACHED_VARIANTS` that is

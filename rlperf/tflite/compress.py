@@ -36,7 +36,7 @@ Each fit is guarded on a held-out fifth of those observations
 rise), so a rate sized for a small MLP cannot wreck a 2-million-weight conv policy.
 :func:`compress_policy` returns the Keras model and what its build measured; the
 variant builder (:func:`rlperf.tflite.artifacts.build_variant`) converts it as the
-backend's spec says (:mod:`rlperf.tflite.backends`) and caches it.
+backend's spec says (:mod:`rlperf.specs.backends`) and caches it.
 
 Magnitude pruning leaves the ``.tflite`` the same size (TFLite stores the zeros
 dense) and the latency the same on x86 (XNNPACK's sparse kernels are not enabled
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from rlperf.tflite.backends import BackendSpec
+from rlperf.specs.backends import BackendSpec
 from rlperf.tflite.export import (
     build_keras_policy,
     continuous_actions,

@@ -14,7 +14,7 @@ qat         ``tflite_qat``           a quantization-aware-trained model (ranges 
                                      and activations, float32 in/out
 =========== ======================== ============================================
 
-Which variant each backend runs is its spec's (:mod:`rlperf.tflite.backends`).
+Which variant each backend runs is its spec's (:mod:`rlperf.specs.backends`).
 
 int8 input quantization is made exact: the exported model takes raw 0..255
 pixels, and calibration always sees one pixel at 0 and one at 255 (see

@@ -27,7 +27,7 @@ CLOSE_WAIT_S = 10.0
 #: The same after a stop signal: the exit must stay within a scheduler's grace period.
 INTERRUPTED_CLOSE_WAIT_S = 3.0
 
-#: ``(kind, message, setting)`` of an incident (rlperf.job.JobContext.incident).
+#: ``(kind, message, setting)`` of an incident (rlperf.job_wrapper.JobContext.incident).
 Incident = Callable[[str, str, str | None], None]
 
 

@@ -1,4 +1,4 @@
-"""Tracking of a running job (opened and closed by the job wrapper, :mod:`rlperf.job`) and
+"""Tracking of a running job (opened and closed by the job wrapper, :mod:`rlperf.job_wrapper`) and
 of a running sweep (its MLflow parent run, by the sweep engine, :mod:`rlperf.sweep.state`).
 
 A job learns its names from Hydra's runtime config: in a sweep, its cell label and its

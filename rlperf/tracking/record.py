@@ -37,6 +37,7 @@ from rlperf.layout import (
 from rlperf.results.csvlog import read_rows
 from rlperf.results.flat import flatten
 from rlperf.results.latency import episode_windows
+from rlperf.specs.stages import DEFAULT_STAGE, stage_spec
 
 #: Tags every tracked run carries (MLflow tags; a text summary in TensorBoard).
 JOB_ID_TAG = "rlperf.job_id"  # the job's identity: sending it again creates nothing new
@@ -190,25 +191,23 @@ def numbers(row: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-#: Stages whose rows are ``metrics.csv``'s, placed at the env steps done so far (a training
-#: iteration, a window of ``stage=env``).
-METRICS_STAGES = ("train", "env")
-
-
 class StepAxis:
     """Places each row of a job at its step (see the module's docstring)."""
 
     def __init__(self, stage: str) -> None:
         self.stage = stage
+        # metrics.csv rows (a training iteration, a window of stage=env) are placed at the
+        # env steps done so far, levels.csv rows at their level, steps at their count.
+        self.rows_file = stage_spec(stage).rows_file
         self.env_steps = 0.0
         self.wall_s = 0.0
 
     def __call__(self, row: Mapping[str, Any]) -> TrackedRow:
         values = numbers(row)
-        if self.stage in METRICS_STAGES:
+        if self.rows_file == METRICS_FILE:
             self.env_steps += values.get("env_steps", 0.0)
             return TrackedRow(int(self.env_steps), values.get("time_s", math.nan), values)
-        if self.stage == "serve":
+        if self.rows_file == LEVELS_FILE:
             self.wall_s += values.get("wall_s", 0.0)
             return TrackedRow(int(values.get("level", 0)), self.wall_s, values)
         return TrackedRow(int(values.get("steps", 0)), values.get("time_s", math.nan), values)
@@ -221,10 +220,9 @@ def place(stage: str, rows: Iterable[Mapping[str, Any]]) -> list[TrackedRow]:
 
 def folder_rows(folder: Path, stage: str) -> list[TrackedRow]:
     """The rows a job of ``stage`` sent, or would have sent, live, read from its folder."""
-    if stage in METRICS_STAGES:
-        return place(stage, read_rows(folder / METRICS_FILE))
-    if stage == "serve":
-        return place(stage, read_rows(folder / LEVELS_FILE))
+    rows_file = stage_spec(stage).rows_file
+    if rows_file in (METRICS_FILE, LEVELS_FILE):
+        return place(stage, read_rows(folder / rows_file))
     windows = episode_windows(read_rows(folder / STEPS_FILE), read_rows(folder / EPISODES_FILE))
     return place(stage, windows)
 
@@ -317,7 +315,7 @@ def folder_job(folder: Path) -> tuple[TrackedJob, str]:
     summary = read_json(folder / SUMMARY_FILE)
     config = fingerprint.get("config")
     config = config if isinstance(config, dict) else {}
-    stage = str(summary.get("stage") or config.get("stage") or "train")
+    stage = str(summary.get("stage") or config.get("stage") or DEFAULT_STAGE)
     protocol = summary.get("env_protocol")
     job = job_of(stage, folder, config, fingerprint, protocol, hydra_record(folder))
     return job, str(summary.get("status") or "completed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,8 @@ def test_failures_exit_1_and_ctrl_c_130(
     status: str,
     traceback: bool,
 ) -> None:
-    monkeypatch.setitem(stages.STAGES, "train", f"{__name__}:raising_stage")
+    raising = replace(stages.STAGES["train"], entry=f"{__name__}:raising_stage")
+    monkeypatch.setitem(stages.STAGES, "train", raising)
     monkeypatch.setitem(RAISES, "exc", exc)
     out = tmp_path / "run"
     got, printed = run_cli(monkeypatch, capfd, "telemetry.enabled=false", f"hydra.run.dir={out}")

@@ -35,8 +35,8 @@ def run_edge(cfg: Any, out_dir: Path, *, job: bool = False) -> dict[str, Any]:
     """
     from omegaconf import OmegaConf
 
-    from rlperf.edge.job import run_edge as edge_stage
-    from rlperf.job import JobContext, execute_stage
+    from rlperf.edge.edge_job import run_edge as edge_stage
+    from rlperf.job_wrapper import JobContext, execute_stage
 
     if not job:
         return edge_stage(cfg, out_dir, JobContext.for_job(cfg, out_dir))

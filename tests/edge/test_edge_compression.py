@@ -96,8 +96,8 @@ def test_a_box_policys_return_loss_must_matter_to_flag() -> None:
 
 
 def _edge(cfg: Any, out_dir: Path) -> dict[str, Any]:
-    from rlperf.edge.job import run_edge
-    from rlperf.job import JobContext
+    from rlperf.edge.edge_job import run_edge
+    from rlperf.job_wrapper import JobContext
 
     return run_edge(cfg, out_dir, JobContext.for_job(cfg, out_dir))
 
@@ -339,7 +339,7 @@ def test_compression_preset_sweeps_every_variant_with_the_reference(compose_cfg)
     import yaml
 
     from rlperf.config.schema import Backend
-    from rlperf.tflite.backends import COMPRESSION_BACKENDS
+    from rlperf.specs.backends import COMPRESSION_BACKENDS
     from tests.conftest import CONF
 
     cfg = compose_cfg("experiment=compression", "run=/r")

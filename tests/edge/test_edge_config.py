@@ -27,9 +27,9 @@ def test_every_backend_option_composes(composer, backend: str) -> None:
 
 
 def test_backend_specs_agree_with_the_schema_and_the_config_group() -> None:
-    """One spec per backend (rlperf/tflite/backends.py): the schema's enum and
+    """One spec per backend (rlperf/specs/backends.py): the schema's enum and
     conf/backend/ list exactly those, and the derived tables follow the specs."""
-    from rlperf.tflite.backends import (
+    from rlperf.specs.backends import (
         BACKEND_SPECS,
         BACKENDS,
         COMPRESSION_BACKENDS,

@@ -10,12 +10,12 @@ import pytest
 
 from rlperf.config.validate import validate_config
 from rlperf.envs.ceiling import measure_ceiling
-from rlperf.envs.engines import ENGINES, VECTOR_ENGINES
 from rlperf.envs.factory import make_env
 from rlperf.envs.from_config import env_config
 from rlperf.envs.vector import ale_game, ale_vector_env, engine_refusal
 from rlperf.errors import ConfigError
 from rlperf.results.protocol import protocol_key
+from rlperf.specs.engines import ENGINES, VECTOR_ENGINES
 
 #: Pong as both engines honour it the same way: no no-op starts, FIRE off (ALE presses it
 #: at reset only), no life loss (Pong has no lives).
@@ -147,7 +147,7 @@ def test_the_protocol_records_the_engine_without_making_it_another_workload(comp
 
 
 def test_the_sub_env_seeds_of_each_env_runner() -> None:
-    from rlperf.training.job import sub_env_seeds
+    from rlperf.training.training_job import sub_env_seeds
 
     assert sub_env_seeds(None, 2, 8) is None
     record = sub_env_seeds(10, 2, 3)

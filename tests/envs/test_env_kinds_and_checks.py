@@ -249,7 +249,7 @@ def test_env_ceiling_is_measured_once_then_cached(tmp_path) -> None:
 def test_sampling_efficiency_is_per_runner_over_the_ceiling() -> None:
     import math
 
-    from rlperf.training.job import sampling_efficiency
+    from rlperf.training.training_job import sampling_efficiency
 
     assert sampling_efficiency(1000, 2.0, 2, 1000.0) == pytest.approx(0.25)
     assert math.isnan(sampling_efficiency(1000, 2.0, 1, None))

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from rlperf.envs.atari import DEFAULT_ENV_CONFIG, make_atari_env
 from rlperf.envs.from_config import env_config
-from rlperf.job import record_env_protocol
+from rlperf.job_wrapper import record_env_protocol
 from rlperf.report.discover import CellRef
 from rlperf.report.legacy import load_rollout_csv, load_tune_run
 from rlperf.report.load import load_rlperf_cell

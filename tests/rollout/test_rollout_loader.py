@@ -22,7 +22,7 @@ from rlperf.models.policy_file import save_policy
 from rlperf.models.vision_net import VisionNet
 from rlperf.resources.plan import Machine
 from rlperf.results.latency import LatencyRecorder
-from rlperf.rollout.job import check_hardware, play
+from rlperf.rollout.rollout_job import check_hardware, play
 from rlperf.rollout.timing import measure_timer
 from rlperf.runs.checkpoint import load_trained_run
 from rlperf.runs.jobs import JobQuery

@@ -196,7 +196,7 @@ def test_too_many_replica_cpus_are_refused_before_ray_starts(compose_cfg, tmp_pa
     import os
 
     from rlperf.errors import InfeasibleError
-    from rlperf.job import execute_stage
+    from rlperf.job_wrapper import execute_stage
 
     cpus = len(os.sched_getaffinity(0))
     cfg = compose_cfg("stage=serve", "run=/some/run", f"serve.replicas={cpus + 1}")
@@ -242,8 +242,8 @@ def serve_stage(compose_cfg: Any, out: Path, *overrides: str) -> dict[str, Any]:
     Ray (and its Serve) is running, as the launcher's is in a sweep trial."""
     from omegaconf import OmegaConf
 
-    from rlperf.job import execute_stage
-    from rlperf.serve.job import run_serve
+    from rlperf.job_wrapper import execute_stage
+    from rlperf.serve.serve_job import run_serve
 
     cfg = compose_cfg(*overrides)
     (out / ".hydra").mkdir()

@@ -37,7 +37,7 @@ from rlperf.algos import plan_resources
 from rlperf.config.schema import register_configs
 from rlperf.gpu_check.checks import MANIFEST_FILE
 from rlperf.gpu_check.sequence import Step, sequence, step_record
-from rlperf.job import record_env_protocol
+from rlperf.job_wrapper import record_env_protocol
 from rlperf.layout import FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.resources.placement import plan_record
 from rlperf.resources.plan import ResourcePlan
@@ -206,7 +206,7 @@ def write_training(
     folder: Path, cfg: DictConfig, n_gpus: int, energy: bool, tweak: Tweak
 ) -> dict[str, Any]:
     """One training job folder; returns its resource plan record."""
-    from rlperf.training.job import summarise_training
+    from rlperf.training.training_job import summarise_training
 
     folder.mkdir(parents=True, exist_ok=True)
     plan = plan_resources(cfg)

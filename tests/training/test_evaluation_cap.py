@@ -22,7 +22,7 @@ from rlperf.console import Console, activated
 from rlperf.envs.check import check_env
 from rlperf.envs.factory import CAPPED_INFO, EVALUATION_CAP, make_env
 from rlperf.errors import ConfigError
-from rlperf.job import Heartbeat
+from rlperf.job_wrapper import Heartbeat
 from rlperf.training.target import StopCheck, evaluation_cap, evaluation_settings
 from tests.conftest import TESTS, run_rlperf
 

@@ -222,7 +222,7 @@ def test_unknown_stop_key_names_the_valid_keys(compose_cfg) -> None:
 
 
 def test_progress_line_shows_the_evaluation() -> None:
-    from rlperf.training.job import iteration_text
+    from rlperf.training.training_job import iteration_text
 
     row = {"iter_s": 2.0, "sample_s": 0.5, "learn_s": 1.0, "env_steps_per_s": 2000.0,
            "episode_return_mean": 120.0, "eval_episodes": 10, "eval_return_mean": 455.5,

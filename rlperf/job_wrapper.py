@@ -47,17 +47,11 @@ from rlperf.errors import (
     raise_if_interrupted,
 )
 from rlperf.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunStatus
-from rlperf.resources.plan import (
-    Machine,
-    ResourcePlan,
-    check_env_stage_feasible,
-    check_feasible,
-    check_serve_feasible,
-    detect_machine,
-)
+from rlperf.resources.plan import Machine, ResourcePlan, check_feasibility, detect_machine
 from rlperf.resources.ray_session import applied_placement
 from rlperf.results.protocol import env_protocol
 from rlperf.results.summary import write_json
+from rlperf.specs.stages import EnvSource, stage_spec
 from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
 from rlperf.telemetry.sampler import TelemetrySampler
 from rlperf.tracking.dispatch import CLOSE_WAIT_S, INTERRUPTED_CLOSE_WAIT_S
@@ -190,7 +184,9 @@ class JobContext:
             self.display = None
 
 
-Stage = Callable[[DictConfig, Path, JobContext], dict[str, Any]]
+#: A stage's entry point (named by its spec, rlperf.specs.stages): config, job folder and
+#: context in, the summary out.
+StageFunction = Callable[[DictConfig, Path, JobContext], dict[str, Any]]
 
 #: Called with ``(done, total, info, row)`` at every :meth:`JobContext.step`; the sweep
 #: launcher adds one in its trials to show each cell's progress and report its rows
@@ -199,7 +195,7 @@ STEP_SINKS: list[Callable[[int, int, str, Mapping[str, Any] | None], None]] = []
 
 
 def execute_stage(
-    cfg: DictConfig, out_dir: Path, stage: Stage, *, in_trial: bool | None = None
+    cfg: DictConfig, out_dir: Path, stage: StageFunction, *, in_trial: bool | None = None
 ) -> dict[str, Any]:
     """Validate, check feasibility, then run ``stage`` with fingerprint, telemetry and summary.
 
@@ -270,7 +266,7 @@ def execute_stage(
             sampler.stop()
         record_env_protocol(summary, resolved)
         summary["wall_s"] = ctx.elapsed_s()
-        if summary.get("stage") == "train":  # a downstream job has steps, not iterations
+        if stage_spec(summary.get("stage")).trains:  # a downstream job has steps, not iterations
             summary.setdefault("iterations", len(ctx.rows))
         _write_final_summary(redactor.tree(summary), out_dir)
         _close_tracking(ctx, out_dir, redactor)
@@ -279,14 +275,11 @@ def execute_stage(
 
 def check_stage_feasible(cfg: DictConfig, ctx: JobContext) -> None:
     """What the stage will ask of this machine fits (:class:`InfeasibleError` naming the
-    keys): training's env runners and learners, serve's replicas, the env stage's threads."""
-    overcommit = bool(cfg.ray.overcommit_cpus)
-    if cfg.stage == "train":
-        check_feasible(ctx.plan, ctx.machine, overcommit)
-    elif cfg.stage == "serve":
-        check_serve_feasible(cfg, ctx.machine)
-    elif cfg.stage == "env":
-        check_env_stage_feasible(ctx.plan, ctx.machine, overcommit)
+    keys), as its spec's ``feasibility`` says: training's env runners and learners, serve's
+    replicas, the env stage's threads."""
+    check = stage_spec(cfg.stage).feasibility
+    if check is not None:
+        check_feasibility(check, cfg, ctx.plan, ctx.machine, bool(cfg.ray.overcommit_cpus))
 
 
 def _masked_config(cfg: DictConfig, out_dir: Path) -> tuple[dict[str, Any], Redactor]:
@@ -394,11 +387,11 @@ def record_env_protocol(summary: dict[str, Any], resolved: Mapping[str, Any]) ->
     run: then no protocol either). A serve job plays no env. Written in every outcome, so
     a failed or interrupted training still says what it was training on.
     """
-    stage, env = summary.get("stage"), summary.get("env")
-    if stage == "serve":
+    source, env = stage_spec(summary.get("stage")).env_source, summary.get("env")
+    if source == EnvSource.none:
         return
     if not isinstance(env, Mapping):
-        env = resolved.get("env") if stage == "train" else None
+        env = resolved.get("env") if source == EnvSource.config else None
     if isinstance(env, Mapping):
         summary["env_protocol"] = env_protocol(env)
 

@@ -391,7 +391,7 @@ def record_latency(recorder: Any, summary: dict[str, Any]) -> None:
 def run_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     """Roll out the policy of ``run`` / ``checkpoint``; write steps.csv and episodes.csv.
 
-    ``ctx`` is the job context (:class:`rlperf.job.JobContext`): resource plan,
+    ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`): resource plan,
     machine, progress lines, and ``ctx.summary``, which receives the partial
     results even if the rollout fails or is interrupted.
 

@@ -26,13 +26,13 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.env_bench.measure import CoreTimes, step_windows, windows
-from rlperf.envs.engines import engine_of, engine_threads
 from rlperf.errors import ConfigError
 from rlperf.layout import METRICS_FILE
 from rlperf.results.columns import ENV_WINDOW_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.latency import summarize_latency
 from rlperf.results.protocol import env_protocol
+from rlperf.specs.engines import engine_of, engine_threads, without_engine
 
 #: What the env stage adds to ``summary.json`` (docs/environment.md#env-stage).
 SUMMARY_KEYS = (
@@ -110,7 +110,7 @@ def build_engine(bench: EnvBench, stack: ExitStack) -> Any:
     from rlperf.envs.batch import engine_env
     from rlperf.envs.check import check_env
 
-    check_env({k: v for k, v in bench.env.items() if k not in ("engine", "threads")})
+    check_env(without_engine(bench.env))
     env = engine_env({**bench.env, "seed": int(bench.cfg.seed)}, bench.num_envs)
     stack.callback(env.close)
     return env
@@ -224,7 +224,7 @@ def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -
 def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     """Step ``cfg.env``'s engine for ``env_bench.steps`` env steps; write ``metrics.csv``.
 
-    ``ctx`` is the job context (:class:`rlperf.job.JobContext`). Returns the stage's part of
+    ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`). Returns the stage's part of
     ``summary.json`` (:data:`SUMMARY_KEYS`, docs/environment.md#env-stage).
     """
     bench = resolve_env(cfg, out_dir)

@@ -419,7 +419,7 @@ def record_placement(algo: Any, ctx: Any) -> None:
 def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     """Train ``train.iterations`` iterations; write metrics.csv and the checkpoint.
 
-    ``ctx`` is the job context (:class:`rlperf.job.JobContext`): it gives the
+    ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`): it gives the
     resource plan, the telemetry sampler and a place for partial results.
     """
     # torch and RLlib: deferred, the job wrapper validates the config before they load.

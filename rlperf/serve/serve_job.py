@@ -54,7 +54,7 @@ def run_serve(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     """Deploy the policy with Ray Serve, drive it with the load generator, summarise.
 
     Writes ``requests.csv`` and ``levels.csv`` into ``out_dir``; returns the
-    summary dict (docs/serve.md#results). ``ctx``: :class:`rlperf.job.JobContext`.
+    summary dict (docs/serve.md#results). ``ctx``: :class:`rlperf.job_wrapper.JobContext`.
     """
 
     out_dir.mkdir(parents=True, exist_ok=True)

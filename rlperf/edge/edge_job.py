@@ -71,7 +71,7 @@ def benchmark(cell: EdgeCell) -> tuple[Any, dict[str, Any], float]:
         "xnnpack": bool(cfg.edge.xnnpack),
         "continuous": cell.action_span is not None,
     }
-    if cell.backend == "rllib":
+    if cell.spec.in_rllib:
         spec = BenchmarkSpec("torch", str(cell.benchmarked_file), **common)
     else:
         edgetpu = cell.edgetpu or {}
@@ -119,7 +119,7 @@ def reference_returns_of(cell: EdgeCell, spec: Any, returns: list[float]) -> lis
         return None
     trained = cell.trained
     settings = {"env": cell.env, "episodes": spec.episodes, "steps": spec.steps, "seed": spec.seed}
-    if cell.backend == "rllib":
+    if cell.spec.in_rllib:
         return _cached_returns(cell, "reference", settings, lambda: returns)
 
     def play() -> list[float]:
@@ -147,7 +147,7 @@ def check_fidelity(
 ) -> dict[str, Any] | None:
     """Logit fidelity on the fidelity set, return parity against the torch policy, and how
     informative that reference is (``verdict``: passed, flagged or vacuous)."""
-    if cell.backend == "rllib" or cell.fidelity is None or "fidelity_logits" not in result:
+    if cell.spec.in_rllib or cell.fidelity is None or "fidelity_logits" not in result:
         return None
     ref_outputs = cell.fidelity.extra["logits"]  # a Box policy's: its actions
     if cell.action_span is not None:
@@ -203,7 +203,7 @@ def _heads(cell: EdgeCell) -> str | None:
     if cell.model_file is not None:
         return None  # a given file: whatever heads it has
     # The rllib cell computes the policy branch only (VisionNet.logits).
-    return "policy" if cell.backend == "rllib" else str(cell.cfg.edge.heads)
+    return "policy" if cell.spec.in_rllib else str(cell.cfg.edge.heads)
 
 
 def summarise(
@@ -212,7 +212,7 @@ def summarise(
     """The edge cell's ``summary.json`` entries (``checks``: fidelity, reference returns)."""
     threads, variant = int(cell.cfg.edge.threads), cell.variant
     copied = copy_artifacts(cell)
-    info = read_tflite(cell.benchmarked_file) if cell.backend != "rllib" else None
+    info = read_tflite(cell.benchmarked_file) if not cell.spec.in_rllib else None
     model = {"model": cell.model} if cell.model is not None else {}
     return {
         "stage": "edge",
@@ -291,7 +291,7 @@ def run_edge(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
 
     Writes ``steps.csv``, ``episodes.csv`` and a copy of the benchmarked model
     file into ``out_dir``; returns the summary dict (see ``docs/results.md`` and
-    ``docs/edge.md``). ``ctx`` is the job context (:class:`rlperf.job.JobContext`).
+    ``docs/edge.md``). ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`).
 
     Raises:
         SkipCell: ``backend=edgetpu`` without runtime, device or compiler.
@@ -301,7 +301,7 @@ def run_edge(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     cell = resolve_cell(cfg, out_dir)
-    if cell.backend == "edgetpu":
+    if cell.spec.on_edgetpu:
         cell.edgetpu = edgetpu_preflight(cfg)
     prepare_variant(cell)
     spec, result, bench_s = benchmark(cell)
