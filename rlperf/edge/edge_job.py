@@ -47,6 +47,7 @@ from rlperf.edge.fidelity import (
 )
 from rlperf.edge.prepare import edgetpu_preflight, prepare_variant
 from rlperf.errors import SkipCell
+from rlperf.job_wrapper import JobContext
 from rlperf.layout import EPISODES_FILE, STEPS_FILE
 from rlperf.results.csvlog import read_rows
 from rlperf.results.latency import episode_windows
@@ -286,7 +287,7 @@ def _torch_input(cell: EdgeCell) -> dict[str, Any]:
     }
 
 
-def run_edge(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
+def run_edge(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
     """Build (or reuse), benchmark and check one variant of a trained policy.
 
     Writes ``steps.csv``, ``episodes.csv`` and a copy of the benchmarked model
@@ -310,7 +311,7 @@ def run_edge(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     return summarise(cell, result, bench_s, checks)
 
 
-def track_episodes(out_dir: Path, ctx: Any) -> None:
+def track_episodes(out_dir: Path, ctx: JobContext) -> None:
     """Each episode's latency window to the job's tracking, read from the files the
     benchmark wrote (it may have run in a process of its own; docs/tracking.md)."""
     if ctx.tracking is None:

@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from rlperf.models.actor import relative_action_error
+
 #: A reference whose most frequent greedy action covers this share of the fidelity set
 #: (or more) is near-constant: the fidelity check on it is vacuous.
 NEAR_CONSTANT_SHARE = 0.95
@@ -97,8 +99,6 @@ def action_fidelity(
     fidelity set ``(N, d)``: mean, p99 and max (over observations and dimensions), the
     max per dimension; ``flagged`` when the p99 exceeds ``tolerance``
     (``edge.action_tolerance``). No agreement: a continuous action has no argmax."""
-    from rlperf.models.actor import relative_action_error
-
     r = np.asarray(reference_actions, dtype=np.float64)
     v = np.asarray(variant_actions, dtype=np.float64).reshape(r.shape)
     rel = relative_action_error(v, r, span)

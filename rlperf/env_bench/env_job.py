@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.env_bench.measure import CoreTimes, step_windows, windows
 from rlperf.errors import ConfigError
+from rlperf.job_wrapper import JobContext
 from rlperf.layout import METRICS_FILE
 from rlperf.results.columns import ENV_WINDOW_COLUMNS
 from rlperf.results.csvlog import CsvLog
@@ -159,7 +160,7 @@ class Measured:
     frames_per_step: float | None
 
 
-def measure(bench: EnvBench, env: Any, act: Any, ctx: Any) -> Measured:
+def measure(bench: EnvBench, env: Any, act: Any, ctx: JobContext) -> Measured:
     """Step window by window into ``metrics.csv`` (``ctx.rows`` too); each window a progress
     step and a tracked row."""
     b = bench.cfg.env_bench
@@ -221,7 +222,7 @@ def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -
     }
 
 
-def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
+def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
     """Step ``cfg.env``'s engine for ``env_bench.steps`` env steps; write ``metrics.csv``.
 
     ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`). Returns the stage's part of

@@ -125,6 +125,8 @@ class ChannelsLast(gym.vector.VectorWrapper):
 def ale_vector_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
     """ale-py's ``AtariVectorEnv`` of ``num_envs`` envs for an rlperf Atari env config (its
     keys as :data:`~rlperf.specs.engines.ALE_VECTOR_KEYS` says), channels last."""
+    # ale_py, cv2 (rlperf.envs.atari): deferred, validation imports this module for
+    # engine_refusal before any env is built.
     from ale_py.vector_env import AtariVectorEnv
 
     from rlperf.envs.atari import resolve_env_config
@@ -178,7 +180,9 @@ class EnvPoolSeeded(ChannelsLast):
 def envpool_env(env: Mapping[str, Any], num_envs: int) -> gym.vector.VectorEnv:
     """EnvPool's Atari pool of ``num_envs`` envs for an rlperf Atari env config (its keys as
     :data:`~rlperf.specs.engines.ENVPOOL_KEYS` says), channels last (:class:`EnvPoolSeeded`)."""
-    import envpool  # an extra (rlperf[envpool]): engine_refusal names it where absent
+    # An extra (rlperf[envpool]): engine_refusal names it where absent; ale_py and cv2
+    # (rlperf.envs.atari): deferred as in ale_vector_env.
+    import envpool
 
     from rlperf.envs.atari import resolve_env_config
 

@@ -32,6 +32,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlperf.errors import CheckpointError, SkipCell
+from rlperf.job_wrapper import JobContext
 from rlperf.resources.placement import env_runner_state, learner_placement
 from rlperf.resources.plan import check_feasible
 from rlperf.resources.ray_session import ray_session
@@ -67,7 +68,7 @@ SUMMARY_KEYS = (
 )
 
 
-def check_hardware(cfg: DictConfig, ctx: Any) -> Any:
+def check_hardware(cfg: DictConfig, ctx: JobContext) -> Any:
     """The torch device of ``rollout.device``; :class:`SkipCell` where the GPUs are absent."""
     # torch (rlperf.rollout.policy too): deferred, the job wrapper validates the config first.
     import torch
@@ -265,7 +266,7 @@ class Rollout:
         )
 
 
-def resolve_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> Rollout:
+def resolve_rollout(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> Rollout:
     """Find and check the run, write ``effective_config.yaml``, check the hardware."""
     # rlperf.runs.merge pulls rlperf.algos, gymnasium and ale_py: deferred, the module's top
     # imports numpy only.
@@ -306,7 +307,7 @@ def record_settings(rollout: Rollout, summary: dict[str, Any]) -> None:
     )
 
 
-def restore_policy(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
+def restore_policy(rollout: Rollout, ctx: JobContext, stack: ExitStack) -> Any:
     """The :class:`~rlperf.rollout.policy.DriverPolicy`, checked against ``probe.npz``.
 
     With ``rollout.start_algorithm`` an Algorithm is started and restored first
@@ -338,7 +339,7 @@ def restore_policy(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
     return policy
 
 
-def play_timed(rollout: Rollout, policy: Any, ctx: Any, stack: ExitStack) -> None:
+def play_timed(rollout: Rollout, policy: Any, ctx: JobContext, stack: ExitStack) -> None:
     """Play with the policy, every step timed into ``steps.csv`` / ``episodes.csv``.
 
     Records the timer, the executor, the step counts and what the env runners
@@ -388,7 +389,7 @@ def record_latency(recorder: Any, summary: dict[str, Any]) -> None:
     summary["episodes"] = recorder.episode_summary()
 
 
-def run_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
+def run_rollout(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
     """Roll out the policy of ``run`` / ``checkpoint``; write steps.csv and episodes.csv.
 
     ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`): resource plan,
@@ -423,7 +424,7 @@ def run_rollout(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     return {k: summary[k] for k in SUMMARY_KEYS if k in summary}
 
 
-def _start_algorithm(rollout: Rollout, ctx: Any, stack: ExitStack) -> Any:
+def _start_algorithm(rollout: Rollout, ctx: JobContext, stack: ExitStack) -> Any:
     """Start Ray and the run's Algorithm with the plan's env runners and GPUs; restore the ckpt."""
     # Ray, and rlperf.algos with gymnasium and ale_py: deferred, only with start_algorithm.
     import ray

@@ -19,6 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rlperf.job_wrapper import JobContext
 from rlperf.layout import EXCLUDED_COLUMN, LEVELS_FILE, REQUESTS_FILE, Exclusion
 from rlperf.resources.plan import ray_cpu_count
 from rlperf.results.csvlog import CsvLog
@@ -50,7 +51,7 @@ from rlperf.serve.session import (
 log = logging.getLogger("rlperf.serve")
 
 
-def run_serve(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
+def run_serve(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
     """Deploy the policy with Ray Serve, drive it with the load generator, summarise.
 
     Writes ``requests.csv`` and ``levels.csv`` into ``out_dir``; returns the
@@ -70,7 +71,7 @@ def run_serve(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
     return summarise(cfg, policy, results, network, timings)
 
 
-def ray_cpus(cfg: DictConfig, ctx: Any) -> int:
+def ray_cpus(cfg: DictConfig, ctx: JobContext) -> int:
     """CPUs of a Ray started for the job: the machine's, or what the replicas need when
     ``ray.overcommit_cpus`` (feasibility was checked before the stage started)."""
 
@@ -138,7 +139,7 @@ async def run_levels(
     session: ServeSession,
     handles: dict[str, Any],
     out_dir: Path,
-    ctx: Any,
+    ctx: JobContext,
 ) -> dict[str, Any]:
     """Every planned level; ``requests.csv`` and ``levels.csv`` written level by level."""
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from rlperf.errors import ExportVerificationError
+from rlperf.models.actor import action_bounds, action_range, relative_action_error
 
 if TYPE_CHECKING:
     from rlperf.models.mlp_net import MlpNet
@@ -167,8 +168,6 @@ def _actor_tail(keras: Any, x: Any, net: MlpNet) -> Any:
     ``relu6`` of ``3 (mean + 1)``, folded into the layer's weights), then the linear map
     onto [low, high] as a diagonal Dense layer ``action``. Only FULLY_CONNECTED and
     activation ops: int8 quantizes the output over the action range."""
-    from rlperf.models.actor import action_bounds
-
     linears: list[Any] = [m for m in net.pi_net if hasattr(m, "weight")]
     hidden, last = linears[:-1], linears[-1]
     for i, lin in enumerate(hidden):
@@ -330,8 +329,6 @@ def compare_actions(
 ) -> ExportCheck:
     """Compare a Box policy's exported actions ``(N, d)`` with the reference actor's:
     the largest error relative to each dimension's range must be within ``tolerance``."""
-    from rlperf.models.actor import action_range, relative_action_error
-
     reference = np.asarray(reference, dtype=np.float64)
     candidate = np.asarray(candidate, dtype=np.float64).reshape(reference.shape)
     rel = relative_action_error(candidate, reference, action_range(net.action_spec))

@@ -100,6 +100,7 @@ def sweep_tracking(config: DictConfig) -> Iterator[None]:
     if "mlflow" not in enabled_tools(tracking):
         yield
         return
+    # mlflow: deferred, a launcher that tracks with no tool never imports it.
     from rlperf.tracking.mlflow_sink import MlflowSink
 
     cwd = str(OmegaConf.select(config, "hydra.runtime.cwd", default=None) or Path.cwd())

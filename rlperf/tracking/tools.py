@@ -82,16 +82,17 @@ def make_sink(tool: str, settings: ToolSettings, store: Path, root: Path | None 
     """A tool's sink (rlperf.tracking.dispatch.Sink). ``store``: the folder of MLflow's default
     store (a job's, or its sweep's); ``root``: where TensorBoard and W&B write instead of the
     job's folder (``rlperf-report --to``: the report's folder). Imports the tool's package."""
+    # Each sink imports its tool's package, an extra: deferred to the tool asked for.
     if tool == "mlflow":
-        from rlperf.tracking.mlflow_sink import MlflowSink
+        from rlperf.tracking.mlflow_sink import MlflowSink  # mlflow
 
         return MlflowSink(settings.mlflow_uri, settings.mlflow_experiment, store)
     if tool == "tensorboard":
-        from rlperf.tracking.tensorboard_sink import TensorboardSink
+        from rlperf.tracking.tensorboard_sink import TensorboardSink  # tensorboardX
 
         return TensorboardSink(root)
     if tool == "wandb":
-        from rlperf.tracking.wandb_sink import WandbSink
+        from rlperf.tracking.wandb_sink import WandbSink  # wandb
 
         s = settings
         return WandbSink(s.wandb_project, s.wandb_entity, s.wandb_mode, root)

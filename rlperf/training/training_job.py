@@ -25,6 +25,7 @@ from rlperf.algos import build_algo_config
 from rlperf.console import quiet_logger
 from rlperf.envs.ceiling import env_ceiling
 from rlperf.envs.from_config import env_config, probe_observations
+from rlperf.job_wrapper import JobContext
 from rlperf.layout import CHECKPOINT_DIR, EXCLUDED_COLUMN, METRICS_FILE, POLICY_FILE, Exclusion
 from rlperf.resources.placement import env_runner_placement, learner_placement, plan_record
 from rlperf.resources.ray_session import ray_session
@@ -167,7 +168,7 @@ def sampling_efficiency(
 class IterationTimer:
     """Runs ``algo.train()`` once per call and measures it into a ``metrics.csv`` row."""
 
-    def __init__(self, algo: Any, cfg: DictConfig, ctx: Any) -> None:
+    def __init__(self, algo: Any, cfg: DictConfig, ctx: JobContext) -> None:
         # RLlib's learner and metrics (Ray, torch): deferred, as in save_checkpoint.
         from rlperf.algos.timed_learner import PhaseClock
         from rlperf.algos.timing import instrument_timing
@@ -212,7 +213,7 @@ class IterationTimer:
         warmup = it <= self.train_cfg.warmup_iterations or (
             self.train_cfg.warmup_until_first_episode and episodes_so_far == 0
         )
-        row = {
+        row: dict[str, Any] = {
             "iteration": it,
             "time_s": self.ctx.elapsed_s(),
             **timing,
@@ -254,7 +255,7 @@ def iteration_text(row: dict[str, Any]) -> str:
 
 
 def train(
-    algo: Any, cfg: DictConfig, out_dir: Path, ctx: Any, columns: list[str], stop: StopCheck
+    algo: Any, cfg: DictConfig, out_dir: Path, ctx: JobContext, columns: list[str], stop: StopCheck
 ) -> None:
     """Timed iterations into ``metrics.csv`` and ``ctx.rows`` until ``stop`` says a
     ``train.stop`` criterion was reached, at most ``train.iterations``.
@@ -285,7 +286,7 @@ def train(
                 save_checkpoint(algo, cfg, out_dir, it)
 
 
-def report_capped(cfg: DictConfig, ctx: Any, row: dict[str, Any]) -> None:
+def report_capped(cfg: DictConfig, ctx: JobContext, row: dict[str, Any]) -> None:
     """The first evaluation round that rlperf's cap cut short: one line and an incident."""
     cap, source = evaluation_cap(cfg)
     where = {
@@ -338,7 +339,7 @@ def summarise_training(
     }
 
 
-def measure_env_ceiling(cfg: DictConfig, ctx: Any) -> None:
+def measure_env_ceiling(cfg: DictConfig, ctx: JobContext) -> None:
     """``train.env_ceiling``: the env's raw speed into ``ctx.summary`` (before Ray starts)."""
     c = cfg.train.env_ceiling
     if not c.enabled:
@@ -397,7 +398,7 @@ def sub_env_seeds(seed: int | None, runners: int, envs: int) -> dict[str, Any] |
     }
 
 
-def record_placement(algo: Any, ctx: Any) -> None:
+def record_placement(algo: Any, ctx: JobContext) -> None:
     """Where the learner(s) and env runners of the built ``algo`` run (``summary.json``).
 
     ``learner``: the learners' processes and torch devices; ``env_runners``: each
@@ -416,7 +417,7 @@ def record_placement(algo: Any, ctx: Any) -> None:
     )
 
 
-def run_training(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
+def run_training(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
     """Train ``train.iterations`` iterations; write metrics.csv and the checkpoint.
 
     ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`): it gives the

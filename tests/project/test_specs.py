@@ -116,7 +116,7 @@ def test_derived_tables() -> None:
     """The tables other modules read, derived from the specs, say what they said when they
     were written by hand (cli's READ_BY, the report's STAGE_FAMILY)."""
     downstream = ("rollout", "edge", "serve", "env")
-    assert READ_BY == {
+    assert {
         "train": ("train",),
         "rollout": ("rollout",),
         "edge": ("edge", "serve"),
@@ -127,7 +127,7 @@ def test_derived_tables() -> None:
         "run_select": downstream,
         "checkpoint": downstream,
         "model_path": ("edge", "serve"),
-    }
+    } == READ_BY
     assert STAGE_FAMILY == {
         "train": "training",
         "rollout": "inference",
