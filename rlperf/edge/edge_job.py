@@ -1,17 +1,12 @@
 """The edge stage as a Hydra job: ``rlperf stage=edge run=<training run> backend=<backend>``.
 
 Config keys: ``run`` / ``checkpoint`` (the trained policy, see :mod:`rlperf.runs`),
-``model_path`` (an existing ``.tflite``), ``backend.name``, ``seed`` (episode
-``i`` is reset with ``seed + i``), ``env.*`` (only keys given on the command
-line override the run's env), and ``edge.*``: ``episodes``, ``steps``,
-``warmup_steps``, ``threads``, ``heads``, ``calibration_size``,
-``calibration_policy``, ``calibration_seed``, ``fidelity_observations``,
-``fidelity_seed``, ``fidelity_threshold``, ``export_tolerance``, ``cache_dir``;
-read with defaults until the schema has them: ``fidelity_policy`` (random),
-``int8_io`` (auto: int8 on CPU, uint8 for the Edge TPU), ``xnnpack`` (true), ``isolate`` (true),
-``edgetpu_library`` (libedgetpu.so.1), ``edgetpu_device`` (null), ``edgetpu_source``
-(tflite_int8: the int8 variant ``backend=edgetpu`` compiles), and the fine-tuning
-keys of the compressed backends (``finetune_steps``, ``finetune_lr``, ``finetune_batch``).
+``model_path`` (an existing ``.tflite``), ``backend.name`` (its spec:
+:mod:`rlperf.specs.backends`), ``seed`` (episode ``i`` is reset with ``seed + i``),
+``env.*`` (only keys given on the command line override the run's env), and ``edge.*``
+(:class:`rlperf.config.schema.EdgeConfig`: episodes and steps, the calibration and
+fidelity sets, the tolerances, the cache, XNNPACK and isolation, the Edge TPU's library,
+device and source variant, the compressed backends' fine-tuning).
 
 Steps (:func:`run_edge`): resolve the policy, its run config and the env
 (:mod:`rlperf.edge.cell`) → prepare the model file (:mod:`rlperf.edge.prepare`;

@@ -1,1 +1,2 @@
-"""Result files: CSV logs flushed per row, summaries, the job wrapper."""
+"""What a job writes and the report reads: the canonical columns, CSV logs flushed per row,
+summaries, latency statistics and the env protocol."""

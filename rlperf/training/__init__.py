@@ -1,1 +1,2 @@
-"""The training stage: RLlib PPO with per-iteration phase timing."""
+"""The training stage: any algorithm of :mod:`rlperf.algos` in RLlib, with per-iteration
+phase timing, evaluation, targets and faults recorded."""
