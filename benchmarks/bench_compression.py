@@ -48,9 +48,9 @@ def run_cell(run: Path, backend: str, out: Path, cache: Path, args: argparse.Nam
     from omegaconf import open_dict
 
     from rlperf.config.schema import register_configs
-    from rlperf.config.validate_edge import validate_edge
     from rlperf.edge.edge_job import run_edge
     from rlperf.job_wrapper import JobContext
+    from rlperf.validation.edge import validate_edge
 
     register_configs()
     GlobalHydra.instance().clear()

@@ -90,9 +90,9 @@ def serve_job(
     """One serve job in the running Ray (as a sweep trial would run it)."""
     from omegaconf import OmegaConf
 
-    from rlperf.config.validate import validate_config
     from rlperf.job_wrapper import execute_stage
     from rlperf.serve.serve_job import run_serve
+    from rlperf.validation.validate import validate_config
 
     cfg = compose([
         "stage=serve", f"run={run}", f"serve.max_batch_size={batch}",

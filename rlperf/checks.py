@@ -1,5 +1,5 @@
 """Checks of single config values that every validator shares (the algorithms' own in
-:mod:`rlperf.algos`, the groups' and stages' in :mod:`rlperf.config.validate`).
+:mod:`rlperf.algos`, the groups' and stages' in :mod:`rlperf.validation.validate`).
 
 Each raises :class:`~rlperf.errors.ConfigError` naming the key and the value. Imports
 only :mod:`rlperf.errors`, so the leaves below validation (the algorithm specs) use it

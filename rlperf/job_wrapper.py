@@ -32,7 +32,6 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.algos import plan_resources
-from rlperf.config.validate import validate_config
 from rlperf.console import TERMINAL, current
 from rlperf.console.deprecations import watching
 from rlperf.errors import (
@@ -58,6 +57,7 @@ from rlperf.tracking.dispatch import CLOSE_WAIT_S, INTERRUPTED_CLOSE_WAIT_S
 from rlperf.tracking.live import open_tracking
 from rlperf.tracking.record import artifact_paths, env_tags
 from rlperf.tracking.redact import Redactor, scrub_hydra_files
+from rlperf.validation.validate import validate_config
 
 log = logging.getLogger("rlperf")
 

@@ -6,7 +6,7 @@ wrong type fails at composition time with Hydra's message naming the key. The gr
 with kinds have a module each (:mod:`rlperf.config.schema_env`,
 :mod:`~rlperf.config.schema_model`, :mod:`~rlperf.config.schema_algo`). Cross-group checks
 (conv stack vs input size, GPU layout vs machine) live in
-:mod:`rlperf.config.validate`.
+:mod:`rlperf.validation.validate`.
 """
 
 from __future__ import annotations

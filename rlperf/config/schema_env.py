@@ -48,7 +48,7 @@ class AtariEnvConfig(EnvConfig):
     dim: int = "${model.dim}"  # type: ignore[assignment]
     framestack: int = "${model.framestack}"  # type: ignore[assignment]
     # ALE-level frameskip: an int, or [low, high] for a random low..high-1 per step
-    # (the study's Pong-v0 used [2, 5]); checked by rlperf.config.validate.
+    # (the study's Pong-v0 used [2, 5]); checked by rlperf.validation.groups.
     frameskip: Any = 1
     skip: int = 4
     repeat_action_probability: float = 0.0

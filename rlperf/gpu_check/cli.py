@@ -59,12 +59,12 @@ def plumbing_checks(found: int, source: str) -> list[Check]:
 
 def _compose_check(gpus: int) -> Check:
     """Every job config of the ``gpus``-GPU sequence composes and passes validation."""
-    # Hydra's compose API, and rlperf.config.validate with rlperf.algos, gymnasium and
+    # Hydra's compose API, and rlperf.validation.validate with rlperf.algos, gymnasium and
     # ale_py: deferred, only this plumbing check needs them (importing the CLI stays light).
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from rlperf.config.validate import validate_config
+    from rlperf.validation.validate import validate_config
 
     steps = sequence(gpus)
     cells = [cell for step in steps for cell in step.cells()]

@@ -17,7 +17,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlperf.config.validate import validate_env, validate_env_model, validate_model
 from rlperf.errors import ConfigError
 from rlperf.layout import EFFECTIVE_CONFIG_FILE
 from rlperf.runs.checkpoint import TrainedRun, load_trained_run
@@ -25,6 +24,7 @@ from rlperf.runs.geometry import geometry_text, model_geometry
 from rlperf.runs.jobs import job_query
 from rlperf.runs.overrides import command_line_overrides, override_keys
 from rlperf.specs.engines import ENGINE_KEYS
+from rlperf.validation.groups import validate_env, validate_env_model, validate_model
 
 
 def _plain(cfg: DictConfig, key: str) -> dict[str, Any]:

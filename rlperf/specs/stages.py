@@ -1,7 +1,7 @@
 """One spec per stage (``stage=<name>``): what it runs, reads, checks, says and reports.
 
 Every table about stages is derived from :data:`STAGE_SPECS`: the entry point the job
-wrapper runs (:mod:`rlperf.stages`), the validator (:mod:`rlperf.config.validate`), the
+wrapper runs (:mod:`rlperf.stages`), the validator (:mod:`rlperf.validation.validate`), the
 keys only some stages read (``rlperf.cli``'s warning), the pre-flight
 (:func:`rlperf.resources.plan.check_stage_feasible`), what a sweep's trial asks Tune for
 (:mod:`rlperf.sweep.resources`), the terminal's header and summary
@@ -107,7 +107,7 @@ STAGE_SPECS: tuple[StageSpec, ...] = (
     StageSpec(
         Stage.train,
         entry="rlperf.training.training_job:run_training",
-        validator="rlperf.config.validate:validate_train",
+        validator="rlperf.validation.stages:validate_train",
         node="train",
         reads=("train",),
         feasibility=Feasibility.env_runners,
@@ -131,7 +131,7 @@ STAGE_SPECS: tuple[StageSpec, ...] = (
     StageSpec(
         Stage.rollout,
         entry="rlperf.rollout.rollout_job:run_rollout",
-        validator="rlperf.config.validate:validate_rollout",
+        validator="rlperf.validation.stages:validate_rollout",
         node="rollout",
         reads=("rollout", *UPSTREAM_KEYS),
         feasibility=None,
@@ -146,7 +146,7 @@ STAGE_SPECS: tuple[StageSpec, ...] = (
     StageSpec(
         Stage.edge,
         entry="rlperf.edge.edge_job:run_edge",
-        validator="rlperf.config.validate_edge:validate_edge",
+        validator="rlperf.validation.edge:validate_edge",
         node="edge",
         reads=("edge", *UPSTREAM_KEYS, "model_path"),
         feasibility=None,
@@ -161,7 +161,7 @@ STAGE_SPECS: tuple[StageSpec, ...] = (
     StageSpec(
         Stage.serve,
         entry="rlperf.serve.serve_job:run_serve",
-        validator="rlperf.config.validate:validate_serve",
+        validator="rlperf.validation.stages:validate_serve",
         node="serve",
         # Serve builds its TFLite models with the edge stage's settings.
         reads=("serve", "edge", *UPSTREAM_KEYS, "model_path"),
@@ -178,7 +178,7 @@ STAGE_SPECS: tuple[StageSpec, ...] = (
     StageSpec(
         Stage.env,
         entry="rlperf.env_bench.env_job:run_env_bench",
-        validator="rlperf.config.validate:validate_env_stage",
+        validator="rlperf.validation.stages:validate_env_stage",
         node="env_bench",
         reads=("env_bench", *UPSTREAM_KEYS),
         feasibility=Feasibility.engine_threads,

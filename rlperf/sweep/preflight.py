@@ -16,7 +16,6 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.algos import plan_resources
-from rlperf.config.validate import validate_config
 from rlperf.errors import SweepError
 from rlperf.job_wrapper import write_refused_summary
 from rlperf.layout import REFUSED_STATUSES, RunStatus
@@ -33,6 +32,7 @@ from rlperf.sweep.resources import (
     shortfall,
 )
 from rlperf.sweep.state import Cell, Group, Sweep
+from rlperf.validation.validate import validate_config
 
 
 def preflight(sweep: Sweep, existing: bool) -> list[Group]:

@@ -34,7 +34,6 @@ from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 from ray import tune
 
-from rlperf.config.validate import validate_config
 from rlperf.console import TERMINAL
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete, interrupt_reason
@@ -70,6 +69,7 @@ from rlperf.sweep.state import (
     ray_options,
     sweep_session,
 )
+from rlperf.validation.validate import validate_config
 
 log = logging.getLogger(__name__)
 

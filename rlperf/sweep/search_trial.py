@@ -16,7 +16,6 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 from ray import tune
 
-from rlperf.config.validate import validate_config
 from rlperf.errors import TrialRefused
 from rlperf.job_wrapper import write_refused_summary
 from rlperf.layout import RunStatus
@@ -32,6 +31,7 @@ from rlperf.sweep.resources import (
 )
 from rlperf.sweep.search_results import trial_score
 from rlperf.sweep.trial import enter_trial, run_trial_job
+from rlperf.validation.validate import validate_config
 
 
 def trial_config(

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from rlperf.config.validate import validate_config
 from rlperf.errors import ConfigError
+from rlperf.validation.validate import validate_config
 from tests.conftest import CONF, group_options
 
 GROUPS = [

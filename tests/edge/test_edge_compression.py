@@ -328,8 +328,8 @@ def test_qat_and_pruned_variants_keep_the_return(
 def test_compression_backends_are_checked_before_any_work(
     compose_cfg, overrides: list[str], fragment: str
 ) -> None:
-    from rlperf.config.validate import validate_config
     from rlperf.errors import ConfigError
+    from rlperf.validation.validate import validate_config
 
     with pytest.raises(ConfigError, match=re.escape(fragment)):
         validate_config(compose_cfg(*overrides))

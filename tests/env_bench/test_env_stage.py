@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlperf.config.validate import validate_config
 from rlperf.env_bench.measure import windows
 from rlperf.envs.batch import EnvLoop, engine_env
 from rlperf.errors import ConfigError, InfeasibleError
 from rlperf.job_wrapper import execute_stage
 from rlperf.stages import stage_function
+from rlperf.validation.validate import validate_config
 
 #: Pong at 42 px: cheap frames, the same game and protocol as the study's but the size.
 PONG = {

@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 
-from rlperf.config.validate import validate_config
 from rlperf.envs.ceiling import measure_ceiling
 from rlperf.envs.factory import make_env
 from rlperf.envs.from_config import env_config
@@ -16,6 +15,7 @@ from rlperf.envs.vector import ale_game, ale_vector_env, engine_refusal
 from rlperf.errors import ConfigError
 from rlperf.results.protocol import protocol_key
 from rlperf.specs.engines import ENGINES, VECTOR_ENGINES
+from rlperf.validation.validate import validate_config
 
 #: Pong as both engines honour it the same way: no no-op starts, FIRE off (ALE presses it
 #: at reset only), no life loss (Pong has no lives).

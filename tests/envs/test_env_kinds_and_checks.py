@@ -12,12 +12,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlperf.config.validate import validate_config
 from rlperf.envs import check
 from rlperf.envs.ceiling import env_ceiling
 from rlperf.envs.factory import env_spaces, make_env
 from rlperf.envs.frozenlake import FrozenLake
 from rlperf.errors import ConfigError, EnvCheckError
+from rlperf.validation.validate import validate_config
 from tests.conftest import REPO, run_rlperf
 
 BAD = "support.bad_envs"
@@ -94,7 +94,7 @@ def test_checks_start_no_ray(tmp_path) -> None:
         "from hydra import compose, initialize_config_module\n"
         "from rlperf.config.schema import register_configs\n"
         "from rlperf.errors import ConfigError\n"
-        "from rlperf.config.validate import validate_config\n"
+        "from rlperf.validation.validate import validate_config\n"
         "register_configs()\n"
         "out = {}\n"
         "with initialize_config_module(config_module='rlperf.conf', version_base='1.3'):\n"

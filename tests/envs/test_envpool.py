@@ -10,10 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from rlperf.config.validate import validate_config
 from rlperf.envs.factory import make_env
 from rlperf.envs.vector import engine_refusal
 from rlperf.errors import ConfigError
+from rlperf.validation.validate import validate_config
 
 SAME = {
     "kind": "atari", "id": "ALE/Pong-v5", "dim": 84, "framestack": 4, "noop_max": 0,

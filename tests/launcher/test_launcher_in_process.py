@@ -36,7 +36,6 @@ from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
 from rlperf.algos import plan_resources
 from rlperf.config.schema import RlperfConfig, register_configs
 from rlperf.config.search_path import SHIPPED_CONF
-from rlperf.config.validate import validate_config
 from rlperf.console import Console
 from rlperf.errors import SweepIncomplete
 from rlperf.layout import NON_IDENTITY_KEYS
@@ -53,6 +52,7 @@ from rlperf.sweep.resources import (
     local_infeasibility,
     shortfall,
 )
+from rlperf.validation.validate import validate_config
 from tests.conftest import REPO, group_options
 
 # ------------------------------------------------------------------------ fixtures

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from rlperf.algos import plan_resources
-from rlperf.config.validate import validate_config
 from rlperf.errors import ConfigError, InfeasibleError
 from rlperf.models.mlp_net import MlpNet, space_spec
 from rlperf.models.policy_file import load_policy, save_policy
 from rlperf.models.vision_net import VisionNet
 from rlperf.resources.plan import Machine, check_feasible
+from rlperf.validation.validate import validate_config
 
 TWO_CORES = Machine(cpus=(0, 1), gpus=0, gpu_source="test")
 TWO_GPUS = Machine(cpus=tuple(range(16)), gpus=2, gpu_source="test")

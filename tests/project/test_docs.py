@@ -30,9 +30,9 @@ from support.search import search_corners
 
 from rlperf.algos import plan_resources
 from rlperf.config.schema import register_configs
-from rlperf.config.validate import validate_config
 from rlperf.errors import ConfigError, InfeasibleError
 from rlperf.resources.plan import check_feasible, detect_machine
+from rlperf.validation.validate import validate_config
 from tests.conftest import REPO, run_rlperf
 
 PAGES = ["README.md", *sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))]

@@ -15,7 +15,6 @@ from omegaconf import OmegaConf
 from support.run_folders import TINY_FILTERS, make_run
 
 from rlperf.algos import plan_resources
-from rlperf.config.validate import validate_config
 from rlperf.errors import CheckpointError, ConfigError, SkipCell
 from rlperf.layout import POLICY_FILE
 from rlperf.models.policy_file import save_policy
@@ -28,6 +27,7 @@ from rlperf.runs.checkpoint import load_trained_run
 from rlperf.runs.jobs import JobQuery
 from rlperf.runs.locate import resolve_paths
 from rlperf.runs.merge import merge_run_config
+from rlperf.validation.validate import validate_config
 from tests.conftest import CONF, group_options
 
 

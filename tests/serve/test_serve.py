@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rlperf.config.validate import validate_config
 from rlperf.errors import ConfigError, PayloadError
 from rlperf.serve.levels import level_row, max_rate_under_slo, quantile_ci
 from rlperf.serve.loadgen import Reply, Target, closed_loop, open_loop, poisson_schedule
 from rlperf.serve.payload import decode_observation, encode_observation
+from rlperf.validation.validate import validate_config
 from tests.conftest import REPO
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from rlperf.config.validate import validate_config
 from rlperf.errors import ConfigError
 from rlperf.results.csvlog import read_rows
 from rlperf.results.latency import LatencyRecorder, episode_windows
@@ -22,6 +21,7 @@ from rlperf.tracking import tools
 from rlperf.tracking.dispatch import Tracking
 from rlperf.tracking.record import StepAxis, TrackedJob, job_name, numbers, place
 from rlperf.tracking.redact import MASK, Redactor, scrub_hydra_files
+from rlperf.validation.validate import validate_config
 
 # --- the option
 

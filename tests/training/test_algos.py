@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 
 from rlperf.algos import SPECS
 from rlperf.config.schema_algo import ALGO_SCHEMAS, AlgoName
-from rlperf.config.validate import validate_config
 from rlperf.errors import ConfigError
+from rlperf.validation.validate import validate_config
 from tests.conftest import CONF, group_options, run_rlperf
 
 PHASES = ["sample_s", "load_s", "learn_s", "sync_s", "other_s"]

@@ -17,13 +17,13 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from rlperf.config.validate import validate_config
 from rlperf.console import Console, activated
 from rlperf.envs.check import check_env
 from rlperf.envs.factory import CAPPED_INFO, EVALUATION_CAP, make_env
 from rlperf.errors import ConfigError
 from rlperf.job_wrapper import Heartbeat
 from rlperf.training.target import StopCheck, evaluation_cap, evaluation_settings
+from rlperf.validation.validate import validate_config
 from tests.conftest import TESTS, run_rlperf
 
 GRID = ("env=custom", "env.entry_point=support.blind_grid:BlindGrid", "model=mlp64")

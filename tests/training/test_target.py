@@ -9,9 +9,9 @@ import math
 import pandas as pd
 import pytest
 
-from rlperf.config.validate import validate_config
 from rlperf.errors import ConfigError
 from rlperf.training.target import StopCheck, evaluation_settings
+from rlperf.validation.validate import validate_config
 from tests.conftest import run_rlperf
 
 
