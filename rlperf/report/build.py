@@ -1,12 +1,12 @@
 """The library entry point: :func:`build_report` reads cells and writes the report.
 
-Steps: :func:`~rlperf.report.read.read_cells` (discover and read; corrupt cells
-are skipped and listed) → :func:`~rlperf.report.compare.compare_cells` (group by
+Steps: :func:`~rlperf.report.read.collect.read_cells` (discover and read; corrupt cells
+are skipped and listed) → :func:`~rlperf.report.compare.comparison.compare_cells` (group by
 comparison family and into configurations, repeats pooled; choose the axes that
 vary and build labels, compare fingerprints: ``strict`` refuses mixtures) →
-:func:`~rlperf.report.compare.analyse` (estimates, ranks, speedups and findings) →
+:func:`~rlperf.report.compare.comparison.analyse` (estimates, ranks, speedups and findings) →
 :func:`gate_against` (``--gate``: regressions against a baseline folder) →
-:func:`write_tables` → :func:`~rlperf.report.figures.draw_figures` → the document
+:func:`write_tables` → :func:`~rlperf.report.figures.registry.draw_figures` → the document
 (:mod:`rlperf.report.document`) rendered as report.md and report.html.
 """
 
@@ -16,24 +16,32 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rlperf.layout import EXCLUDED_COLUMN
-from rlperf.report import gate as gate_mod
-from rlperf.report import render, tables
-from rlperf.report.across import across_machines, across_workloads
-from rlperf.report.cells import Cell
-from rlperf.report.compare import Comparison, analyse, compare_cells, configuration_labels
+from rlperf.report.compare import gate as gate_mod
+from rlperf.report.compare.across import across_machines, across_workloads
+from rlperf.report.compare.comparison import (
+    Comparison,
+    analyse,
+    compare_cells,
+    configuration_labels,
+)
+from rlperf.report.compare.findings import FamilyAnalysis
+from rlperf.report.compare.gate import DEFAULT_TOLERANCE, GateResult
+from rlperf.report.compare.returns import return_comparisons
+from rlperf.report.compare.scaling import scaling_curves
+from rlperf.report.compare.workloads import held_constant
 from rlperf.report.document import document
-from rlperf.report.figures import draw_figures
-from rlperf.report.findings import FamilyAnalysis
-from rlperf.report.gate import DEFAULT_TOLERANCE, GateResult
-from rlperf.report.read import Progress, read_cells
+from rlperf.report.export import render
+from rlperf.report.figures.registry import draw_figures
+from rlperf.report.figures.returns import draw as draw_returns
+from rlperf.report.figures.search import draw_search_figures
+from rlperf.report.figures.serve import draw_serve_figures
+from rlperf.report.read.cells import Cell
+from rlperf.report.read.collect import Progress, read_cells
+from rlperf.report.read.searches import read_searches
 from rlperf.report.result import ReportResult, Tables
-from rlperf.report.returns import draw as draw_returns
-from rlperf.report.returns import return_comparisons
-from rlperf.report.scaling import scaling_curves
-from rlperf.report.search import draw_search_figures, read_searches
-from rlperf.report.serve import draw_serve_figures, write_serve_tables
-from rlperf.report.targets import targets_table
-from rlperf.report.workloads import held_constant
+from rlperf.report.stats.targets import targets_table
+from rlperf.report.tables import tidy
+from rlperf.report.tables.serve import write_serve_tables
 
 
 def default_out_dir(first_path: Path) -> Path:
@@ -55,22 +63,22 @@ def write_tables(
         progress("writing tables")
     out_dir.mkdir(parents=True, exist_ok=True)
     cells, plans, fps = comparison.cells, comparison.plans, comparison.fingerprint_of
-    runs = tables.runs_table(cells, plans, fps, analyses)
+    runs = tidy.runs_table(cells, plans, fps, analyses)
     data = Tables(
         runs=runs,
-        configurations=tables.configurations_table(runs, analyses, plans),
-        iterations=tables.iterations_table(cells, plans, fps),
-        latency=tables.latency_table(cells, plans, fps),
+        configurations=tidy.configurations_table(runs, analyses, plans),
+        iterations=tidy.iterations_table(cells, plans, fps),
+        latency=tidy.latency_table(cells, plans, fps),
         files=[],
     )
     data.targets = targets_table(cells, runs)
-    data.env_windows = tables.env_windows_table(cells, plans, fps)
+    data.env_windows = tidy.env_windows_table(cells, plans, fps)
     for name in ("runs", "configurations", "iterations", "latency", "targets", "env_windows"):
         df = getattr(data, name)
         if name == "runs" or not df.empty:
-            data.files += tables.write_table(df, out_dir, name)
+            data.files += tidy.write_table(df, out_dir, name)
     if judged is not None:
-        data.files += tables.write_table(gate_mod.table(judged), out_dir, "gate")
+        data.files += tidy.write_table(gate_mod.table(judged), out_dir, "gate")
     return data
 
 
@@ -95,9 +103,9 @@ def build_report(
     :class:`MixedFingerprintsError` before writing anything when a table
     would compare cells of different hardware or software. ``gate`` names a
     baseline folder to judge regressions against (``result.gate``, see
-    :mod:`rlperf.report.gate`; ``tolerance`` as a fraction). ``objective``
+    :mod:`rlperf.report.compare.gate`; ``tolerance`` as a fraction). ``objective``
     (``--objective``) ranks training on ``env_steps``, ``trained_steps``, ``iter_s`` or
-    ``time_to_target`` instead of each comparison's own (:mod:`rlperf.report.objectives`;
+    ``time_to_target`` instead of each comparison's own (:mod:`rlperf.report.stats.objectives`;
     :class:`ObjectiveError` where it does not fit).
     Raises :class:`NoRunsFoundError` for a path without runs.
     """
@@ -153,7 +161,7 @@ def gate_against(
     strict: bool,
 ) -> GateResult:
     """Read the baseline folder the same way as the candidate and judge every configuration
-    of the candidate against it (:mod:`rlperf.report.gate`)."""
+    of the candidate against it (:mod:`rlperf.report.compare.gate`)."""
     _, base_cells, _ = read_cells([baseline_dir])
     base = compare_cells(base_cells, strict=False)
     candidate_side = gate_mod.Side(analyses, configuration_labels(comparison))

@@ -1,4 +1,4 @@
-"""The text of the report: the blocks that :mod:`rlperf.report.render` writes as
+"""The text of the report: the blocks that :mod:`rlperf.report.export.render` writes as
 ``report.md`` and ``report.html``.
 
 Sections, in reading order: what was read → the answers to the users' questions
@@ -18,22 +18,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlperf.report import gate, render, stats
-from rlperf.report.answers import answers_section
-from rlperf.report.axes import AxisPlan
-from rlperf.report.cells import ENV_FAMILY, SERVE_FAMILY
-from rlperf.report.family_tables import family_section, fmt_ci, fmt_count
-from rlperf.report.figures import FIGURES
-from rlperf.report.findings import fold, level
-from rlperf.report.fingerprints import FingerprintGroup
-from rlperf.report.methods import methods_section
+from rlperf.report.compare import gate
+from rlperf.report.compare.axes import AxisPlan
+from rlperf.report.compare.findings import fold, level
+from rlperf.report.export import render
+from rlperf.report.figures.registry import FIGURES
+from rlperf.report.figures.serve import CAPTION as SERVE_CAPTION
+from rlperf.report.figures.serve import FIGURE as SERVE_FIGURE
+from rlperf.report.read.cells import ENV_FAMILY, SERVE_FAMILY
+from rlperf.report.read.fingerprints import FingerprintGroup
 from rlperf.report.result import ReportResult
-from rlperf.report.returns import returns_section
-from rlperf.report.scaling import scaling_section
-from rlperf.report.search import search_section
-from rlperf.report.serve import CAPTION as SERVE_CAPTION
-from rlperf.report.serve import FIGURE as SERVE_FIGURE
-from rlperf.report.serve import serve_findings, serve_section
+from rlperf.report.sections.answers import answers_section
+from rlperf.report.sections.families import family_section, fmt_ci, fmt_count
+from rlperf.report.sections.methods import methods_section
+from rlperf.report.sections.returns import returns_section
+from rlperf.report.sections.scaling import scaling_section
+from rlperf.report.sections.search import search_section
+from rlperf.report.sections.serve import serve_findings, serve_section
+from rlperf.report.stats import estimates
 
 _FILES = (
     "Tables: `runs.csv` (one row per cell, i.e. per run), `configurations.csv` (one row per "
@@ -50,15 +52,15 @@ def document(
     blocks = _summary(res, paths, plans)
     blocks += _targets_section(res)
     blocks += _across_section(res, plans)
-    blocks += scaling_section(res.scaling)  # rlperf.report.scaling
-    blocks += returns_section(res.returns)  # rlperf.report.returns
-    blocks += search_section(res.searches)  # rlperf.report.search
+    blocks += scaling_section(res.scaling)  # rlperf.report.compare.scaling
+    blocks += returns_section(res.returns)  # rlperf.report.compare.returns
+    blocks += search_section(res.searches)  # rlperf.report.read.searches
     first = ("training", "inference", ENV_FAMILY)
     others = [f for f in plans if f not in first and f != SERVE_FAMILY]
     for fam in (*first, *others):
         if fam in plans:
             blocks += family_section(res, fam, plans[fam])
-    blocks += serve_section(res)  # rlperf.report.serve: ranked by rate, not by time
+    blocks += serve_section(res)  # rlperf.report.tables.serve: ranked by rate, not by time
     blocks += methods_section(res, sweeps)
     blocks += _figures_section(res)
     blocks += _fingerprints_section(res.fingerprint_groups)
@@ -93,7 +95,7 @@ def _summary(
 
 
 def _targets_section(res: ReportResult) -> list[render.Block]:
-    """Time-to-target ranking (:mod:`rlperf.report.targets`); the runs that missed listed."""
+    """Time-to-target ranking (:mod:`rlperf.report.stats.targets`); the runs that missed listed."""
     t = res.targets
     if t is None or t.empty:
         return []
@@ -120,7 +122,7 @@ def _targets_section(res: ReportResult) -> list[render.Block]:
 
 
 def _across_section(res: ReportResult, plans: dict[str, AxisPlan]) -> list[render.Block]:
-    """The cross-workload and cross-machine tables (:mod:`rlperf.report.across`)."""
+    """The cross-workload and cross-machine tables (:mod:`rlperf.report.compare.across`)."""
     blocks: list[render.Block] = []
     for t in res.across:
         labels = plans[t.family].configuration_labels if t.family in plans else {}
@@ -164,7 +166,7 @@ def _machines_table(rows: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
         if col in ("configuration", "workload", "objective"):
             continue
         head = f"speedup {col} [{level()} CI]" if " over " in col else col
-        out[head] = [fmt_ci(e.value, e.low, e.high) if isinstance(e, stats.Estimate) else ""
+        out[head] = [fmt_ci(e.value, e.low, e.high) if isinstance(e, estimates.Estimate) else ""
                      for e in rows[col]]  # fmt: skip
     return out
 

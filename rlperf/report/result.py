@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlperf.report.across import AcrossTable
-from rlperf.report.cells import Cell
-from rlperf.report.discover import Skipped
-from rlperf.report.findings import FamilyAnalysis, Finding
-from rlperf.report.fingerprints import FingerprintGroup
-from rlperf.report.gate import GateResult
-from rlperf.report.returns import ReturnComparison
-from rlperf.report.scaling import ScalingCurve
-from rlperf.report.search import SearchResult
-from rlperf.report.serve import ServeTables
+from rlperf.report.compare.across import AcrossTable
+from rlperf.report.compare.findings import FamilyAnalysis, Finding
+from rlperf.report.compare.gate import GateResult
+from rlperf.report.compare.returns import ReturnComparison
+from rlperf.report.compare.scaling import ScalingCurve
+from rlperf.report.read.cells import Cell
+from rlperf.report.read.discover import Skipped
+from rlperf.report.read.fingerprints import FingerprintGroup
+from rlperf.report.read.searches import SearchResult
+from rlperf.report.tables.serve import ServeTables
 
 
 @dataclass
@@ -51,16 +51,16 @@ class ReportResult:
     mixed: dict[tuple[str, str], list[str]]
     analyses: dict[str, FamilyAnalysis]
     configurations: pd.DataFrame = field(default_factory=pd.DataFrame)
-    targets: pd.DataFrame = field(default_factory=pd.DataFrame)  # rlperf.report.targets
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)  # rlperf.report.stats.targets
     env_windows: pd.DataFrame = field(default_factory=pd.DataFrame)  # stage=env's windows
     gate: GateResult | None = None
     files: list[Path] = field(default_factory=list)
     serve: ServeTables | None = None
-    searches: list[SearchResult] = field(default_factory=list)  # rlperf.report.search
+    searches: list[SearchResult] = field(default_factory=list)  # rlperf.report.read.searches
     markdown: Path | None = None
     html: Path | None = None
     #: (family, workload) -> what that comparison's cells share (part -> text)
     held_constant: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    across: list[AcrossTable] = field(default_factory=list)  # rlperf.report.across
-    scaling: list[ScalingCurve] = field(default_factory=list)  # rlperf.report.scaling
-    returns: list[ReturnComparison] = field(default_factory=list)  # rlperf.report.returns
+    across: list[AcrossTable] = field(default_factory=list)  # rlperf.report.compare.across
+    scaling: list[ScalingCurve] = field(default_factory=list)  # rlperf.report.compare.scaling
+    returns: list[ReturnComparison] = field(default_factory=list)  # rlperf.report.compare.returns

@@ -1,4 +1,4 @@
-"""GPU energy of training runs (rlperf.report.energy) value by value, on rows built in
+"""GPU energy of training runs (rlperf.report.read.energy) value by value, on rows built in
 memory: counter or power x time per GPU, the run's totals and per-step figures, the job's
 energy, the power timeline and why a run has none (found by mutation testing,
 docs/development.md#mutation-testing)."""
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from rlperf.layout import EXCLUDED_COLUMN
-from rlperf.report import energy
-from rlperf.report.cells import Cell
+from rlperf.report.read import energy
+from rlperf.report.read.cells import Cell
 
 NAN = float("nan")
 

@@ -1,8 +1,8 @@
 """Figures a person reads (issue 25, point 7), checked on the matplotlib objects.
 
-Each figure is drawn from a :class:`~rlperf.report.plot.FigureContext` holding tables with
+Each figure is drawn from a :class:`~rlperf.report.figures.plot.FigureContext` holding tables with
 the columns the report's own tables have (``configurations``, ``runs``), or from a search
-folder as the search leaves it, and kept with :func:`~rlperf.report.plot.keep_figures`:
+folder as the search leaves it, and kept with :func:`~rlperf.report.figures.plot.keep_figures`:
 titles, legends and notes lie inside the canvas and apart, count axes have whole-number
 ticks, labels do not overlap, every search trial is drawn.
 """
@@ -20,11 +20,12 @@ import pytest
 
 from rlperf.errors import FigureNotApplicable
 from rlperf.layout import METRICS_FILE, SEARCH_FILE
-from rlperf.report.figures import intervals
-from rlperf.report.figures_inference import compression_tradeoff, fidelity_latency
-from rlperf.report.figures_training import iter_time_vs_workers
-from rlperf.report.plot import FigureContext, keep_figures, objective_label
-from rlperf.report.search import draw_search_figures, read_searches
+from rlperf.report.figures.inference import compression_tradeoff, fidelity_latency
+from rlperf.report.figures.plot import FigureContext, keep_figures, objective_label
+from rlperf.report.figures.registry import intervals
+from rlperf.report.figures.search import draw_search_figures
+from rlperf.report.figures.training import iter_time_vs_workers
+from rlperf.report.read.searches import read_searches
 
 #: As long as the report's mixed-fingerprint warning gets over a study-sized sweep.
 NOTE = (

@@ -18,7 +18,7 @@ from support import synthetic
 from rlperf.errors import GateError
 from rlperf.report import build_report
 from rlperf.report.cli import main
-from rlperf.report.gate import DEFAULT_TOLERANCE, parse_tolerance
+from rlperf.report.compare.gate import DEFAULT_TOLERANCE, parse_tolerance
 from rlperf.results.columns import PHASES
 from tests.conftest import THESIS
 

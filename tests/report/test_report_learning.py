@@ -1,7 +1,7 @@
 """Learning curves (issue 25, point 5), checked on the matplotlib objects.
 
 The iterations, runs and configurations tables are built directly with the report's column
-names (as :mod:`rlperf.report.tables` writes them). Configuration ``ppo`` ran 3 seeds whose
+names (as :mod:`rlperf.report.tables.tidy` writes them). Configuration ``ppo`` ran 3 seeds whose
 returns are known (seed k returns (10 + k) · i at iteration i), so its mean and 95 % band
 at a point are computed by hand here; ``dqn`` ran once and was evaluated greedily; both
 share a target. A second workload, ``model3``, holds one configuration of 2 seeds.
@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from rlperf.errors import FigureNotApplicable
-from rlperf.report.figures_learning import Y_LABEL, common_grid, learning_curves, mean_curve
-from rlperf.report.plot import FigureContext, keep_figures
+from rlperf.report.figures.learning import Y_LABEL, common_grid, learning_curves, mean_curve
+from rlperf.report.figures.plot import FigureContext, keep_figures
 
 ITERATIONS = 8
 STEPS = 1000  # env steps per iteration

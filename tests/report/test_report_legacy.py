@@ -8,10 +8,10 @@ import pytest
 
 from rlperf.config.models import study_models
 from rlperf.report.build import build_report
-from rlperf.report.cells import STUDY_MODELS, match_model
-from rlperf.report.discover import CellRef, discover
-from rlperf.report.legacy import cpu_affinity_from, dewindow, load_rollout_csv, load_tune_run
-from rlperf.report.read import dedupe, load_cells
+from rlperf.report.read.cells import STUDY_MODELS, match_model
+from rlperf.report.read.collect import dedupe, load_cells
+from rlperf.report.read.discover import CellRef, discover
+from rlperf.report.read.legacy import cpu_affinity_from, dewindow, load_rollout_csv, load_tune_run
 from tests.conftest import THESIS
 
 RUNS = THESIS / "ray_results"

@@ -1,4 +1,4 @@
-"""What configurations are ranked on (rlperf.report.objectives), on cells built in memory:
+"""What configurations are ranked on (rlperf.report.stats.objectives), on cells built in memory:
 the samples each objective takes, the choice rule and the refusals of --objective (found
 by mutation testing, docs/development.md#mutation-testing)."""
 
@@ -13,10 +13,10 @@ import pytest
 
 from rlperf.errors import ObjectiveError
 from rlperf.layout import EXCLUDED_COLUMN
-from rlperf.report import objectives
-from rlperf.report.cells import Cell
-from rlperf.report.objectives import OBJECTIVES, choose
-from rlperf.report.repeats import Configuration
+from rlperf.report.read.cells import Cell
+from rlperf.report.stats import objectives
+from rlperf.report.stats.objectives import OBJECTIVES, choose
+from rlperf.report.stats.repeats import Configuration
 
 
 def _cell(cid: str, rows: dict[str, list[Any]] | None, summary: dict[str, Any] | None = None,
@@ -132,14 +132,15 @@ def test_check_requested_refuses_what_does_not_measure_the_same_work() -> None:
 
 
 def test_estimate_pools_the_runs_that_measured_and_order_is_best_first() -> None:
-    from rlperf.report import stats
+    from rlperf.report.stats import estimates
 
     conf = _conf(
         _cell("a", ROWS), _cell("b", ROWS), _cell("c", ROWS), _cell("d", ROWS, status="failed")
     )
     nan = np.nan
-    runs = {"a": stats.Estimate(2.0, 1.0, 3.0, 5), "b": stats.Estimate(8.0, 7.0, 9.0, 5),
-            "c": stats.Estimate(nan, nan, nan, 0), "d": stats.Estimate(100.0, 1, 2, 5)}  # fmt: skip
+    est_ = estimates.Estimate
+    runs = {"a": est_(2.0, 1.0, 3.0, 5), "b": est_(8.0, 7.0, 9.0, 5),
+            "c": est_(nan, nan, nan, 0), "d": est_(100.0, 1, 2, 5)}  # fmt: skip
     est = OBJECTIVES["env_steps"].estimate(conf, runs)
     assert est.value == pytest.approx(4.0) and est.runs == 2
     # One run that measured: its own estimate, interval and all.
@@ -207,14 +208,14 @@ def test_refusals_of_objective_name_the_alternatives() -> None:
 
 
 def test_within_run_estimates_use_the_cells_own_stream_and_statistic() -> None:
-    from rlperf.report import stats
+    from rlperf.report.stats import estimates
 
     t = np.random.default_rng(8).uniform(1.0, 3.0, 40)
     cell = _cell("seeded", {EXCLUDED_COLUMN: [""] * 40, "iter_s": t, "env_steps": [1000.0] * 40})
     est = OBJECTIVES["env_steps"].within_run(cell)
-    ref = stats.bootstrap_ratio_ci(t, [1000.0] * 40, 1000.0, "seeded")
+    ref = estimates.bootstrap_ratio_ci(t, [1000.0] * 40, 1000.0, "seeded")
     assert (est.low, est.high) == (ref.low, ref.high)
-    other = stats.bootstrap_ratio_ci(t, [1000.0] * 40, 1000.0, "")
+    other = estimates.bootstrap_ratio_ci(t, [1000.0] * 40, 1000.0, "")
     assert (est.low, est.high) != (other.low, other.high)
     ints = {EXCLUDED_COLUMN: [""] * 3, "action_ms": [1, 2, 9], "granularity": ["step"] * 3}
     assert objectives.latency_samples(_inference("int", ints)).dtype == np.float64
@@ -222,17 +223,20 @@ def test_within_run_estimates_use_the_cells_own_stream_and_statistic() -> None:
              "granularity": ["step"] * 40}  # fmt: skip
     latency = _inference("lat", steps)
     med = OBJECTIVES["latency"].within_run(latency)
-    ref = stats.bootstrap_ci(steps["action_ms"], "median", "lat")
+    ref = estimates.bootstrap_ci(steps["action_ms"], "median", "lat")
     assert med.value == float(np.median(steps["action_ms"]))
     assert (med.low, med.high) == (ref.low, ref.high)
-    unseeded = stats.bootstrap_ci(steps["action_ms"], "median", "")
+    unseeded = estimates.bootstrap_ci(steps["action_ms"], "median", "")
     assert (med.low, med.high) != (unseeded.low, unseeded.high)
     ints = _cell("i", {EXCLUDED_COLUMN: [""], "iter_s": [3], "env_steps": [1000]})
     assert objectives.training_samples(ints).dtype == np.float64
     conf = _conf(_cell("r1", ROWS), _cell("r2", ROWS))
-    runs = {"r1": stats.Estimate(2.0, 1, 3, 5), "r2": stats.Estimate(4.0, 3, 5, 5)}
+    runs = {"r1": estimates.Estimate(2.0, 1, 3, 5), "r2": estimates.Estimate(4.0, 3, 5, 5)}
     pooled = OBJECTIVES["env_steps"].estimate(conf, runs)
-    assert pooled.distribution.tolist() == stats.across_runs([2.0, 4.0], "r1").distribution.tolist()
+    assert (
+        pooled.distribution.tolist()
+        == estimates.across_runs([2.0, 4.0], "r1").distribution.tolist()
+    )
 
 
 def test_choose_says_which_steps_differ() -> None:

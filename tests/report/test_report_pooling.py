@@ -1,4 +1,4 @@
-"""Repeats pooling (rlperf.report.repeats) on cells built in memory: which keys make a
+"""Repeats pooling (rlperf.report.stats.repeats) on cells built in memory: which keys make a
 configuration, its stable key, the grouping by fingerprint and the run labels (found by
 mutation testing, docs/development.md#mutation-testing)."""
 
@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlperf.report import repeats
-from rlperf.report.cells import Cell
+from rlperf.report.read.cells import Cell
+from rlperf.report.stats import repeats
 
 
 def _cell(cid: str, status: str = "completed", stage: str = "train", **leaves: Any) -> Cell:

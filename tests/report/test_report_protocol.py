@@ -1,6 +1,6 @@
 """The env protocol record (rlperf.results.protocol): what it says of rlperf's own envs and
 of the 2021 study's, that it describes the env rlperf really builds, how the job wrapper
-writes it and how the report reads it back (rlperf.report.load / legacy)."""
+writes it and how the report reads it back (rlperf.report.read.load / legacy)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from omegaconf import OmegaConf
 from rlperf.envs.atari import DEFAULT_ENV_CONFIG, make_atari_env
 from rlperf.envs.from_config import env_config
 from rlperf.job import record_env_protocol
-from rlperf.report.discover import CellRef
-from rlperf.report.legacy import load_rollout_csv, load_tune_run
-from rlperf.report.load import load_rlperf_cell
+from rlperf.report.read.discover import CellRef
+from rlperf.report.read.legacy import load_rollout_csv, load_tune_run
+from rlperf.report.read.load import load_rlperf_cell
 from rlperf.results.protocol import (
     ALE_FRAME_CAP,
     ALE_REGISTRATION,

@@ -1,4 +1,4 @@
-"""rlperf.report.robust against rliable 1.2 and hand-worked cases; the returns figure.
+"""rlperf.report.stats.robust against rliable 1.2 and hand-worked cases; the returns figure.
 
 ``tests/data/rliable_reference.json`` holds rliable 1.2's values on fixed arrays
 (``scripts/rliable_reference.py`` says how to rewrite it). Point estimates must equal
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rlperf.report import robust
-from rlperf.report.figures_returns import return_profiles
-from rlperf.report.plot import keep_figures
-from rlperf.report.robust import (
+from rlperf.report.figures.plot import keep_figures
+from rlperf.report.figures.returns import return_profiles
+from rlperf.report.stats import robust
+from rlperf.report.stats.robust import (
     compare_returns,
     iqm,
     performance_profile,

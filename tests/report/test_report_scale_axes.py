@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 from support import synthetic
 
-from rlperf.report.axes import plan_axes
-from rlperf.report.discover import discover
-from rlperf.report.read import load_cells
+from rlperf.report.compare.axes import plan_axes
+from rlperf.report.read.collect import load_cells
+from rlperf.report.read.discover import discover
 
 
 def _metrics(iter_s: float) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Scaling that predicts (rlperf.report.scaling, figures_scaling): the Universal
+"""Scaling that predicts (rlperf.report.compare.scaling, figures_scaling): the Universal
 Scalability Law fit on synthetic curves with known σ, κ, and on the 2021 study's model1
 "both GPUs" worker sweep (2, 4, 8, 16 env runners: tests/data/thesis and
 tests/data/study_sweep, MIT, see their READMEs)."""
@@ -12,13 +12,14 @@ import pandas as pd
 import pytest
 
 from rlperf.errors import FigureNotApplicable
-from rlperf.report import render
 from rlperf.report.build import build_report
-from rlperf.report.figures_scaling import reach, scaling, scaling_figure
-from rlperf.report.plot import FigureContext
-from rlperf.report.read import read_cells
-from rlperf.report.scaling import scaling_curves, scaling_section
-from rlperf.report.usl import efficiency, fit_usl, usl
+from rlperf.report.compare.scaling import scaling_curves
+from rlperf.report.export import render
+from rlperf.report.figures.plot import FigureContext
+from rlperf.report.figures.scaling import reach, scaling, scaling_figure
+from rlperf.report.read.collect import read_cells
+from rlperf.report.sections.scaling import scaling_section
+from rlperf.report.stats.usl import efficiency, fit_usl, usl
 from tests.conftest import DATA, THESIS
 
 N = np.array([1, 2, 4, 8, 16, 32], dtype=float)

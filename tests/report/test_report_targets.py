@@ -1,4 +1,4 @@
-"""Time-to-target across cells (rlperf.report.targets) on cells built in memory: the
+"""Time-to-target across cells (rlperf.report.stats.targets) on cells built in memory: the
 censored median, the success rate and the ranking, which the fast suite otherwise never
 reached (only the slow training test writes a run with a target; found by mutation
 testing, docs/development.md#mutation-testing)."""
@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from rlperf.report.cells import Cell
-from rlperf.report.targets import TARGET_COLUMNS, censored_median, targets_table
+from rlperf.report.read.cells import Cell
+from rlperf.report.stats.targets import TARGET_COLUMNS, censored_median, targets_table
 
 
 def _cell(

@@ -16,7 +16,7 @@ from support import synthetic
 from rlperf.errors import ObjectiveError
 from rlperf.report.build import build_report
 from rlperf.report.cli import main
-from rlperf.report.robust import iqm
+from rlperf.report.stats.robust import iqm
 from tests.conftest import THESIS
 
 STUDY = THESIS / "ray_results" / "volta1_def"
