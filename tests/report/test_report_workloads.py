@@ -88,7 +88,7 @@ def test_nothing_is_ranked_across_workloads(quickstart_and_study) -> None:
 
 def test_across_workloads_on_emulator_frames(quickstart_and_study) -> None:
     res = quickstart_and_study
-    (table,) = [t for t in res.across if t.kind == "workloads"]
+    (table,) = [t for t in res.sections["across"] if t.kind == "workloads"]
     assert table.ranked and "emulator frames per second" in table.heading
     rows = table.rows.set_index("configuration")
     quick = rows.loc[[i for i in rows.index if "quick" in i][0]]
@@ -161,7 +161,7 @@ def test_algorithms_side_by_side_without_a_fastest_algorithm(tmp_path) -> None:
     res = build_report([tmp_path / "s"], tmp_path / "o", figures=False)
     conf = res.configurations
     assert conf["workload"].nunique() == 2 and (conf["rank_in_workload"] == 1).all()
-    (table,) = [t for t in res.across if t.kind == "workloads"]
+    (table,) = [t for t in res.sections["across"] if t.kind == "workloads"]
     assert not table.ranked and "rank" not in table.rows
     assert any("different algorithms (dqn, ppo)" in n for n in table.notes)
     for f in res.findings:
@@ -184,7 +184,7 @@ def test_machines_are_an_axis(tmp_path) -> None:
             cells.append(_cell(_metrics(t * scale, 4000.0, seed=workers), fp=fp, workers=workers))
     synthetic.write_sweep(tmp_path / "s", cells)
     res = build_report([tmp_path / "s"], tmp_path / "o", figures=False)
-    (table,) = [t for t in res.across if t.kind == "machines"]
+    (table,) = [t for t in res.sections["across"] if t.kind == "machines"]
     assert len(table.rows) == 2 and "cpu_model" in table.notes
     (col,) = [c for c in table.rows.columns if " over " in c]
     for sp in table.rows[col]:
@@ -233,7 +233,7 @@ def test_returns_compared_with_iqm_over_seeds(tmp_path) -> None:
             cells.append(_cell(m, workers=workers, seed=seed))
     synthetic.write_sweep(tmp_path / "s", cells)
     res = build_report([tmp_path / "s"], tmp_path / "o", figures=True)
-    (rc,) = res.returns
+    (rc,) = res.sections["returns"]
     assert rc.unit == "seed" and rc.reference == "model1 · 8 workers"
     table = rc.table.set_index("label")
     assert table.loc["model1 · 8 workers", "iqm"] == pytest.approx(iqm(np.array(finals[8])))

@@ -51,8 +51,8 @@ from rlperf.report.figures.training import (
 )
 from rlperf.report.read import energy
 from rlperf.report.read.collect import Progress
-from rlperf.report.result import Tables
 from rlperf.report.stats.repeats import Configuration
+from rlperf.report.tables.tidy import Tables
 
 
 def _runs_label(config: str, runs: Any) -> str:

@@ -31,6 +31,7 @@ from rlperf.report.compare.axes import AxisPlan, format_value
 from rlperf.report.compare.findings import FamilyAnalysis, level, ratio_text
 from rlperf.report.export import render
 from rlperf.report.result import ReportResult
+from rlperf.report.sections.base import Section
 from rlperf.report.stats import estimates
 
 #: Count axes (name in the tables -> how answers name one unit of it).
@@ -154,7 +155,7 @@ def _axis_answer(
             f"{format_value(axis, worst[axis])}; {pays}."
         )
         question = f"How many {unit} pay off?"
-        sentence += "".join(f" {c.text()}" for c in res.scaling
+        sentence += "".join(f" {c.text()}" for c in res.sections["scaling"]
                             if c.axis == axis and c.workload == workload)  # fmt: skip
         figure = (
             "scaling"
@@ -261,7 +262,7 @@ def _return_cost(r: pd.Series, compared: bool = False) -> str:
 def _iqm_cost(res: ReportResult, label: str) -> str:
     """The returns comparison's word on ``label`` (IQM against the reference's, and
     P(improvement)), where one holds it (:mod:`rlperf.report.compare.returns`)."""
-    for rc in res.returns:
+    for rc in res.sections["returns"]:
         t = rc.table.set_index("label")
         if label not in t.index or label == rc.reference or rc.reference not in t.index:
             continue
@@ -301,7 +302,7 @@ def target_answer(res: ReportResult) -> list[Answer]:
 def machine_answers(res: ReportResult) -> list[Answer]:
     """How much faster one machine runs the same configurations."""
     out = []
-    for table in (t for t in res.across if t.kind == "machines"):
+    for table in (t for t in res.sections["across"] if t.kind == "machines"):
         cols = [c for c in table.rows.columns if " over " in c]
         for col in cols:
             sps = [e for e in table.rows[col] if isinstance(e, estimates.Estimate)]
@@ -346,3 +347,22 @@ def answers_section(res: ReportResult, plans: Mapping[str, AxisPlan]) -> list[re
         if figure is not None:
             blocks.append(render.Image(res.figures[figure], FIGURE_CAPTIONS.get(figure, "")))
     return blocks
+
+
+SECTION = Section(
+    name="answers",
+    title="Answers",
+    order=20,
+    needs=(
+        "configurations",
+        "analyses",
+        "figures",
+        "targets",
+        "runs",
+        "plans",
+        "scaling",
+        "returns",
+        "across",
+    ),
+    render=lambda inputs: answers_section(inputs.result, inputs.plans),
+)

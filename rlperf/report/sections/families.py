@@ -13,10 +13,12 @@ import pandas as pd
 from rlperf.report.compare.axes import AxisPlan
 from rlperf.report.compare.findings import level
 from rlperf.report.compare.study import side_by_side
+from rlperf.report.compare.workloads import held_constant
 from rlperf.report.export import render
-from rlperf.report.read.cells import ENV_FAMILY, PHASES
+from rlperf.report.read.cells import ENV_FAMILY, PHASES, SERVE_FAMILY, Cell
 from rlperf.report.read.fingerprints import FingerprintGroup, differing_keys
 from rlperf.report.result import ReportResult
+from rlperf.report.sections.base import Inputs, Section
 
 _FAMILY_TITLES = {
     "training": "Training",
@@ -99,7 +101,7 @@ def _workload_tables(
 
 def _ranked_on(res: ReportResult, fam: str, workload: str, objective: Any) -> str:
     """The caption's first sentences: what the table holds constant and its objective."""
-    held = res.held_constant.get((fam, workload)) or {}
+    held = res.sections["families"].get((fam, workload)) or {}
     text = ("Holds constant: " + "; ".join(held.values()) + ". ") if held else ""
     if objective is None:
         return text.strip()
@@ -320,3 +322,35 @@ def _compression_columns(rows: pd.DataFrame) -> dict[str, np.ndarray]:
             dtype=object,
         ),
     }
+
+
+def collect(inputs: Inputs) -> dict[tuple[str, str], dict[str, str]]:
+    """(family, workload) -> what every cell of that comparison shares."""
+    comparison = inputs.comparison
+    out: dict[tuple[str, str], list[Cell]] = {}
+    for c in comparison.cells:
+        out.setdefault((c.family, comparison.workload_of[c.id]), []).append(c)
+    return {k: held_constant(cs) for k, cs in out.items()}
+
+
+def families_section(inputs: Inputs) -> list[render.Block]:
+    """Training, inference and the env stage first, then any other family (serve cells are
+    their own section: ranked by rate, not by time)."""
+    plans = inputs.plans
+    first = ("training", "inference", ENV_FAMILY)
+    others = [f for f in plans if f not in first and f != SERVE_FAMILY]
+    blocks: list[render.Block] = []
+    for fam in (*first, *others):
+        if fam in plans:
+            blocks += family_section(inputs.result, fam, plans[fam])
+    return blocks
+
+
+SECTION = Section(
+    name="families",
+    title="One section per comparison family",
+    order=90,
+    needs=("comparison", "plans", "analyses", "fingerprint_groups"),
+    render=families_section,
+    collect=collect,
+)

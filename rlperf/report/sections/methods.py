@@ -15,6 +15,7 @@ from rlperf.report.read.cells import Cell
 from rlperf.report.read.energy import energy_text
 from rlperf.report.read.load import read_yaml
 from rlperf.report.result import ReportResult
+from rlperf.report.sections.base import Section
 from rlperf.report.stats.estimates import N_RESAMPLES
 
 _STATISTICS = (
@@ -215,3 +216,22 @@ def _statistics_text(analyses: dict[str, FamilyAnalysis]) -> str:
         )
     return _STATISTICS.format(objectives=objs, repeats=repeats, level=level(),
                               resamples=N_RESAMPLES)  # fmt: skip
+
+
+SECTION = Section(
+    name="methods",
+    title="Methods",
+    order=110,
+    needs=(
+        "cells",
+        "skipped",
+        "runs",
+        "iterations",
+        "latency",
+        "analyses",
+        "fingerprint_groups",
+        "mixed",
+        "sweeps",
+    ),
+    render=lambda inputs: methods_section(inputs.result, inputs.sweeps),
+)

@@ -8,8 +8,10 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.compare.findings import level
-from rlperf.report.compare.returns import ReturnComparison
+from rlperf.report.compare.returns import ReturnComparison, return_comparisons
 from rlperf.report.export import render
+from rlperf.report.figures.returns import draw
+from rlperf.report.sections.base import Section
 
 
 def _ci(v: float, lo: float, hi: float, digits: int = 3) -> str:
@@ -57,3 +59,14 @@ def returns_section(comparisons: Sequence[ReturnComparison]) -> list[render.Bloc
         if rc.figure is not None:
             blocks.append(render.Image(rc.figure, f"{rc.title}: IQM and performance profiles"))
     return blocks
+
+
+SECTION = Section(
+    name="returns",
+    title="Returns",
+    order=70,
+    needs=("comparison",),
+    render=lambda inputs: returns_section(inputs.data("returns")),
+    collect=lambda inputs: return_comparisons(inputs.comparison),
+    draw=draw,
+)

@@ -8,8 +8,15 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from rlperf.report.compare.scaling import ScalingCurve, ci_text, n_star_text, pct_text
+from rlperf.report.compare.scaling import (
+    ScalingCurve,
+    ci_text,
+    n_star_text,
+    pct_text,
+    scaling_curves,
+)
 from rlperf.report.export import render
+from rlperf.report.sections.base import Inputs, Section
 from rlperf.report.stats.usl import UslFit, number_text
 
 
@@ -67,3 +74,20 @@ def _params_table(f: UslFit) -> pd.DataFrame:
             ("RMS residual", f"{100 * f.rmse_rel:.1f} %" if math.isfinite(f.rmse_rel) else ""),
             ("quality", f"{f.quality}: {f.reason}")]  # fmt: skip
     return pd.DataFrame(rows, columns=["parameter", "value [95% CI]"])
+
+
+def collect(inputs: Inputs) -> list[ScalingCurve]:
+    """The scaling curves of the configurations table, with the training plan's constants."""
+    plan = inputs.plans.get("training")
+    constants = dict(plan.constants) if plan is not None else {}
+    return scaling_curves(inputs.result.configurations, constants)
+
+
+SECTION = Section(
+    name="scaling",
+    title="Scaling",
+    order=60,
+    needs=("configurations", "plans"),
+    render=lambda inputs: scaling_section(inputs.data("scaling")),
+    collect=collect,
+)

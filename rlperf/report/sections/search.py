@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rlperf.report.export import render
-from rlperf.report.read.searches import SearchResult
+from rlperf.report.figures.search import draw_search_figures
+from rlperf.report.read.searches import SearchResult, read_searches
+from rlperf.report.sections.base import Section
 
 
 def _f(value: Any) -> str:
@@ -53,3 +56,21 @@ def search_section(searches: Sequence[SearchResult]) -> list[render.Block]:
             )
             blocks.append(render.Image(s.figure, caption))
     return blocks
+
+
+def draw(searches: Sequence[SearchResult], out: Path) -> dict[str, Path]:
+    """Each search's figure (kept apart from the report's figure list)."""
+    draw_search_figures(searches, out)
+    return {s.figure.stem: s.figure for s in searches if s.figure is not None}
+
+
+SECTION = Section(
+    name="search",
+    title="Searches",
+    order=80,
+    needs=("sweeps",),
+    render=lambda inputs: search_section(inputs.data("search")),
+    collect=lambda inputs: read_searches(inputs.sweeps),
+    draw=draw,
+    listed=False,
+)

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from rlperf.report.export import render
+from rlperf.report.sections.base import Section
 from rlperf.report.tables.serve import ServeTables
 
 
@@ -76,3 +77,12 @@ def _rate(rate: Any, bounded: Any) -> str:
     if rate is None or (isinstance(rate, float) and not math.isfinite(rate)):
         return "none met it"
     return f"{float(rate):g}" + ("" if bool(bounded) else " (or more: no level above failed)")
+
+
+SECTION = Section(
+    name="serve",
+    title="Serving",
+    order=100,
+    needs=("serve",),
+    render=lambda inputs: serve_section(inputs.result),
+)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,19 @@ from rlperf.report.tables.env import env_summary
 from rlperf.results.columns import ENV_WINDOW_COLUMNS, LATENCY_COLUMNS
 
 _ID_COLUMNS = ("cell", "label", "config")
+
+
+@dataclass
+class Tables:
+    """The report's tidy tables (docs/report.md) and the files they were written to."""
+
+    runs: pd.DataFrame
+    configurations: pd.DataFrame
+    iterations: pd.DataFrame
+    latency: pd.DataFrame
+    files: list[Path]
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)
+    env_windows: pd.DataFrame = field(default_factory=pd.DataFrame)  # stage=env's windows
 
 
 def _axis_columns(plans: dict[str, AxisPlan]) -> list[str]:
