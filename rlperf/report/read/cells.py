@@ -53,7 +53,7 @@ SERVE_FAMILY = "serve"
 #: The 2021 study's models (docs/study.md): name → (input dim, conv_filters), to name the
 #: model of a legacy run from the conv stack its params.json holds. Written here, not read
 #: from conf/model: the report reads result files only, and the study's folders keep these
-#: stacks whatever conf/model says later (tests/report/test_report_legacy.py checks they
+#: stacks whatever conf/model says later (tests/report/read/test_report_legacy.py checks they
 #: agree today).
 STUDY_MODELS: dict[str, tuple[int, list[list[Any]]]] = {
     "model1": (84, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 1]]),

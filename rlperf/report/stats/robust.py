@@ -26,7 +26,7 @@ The methods are written here with numpy and scipy rather than depending on rliab
 bootstrap indices the way rliable does (``randint`` of a legacy
 :class:`numpy.random.RandomState`, one ``runs x tasks`` array per resample and score
 array), so for a seed rliable's intervals are reproduced exactly, and the stream is
-frozen across NumPy versions (NEP 19). ``tests/report/test_report_robust.py`` holds
+frozen across NumPy versions (NEP 19). ``tests/report/stats/test_report_robust.py`` holds
 every function against values rliable 1.2 computed on fixed arrays
 (``scripts/rliable_reference.py`` writes them to ``tests/data/rliable_reference.json``).
 
