@@ -69,6 +69,8 @@ class Section:
 
 def registered() -> list[Section]:
     """Every section module's ``SECTION``, in reading order."""
+    # Found, not listed: a new section is its module alone
+    # (docs/development.md#adding-a-report-section).
     package = importlib.import_module(__package__ or "rlperf.report.sections")
     found: list[Section] = []
     for info in pkgutil.iter_modules(package.__path__):
