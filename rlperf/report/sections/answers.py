@@ -38,8 +38,8 @@ from rlperf.report.stats import estimates
 COUNT_AXES = {"workers": "env runners", "env_runner.num_envs": "envs per runner",
               "learners": "learners"}  # fmt: skip
 
-#: Captions of the figures an answer may show (the registry's are in rlperf.report.figures.registry,
-#: which this module cannot import without a cycle through the document).
+#: Captions of the figures an answer may show: shorter than the registry's
+#: (rlperf.report.figures.registry), as an answer's figure stands under its question.
 FIGURE_CAPTIONS = {
     "scaling": "Throughput and parallel efficiency against the count, with the fitted law",
     "iter_time_vs_workers": "The comparison's objective against the number of env runners",
