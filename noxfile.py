@@ -86,8 +86,8 @@ def timing(session: nox.Session) -> None:
 def mutation(session: nox.Session) -> None:
     """mutmut over the modules whose arithmetic decides results (pyproject's [tool.mutmut]),
     against the fast tests that reach them, then the scores per module
-    (docs/development.md#mutation-testing). `-- rlperf/report/stats.py ...`: those modules'
-    mutants only. One mutant at a time (`MUTMUT_MAX_CHILDREN` for more); results are kept
+    (docs/development.md#mutation-testing). `-- rlperf/report/stats/estimates.py ...`: those
+    modules' mutants only. One mutant at a time (`MUTMUT_MAX_CHILDREN` for more); results are kept
     in `mutants/` between runs (delete it to start over)."""
     _install(session)
     session.install(MUTMUT)
@@ -99,7 +99,8 @@ def mutation(session: nox.Session) -> None:
 
 
 def _mutant_glob(module: str) -> str:
-    """`rlperf/report/stats.py` (or `rlperf.report.stats`) as mutmut's name pattern."""
+    """`rlperf/report/stats/estimates.py` (or `rlperf.report.stats.estimates`) as mutmut's
+    name pattern."""
     return module.removesuffix(".py").replace("/", ".") + ".*"
 
 

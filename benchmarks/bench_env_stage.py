@@ -62,7 +62,7 @@ def main() -> None:
                 f"{r['process_cores']:.2f} | {r['rss_mb_max']:.0f} |"
             )
         print()
-        for curve in res.scaling:
+        for curve in res.sections["scaling"]:
             print(f"- {curve.text()}")
         gone = "" if args.out else " (removed with the temporary folder)"
         print(f"\nreport: {res.markdown}{gone}")

@@ -42,8 +42,8 @@ def main() -> None:
             "PYTHONPATH=tests (docs/development.md, Benchmarks)"
         ) from exc
     from rlperf.report.build import build_report
-    from rlperf.report.discover import discover
-    from rlperf.report.read import load_cells
+    from rlperf.report.read.collect import load_cells
+    from rlperf.report.read.discover import discover
 
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)

@@ -1,7 +1,7 @@
 """Write rliable 1.2's values on fixed arrays to tests/data/rliable_reference.json.
 
 rlperf implements the return statistics of Agarwal et al. 2021 itself
-(:mod:`rlperf.report.robust`); ``tests/report/test_report_robust.py`` holds them against
+(:mod:`rlperf.report.stats.robust`); ``tests/report/stats/test_report_robust.py`` holds them against
 the numbers the paper's own library, rliable 1.2, gives on the arrays written here.
 rliable is not a dependency of rlperf (an archived sdist that needs ``arch``), so this
 script runs in a throwaway virtual environment::

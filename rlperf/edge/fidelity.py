@@ -51,7 +51,7 @@ NEAR_CONSTANT_SPREAD = 0.05
 #: A Box policy's variant plays worse when its paired return interval lies below this
 #: share of the reference's return advantage over a random actor.
 RETURN_LOSS_SHARE = 0.01
-#: Level of the paired return intervals (the report's level, rlperf.report.stats).
+#: Level of the paired return intervals (the report's level, rlperf.report.stats.estimates).
 CONFIDENCE = 0.95
 
 

@@ -1,12 +1,13 @@
 """The library entry point: :func:`build_report` reads cells and writes the report.
 
-Steps: :func:`~rlperf.report.read.read_cells` (discover and read; corrupt cells
-are skipped and listed) → :func:`~rlperf.report.compare.compare_cells` (group by
+Steps: :func:`~rlperf.report.read.collect.read_cells` (discover and read; corrupt cells
+are skipped and listed) → :func:`~rlperf.report.compare.comparison.compare_cells` (group by
 comparison family and into configurations, repeats pooled; choose the axes that
 vary and build labels, compare fingerprints: ``strict`` refuses mixtures) →
-:func:`~rlperf.report.compare.analyse` (estimates, ranks, speedups and findings) →
+:func:`~rlperf.report.compare.comparison.analyse` (estimates, ranks, speedups and findings) →
 :func:`gate_against` (``--gate``: regressions against a baseline folder) →
-:func:`write_tables` → :func:`~rlperf.report.figures.draw_figures` → the document
+:func:`write_tables` → :func:`~rlperf.report.figures.registry.draw_figures` → what each
+section collects, and its figures (:mod:`rlperf.report.sections.base`) → the document
 (:mod:`rlperf.report.document`) rendered as report.md and report.html.
 """
 
@@ -16,24 +17,27 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rlperf.layout import EXCLUDED_COLUMN
-from rlperf.report import gate as gate_mod
-from rlperf.report import render, tables
-from rlperf.report.across import across_machines, across_workloads
-from rlperf.report.cells import Cell
-from rlperf.report.compare import Comparison, analyse, compare_cells, configuration_labels
+from rlperf.report.compare import gate as gate_mod
+from rlperf.report.compare.comparison import (
+    Comparison,
+    analyse,
+    compare_cells,
+    configuration_labels,
+)
+from rlperf.report.compare.findings import FamilyAnalysis
+from rlperf.report.compare.gate import DEFAULT_TOLERANCE, GateResult
 from rlperf.report.document import document
-from rlperf.report.figures import draw_figures
-from rlperf.report.findings import FamilyAnalysis
-from rlperf.report.gate import DEFAULT_TOLERANCE, GateResult
-from rlperf.report.read import Progress, read_cells
-from rlperf.report.result import ReportResult, Tables
-from rlperf.report.returns import draw as draw_returns
-from rlperf.report.returns import return_comparisons
-from rlperf.report.scaling import scaling_curves
-from rlperf.report.search import draw_search_figures, read_searches
-from rlperf.report.serve import draw_serve_figures, write_serve_tables
-from rlperf.report.targets import targets_table
-from rlperf.report.workloads import held_constant
+from rlperf.report.export import render
+from rlperf.report.figures.registry import draw_figures
+from rlperf.report.figures.serve import draw_serve_figures
+from rlperf.report.read.cells import Cell
+from rlperf.report.read.collect import Progress, read_cells
+from rlperf.report.result import ReportResult
+from rlperf.report.sections.base import Inputs, registered
+from rlperf.report.stats.targets import targets_table
+from rlperf.report.tables import tidy
+from rlperf.report.tables.serve import write_serve_tables
+from rlperf.report.tables.tidy import Tables
 
 
 def default_out_dir(first_path: Path) -> Path:
@@ -55,22 +59,22 @@ def write_tables(
         progress("writing tables")
     out_dir.mkdir(parents=True, exist_ok=True)
     cells, plans, fps = comparison.cells, comparison.plans, comparison.fingerprint_of
-    runs = tables.runs_table(cells, plans, fps, analyses)
+    runs = tidy.runs_table(cells, plans, fps, analyses)
     data = Tables(
         runs=runs,
-        configurations=tables.configurations_table(runs, analyses, plans),
-        iterations=tables.iterations_table(cells, plans, fps),
-        latency=tables.latency_table(cells, plans, fps),
+        configurations=tidy.configurations_table(runs, analyses, plans),
+        iterations=tidy.iterations_table(cells, plans, fps),
+        latency=tidy.latency_table(cells, plans, fps),
         files=[],
     )
     data.targets = targets_table(cells, runs)
-    data.env_windows = tables.env_windows_table(cells, plans, fps)
+    data.env_windows = tidy.env_windows_table(cells, plans, fps)
     for name in ("runs", "configurations", "iterations", "latency", "targets", "env_windows"):
         df = getattr(data, name)
         if name == "runs" or not df.empty:
-            data.files += tables.write_table(df, out_dir, name)
+            data.files += tidy.write_table(df, out_dir, name)
     if judged is not None:
-        data.files += tables.write_table(gate_mod.table(judged), out_dir, "gate")
+        data.files += tidy.write_table(gate_mod.table(judged), out_dir, "gate")
     return data
 
 
@@ -95,9 +99,9 @@ def build_report(
     :class:`MixedFingerprintsError` before writing anything when a table
     would compare cells of different hardware or software. ``gate`` names a
     baseline folder to judge regressions against (``result.gate``, see
-    :mod:`rlperf.report.gate`; ``tolerance`` as a fraction). ``objective``
+    :mod:`rlperf.report.compare.gate`; ``tolerance`` as a fraction). ``objective``
     (``--objective``) ranks training on ``env_steps``, ``trained_steps``, ``iter_s`` or
-    ``time_to_target`` instead of each comparison's own (:mod:`rlperf.report.objectives`;
+    ``time_to_target`` instead of each comparison's own (:mod:`rlperf.report.stats.objectives`;
     :class:`ObjectiveError` where it does not fit).
     Raises :class:`NoRunsFoundError` for a path without runs.
     """
@@ -117,12 +121,6 @@ def build_report(
     if figures:
         serve_drawn, serve_undrawn = draw_serve_figures(serving, out_dir / "figures")
         drawn, undrawn = {**drawn, **serve_drawn}, {**undrawn, **serve_undrawn}
-    returns = return_comparisons(comparison)
-    if figures:
-        drawn.update(draw_returns(returns, out_dir / "figures"))
-    searches = read_searches(found.sweeps)
-    if figures:
-        draw_search_figures(searches, out_dir / "figures")
     result = ReportResult(
         out=out_dir, cells=cells, skipped=skipped, runs=data.runs,
         configurations=data.configurations, iterations=data.iterations, latency=data.latency,
@@ -130,15 +128,12 @@ def build_report(
         figures=drawn, figures_skipped=undrawn,
         findings=[f for a in analyses.values() for f in a.findings], warnings=comparison.warnings,
         fingerprint_groups=comparison.groups, mixed=comparison.mixed, analyses=analyses,
-        gate=judged, files=[*data.files, *serving.files, *_with_svg(drawn.values()),
-               *_with_svg(s.figure for s in searches if s.figure is not None)],
-        serve=serving, searches=searches, held_constant=_held_constant(comparison),
-        across=[t for t in (across_workloads(a) for a in analyses.values()) if t is not None]
-        + across_machines(comparison, analyses),
-        scaling=scaling_curves(data.configurations, _training_constants(comparison)),
-        returns=returns,
+        gate=judged, serve=serving,
     )  # fmt: skip
-    blocks = document(result, comparison.plans, found.sweeps, in_paths)
+    inputs = Inputs(result, comparison, in_paths, found.sweeps)
+    unlisted = collect_sections(inputs, out_dir / "figures" if figures else None)
+    result.files = [*data.files, *serving.files, *_with_svg(drawn.values()), *_with_svg(unlisted)]
+    blocks = document(inputs)
     result.markdown, result.html = render.write(blocks, out_dir, "rlperf report")
     result.files += [result.markdown, result.html]
     say(f"report written to {out_dir}")
@@ -153,7 +148,7 @@ def gate_against(
     strict: bool,
 ) -> GateResult:
     """Read the baseline folder the same way as the candidate and judge every configuration
-    of the candidate against it (:mod:`rlperf.report.gate`)."""
+    of the candidate against it (:mod:`rlperf.report.compare.gate`)."""
     _, base_cells, _ = read_cells([baseline_dir])
     base = compare_cells(base_cells, strict=False)
     candidate_side = gate_mod.Side(analyses, configuration_labels(comparison))
@@ -161,17 +156,26 @@ def gate_against(
     return gate_mod.compare(candidate_side, baseline_side, baseline_dir, tolerance, strict)
 
 
-def _training_constants(comparison: Comparison) -> dict[str, object]:
-    plan = comparison.plans.get("training")
-    return dict(plan.constants) if plan is not None else {}
-
-
-def _held_constant(comparison: Comparison) -> dict[tuple[str, str], dict[str, str]]:
-    """(family, workload) -> what every cell of that comparison shares."""
-    out: dict[tuple[str, str], list[Cell]] = {}
-    for c in comparison.cells:
-        out.setdefault((c.family, comparison.workload_of[c.id]), []).append(c)
-    return {k: held_constant(cs) for k, cs in out.items()}
+def collect_sections(inputs: Inputs, figures_dir: Path | None) -> list[Path]:
+    """What each registered section collects, into ``result.sections``; then, with figures,
+    each section's own figures (added to ``result.figures`` where the section lists them).
+    Returns the figures drawn but not listed."""
+    result = inputs.result
+    sections = registered()
+    for section in sections:
+        if section.collect is not None:
+            result.sections[section.name] = section.collect(inputs)
+    unlisted: list[Path] = []
+    if figures_dir is None:
+        return unlisted
+    for section in sections:
+        if section.draw is not None:
+            shown = section.draw(result.sections[section.name], figures_dir)
+            if section.listed:
+                result.figures.update(shown)
+            else:
+                unlisted += shown.values()
+    return unlisted
 
 
 def all_excluded_warnings(cells: Sequence[Cell]) -> list[str]:

@@ -132,7 +132,7 @@ def _run(args: argparse.Namespace) -> int:
     # The report's modules import pandas, numpy and scipy: deferred so that `--help` loads
     # none of them (tests/report/test_report_cli.py).
     from rlperf.report.build import build_report
-    from rlperf.report.gate import lines, parse_tolerance
+    from rlperf.report.compare.gate import lines, parse_tolerance
 
     def progress(msg: str) -> None:
         print(f"rlperf-report: {msg}", file=sys.stderr, flush=True)
@@ -174,7 +174,7 @@ def _send(args: argparse.Namespace, result: Any, progress: Any) -> list[Any]:
     """``--to``: every cell read, and the report's pages and figures, to each tool."""
     if not args.to:
         return []
-    from rlperf.report.export import send
+    from rlperf.report.export.tracking import send
     from rlperf.tracking.tools import ToolSettings
 
     options = ToolSettings(

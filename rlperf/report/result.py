@@ -1,36 +1,22 @@
-"""What a report produced: its tidy tables (:class:`Tables`) and everything else
-(:class:`ReportResult`, which :func:`rlperf.report.build.build_report` returns)."""
+"""What a report produced (:class:`ReportResult`, which
+:func:`rlperf.report.build.build_report` returns): what several sections, the figures, the
+command line or the tests share. What one section alone computes is under its name in
+``sections`` (:mod:`rlperf.report.sections.base`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from rlperf.report.across import AcrossTable
-from rlperf.report.cells import Cell
-from rlperf.report.discover import Skipped
-from rlperf.report.findings import FamilyAnalysis, Finding
-from rlperf.report.fingerprints import FingerprintGroup
-from rlperf.report.gate import GateResult
-from rlperf.report.returns import ReturnComparison
-from rlperf.report.scaling import ScalingCurve
-from rlperf.report.search import SearchResult
-from rlperf.report.serve import ServeTables
-
-
-@dataclass
-class Tables:
-    """The report's tidy tables (docs/report.md) and the files they were written to."""
-
-    runs: pd.DataFrame
-    configurations: pd.DataFrame
-    iterations: pd.DataFrame
-    latency: pd.DataFrame
-    files: list[Path]
-    targets: pd.DataFrame = field(default_factory=pd.DataFrame)
-    env_windows: pd.DataFrame = field(default_factory=pd.DataFrame)  # stage=env's windows
+from rlperf.report.compare.findings import FamilyAnalysis, Finding
+from rlperf.report.compare.gate import GateResult
+from rlperf.report.read.cells import Cell
+from rlperf.report.read.discover import Skipped
+from rlperf.report.read.fingerprints import FingerprintGroup
+from rlperf.report.tables.serve import ServeTables
 
 
 @dataclass
@@ -51,16 +37,14 @@ class ReportResult:
     mixed: dict[tuple[str, str], list[str]]
     analyses: dict[str, FamilyAnalysis]
     configurations: pd.DataFrame = field(default_factory=pd.DataFrame)
-    targets: pd.DataFrame = field(default_factory=pd.DataFrame)  # rlperf.report.targets
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)  # rlperf.report.stats.targets
     env_windows: pd.DataFrame = field(default_factory=pd.DataFrame)  # stage=env's windows
     gate: GateResult | None = None
     files: list[Path] = field(default_factory=list)
     serve: ServeTables | None = None
-    searches: list[SearchResult] = field(default_factory=list)  # rlperf.report.search
     markdown: Path | None = None
     html: Path | None = None
-    #: (family, workload) -> what that comparison's cells share (part -> text)
-    held_constant: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    across: list[AcrossTable] = field(default_factory=list)  # rlperf.report.across
-    scaling: list[ScalingCurve] = field(default_factory=list)  # rlperf.report.scaling
-    returns: list[ReturnComparison] = field(default_factory=list)  # rlperf.report.returns
+    #: section name -> what that section collected (rlperf.report.sections.base): e.g.
+    #: ``across``, ``scaling``, ``returns``, ``search``, ``families`` (what each comparison
+    #: holds constant)
+    sections: dict[str, Any] = field(default_factory=dict)

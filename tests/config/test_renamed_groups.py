@@ -23,8 +23,8 @@ from rlperf.layout import (
     SUMMARY_FILE,
     current_group,
 )
-from rlperf.report.discover import CellRef
-from rlperf.report.load import load_rlperf_cell
+from rlperf.report.read.discover import CellRef
+from rlperf.report.read.load import load_rlperf_cell
 from rlperf.runs.jobs import JobQuery, UpstreamJob
 from tests.conftest import CONF
 

@@ -166,7 +166,7 @@ def test_a_sweep_over_engines_and_envs_is_reported_as_curves(tmp_path: Path) -> 
         assert row["throughput"] == pytest.approx(s["env_steps_per_s"], rel=1e-6)
         assert row["throughput_ci_low"] <= row["throughput"] <= row["throughput_ci_high"]
     assert "env_throughput" in res.figures
-    curves = [c for c in res.scaling if c.family == "env"]
+    curves = [c for c in res.sections["scaling"] if c.family == "env"]
     assert sorted(c.setting.get("env.engine") for c in curves) == ["ale_vector", "python"]
     assert all(c.unit_name == "envs" and list(c.points["n"]) == [1, 2, 4] for c in curves)
     text = res.markdown.read_text()

@@ -210,8 +210,10 @@ def test_process_level_axis_refused_before_ray(tmp_path: Path) -> None:
 
 def test_report_search_section(tmp_path: Path) -> None:
     """search.json -> the Search section: best-so-far over completed trials, the table, a figure."""
-    from rlperf.report import render
-    from rlperf.report.search import best_so_far, draw_search_figures, read_searches, search_section
+    from rlperf.report.export import render
+    from rlperf.report.figures.search import draw_search_figures
+    from rlperf.report.read.searches import best_so_far, read_searches
+    from rlperf.report.sections.search import search_section
 
     trials = [
         {"number": 0, "subdir": "trial_a", "status": "completed", "score": 20.0,

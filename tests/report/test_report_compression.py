@@ -87,8 +87,8 @@ def test_vacuous_fidelity_is_a_finding(report) -> None:
 
 def test_variant_returns_against_the_torch_policy(report) -> None:
     """The variants' episode returns against the torch policy's (the same seeded episodes):
-    IQM with its interval and P(improvement) over the reference (rlperf.report.returns)."""
-    (rc,) = [r for r in report.returns if r.family == "inference"]
+    IQM with its interval and P(improvement) over the reference (rlperf.report.compare.returns)."""
+    (rc,) = [r for r in report.sections["returns"] if r.family == "inference"]
     assert rc.unit == "episode" and rc.reference.endswith("rllib")
     table = rc.table.set_index("label")
     assert np.isnan(table.loc[rc.reference, "p_improvement"])

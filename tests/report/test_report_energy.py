@@ -20,8 +20,8 @@ from fakes.pynvml import FakeGpu, FakePynvml
 from support import synthetic
 
 from rlperf.report import build_report
-from rlperf.report.discover import CellRef
-from rlperf.report.legacy import load_tune_run
+from rlperf.report.read.discover import CellRef
+from rlperf.report.read.legacy import load_tune_run
 from rlperf.results.columns import ALGO_COLUMNS, TRAIN_COLUMNS
 from rlperf.telemetry.sampler import TelemetrySampler, gpu_columns
 from tests.conftest import THESIS

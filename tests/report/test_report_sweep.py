@@ -17,7 +17,7 @@ import pytest
 from support import synthetic
 
 from rlperf.report import build_report
-from rlperf.report.stats import Estimate, bootstrap_ci, rank_with_ties, speedup
+from rlperf.report.stats.estimates import Estimate, bootstrap_ci, rank_with_ties, speedup
 from tests.conftest import THESIS
 
 ITERATIONS = 24
@@ -138,7 +138,7 @@ def test_every_figure_is_produced(report):
         "iter_time_vs_workers",
         "intervals",
         "learning_curves",
-        "returns_1",  # training returns on Pong (rlperf.report.returns)
+        "returns_1",  # training returns on Pong (rlperf.report.compare.returns)
         "returns_2",  # the edge variants' episode returns
         "gpu_power",
         "latency",
@@ -272,8 +272,8 @@ def test_broken_cells_never_break_the_report(tmp_path):
 
 @pytest.mark.parametrize("workers", [4, {"num_env_runners": 4}])
 def test_workers_axis_as_value_or_group(tmp_path, workers):
-    from rlperf.report.discover import CellRef
-    from rlperf.report.load import load_rlperf_cell
+    from rlperf.report.read.discover import CellRef
+    from rlperf.report.read.load import load_rlperf_cell
 
     cfg = synthetic.resolved_config()
     cfg["workers"] = workers
@@ -290,9 +290,9 @@ def test_all_empty_excluded_column_keeps_every_row(tmp_path):
     """A run without warm-up writes an `excluded` column pandas reads as all-NaN floats."""
     import warnings
 
-    from rlperf.report.cells import included
-    from rlperf.report.discover import CellRef
-    from rlperf.report.load import load_rlperf_cell
+    from rlperf.report.read.cells import included
+    from rlperf.report.read.discover import CellRef
+    from rlperf.report.read.load import load_rlperf_cell
 
     cfg = synthetic.resolved_config()
     metrics = pd.DataFrame({"iteration": [1, 2], "iter_s": [1.0, 1.1], "excluded": ["", ""]})
@@ -305,7 +305,7 @@ def test_all_empty_excluded_column_keeps_every_row(tmp_path):
 
 
 def test_serve_cell_levels_are_read_tabled_and_drawn(tmp_path):
-    """A serve job folder's levels.csv is read with the cell (rlperf.report.load), written as
+    """A serve job folder's levels.csv is read with the cell (rlperf.report.read.load), written as
     serve_levels / serve_max_rate, drawn, and the max rate is the one summary.json names."""
     cfg = synthetic.resolved_config(stage="serve")
     levels = pd.DataFrame({
@@ -340,7 +340,7 @@ def test_a_failing_figure_is_listed_and_the_others_are_drawn(tmp_path, monkeypat
     """The registry draws each figure on its own: one that raises is listed with its error,
     one with nothing to show with its reason, and the rest are still drawn."""
     from rlperf.errors import FigureNotApplicable
-    from rlperf.report import figures
+    from rlperf.report.figures import registry
 
     def broken(ctx, out):
         raise ValueError("bad data")
@@ -352,9 +352,9 @@ def test_a_failing_figure_is_listed_and_the_others_are_drawn(tmp_path, monkeypat
         (out / "fine.png").write_bytes(b"png")
         return out / "fine.png"
 
-    registry = {"broken": (broken, ""), "empty": (empty, ""), "fine": (fine, "")}
-    monkeypatch.setattr(figures, "FIGURES", registry)
-    ctx = figures.FigureContext(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {}, {})
-    drawn, skipped = figures.draw_all(ctx, tmp_path / "figures")
+    stubs = {"broken": (broken, ""), "empty": (empty, ""), "fine": (fine, "")}
+    monkeypatch.setattr(registry, "FIGURES", stubs)
+    ctx = registry.FigureContext(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {}, {})
+    drawn, skipped = registry.draw_all(ctx, tmp_path / "figures")
     assert drawn == {"fine": tmp_path / "figures" / "fine.png"}
     assert skipped == {"broken": "failed: ValueError: bad data", "empty": "nothing to show"}

@@ -217,7 +217,8 @@ def test_report_figure_marks_uncounted_levels_and_draws_infinite_latency_as_gaps
     are not counted; an infinite p99 (failed requests) or upper bound does not break it."""
     import pandas as pd
 
-    from rlperf.report.serve import FIGURE, ServeTables, _counted, draw_serve_figures
+    from rlperf.report.figures.serve import FIGURE, _counted, draw_serve_figures
+    from rlperf.report.tables.serve import ServeTables
 
     inf = np.inf
     levels = pd.DataFrame({

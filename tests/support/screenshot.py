@@ -1,6 +1,6 @@
 """Render an HTML file in headless Chromium and keep a screenshot (a test kit).
 
-Used by tests/report/test_report_html.py, and for the docs' screenshot of a report
+Used by tests/report/export/test_report_html.py, and for the docs' screenshot of a report
 (from the repository root, with the venv active)::
 
     PYTHONPATH=tests python -c "from pathlib import Path; from support.screenshot import \

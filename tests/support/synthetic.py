@@ -475,8 +475,8 @@ def overrides_for(config: dict[str, Any]) -> list[str]:
 
 def _legacy_cells(thesis: Path) -> list[Any]:
     from rlperf.errors import CellError
-    from rlperf.report.discover import discover
-    from rlperf.report.legacy import load_legacy
+    from rlperf.report.read.discover import discover
+    from rlperf.report.read.legacy import load_legacy
 
     cells = []
     for ref in discover([thesis]).refs:

@@ -1,0 +1,368 @@
+"""The report's opening section: the questions users come with, answered where they look
+first, each with one sentence, one figure and the numbers behind it with their intervals.
+
+Only questions the data can answer are listed (SPEC §1):
+
+- how many env runners, envs per runner or learners pay off (a count axis swept within
+  one comparison);
+- where the GPU(s) should go (``gpu_layout`` varied within one comparison);
+- what CPU pinning costs (``cpu_affinity`` varied);
+- which backend acts fastest and what it costs in return (``backend`` varied among
+  inference cells of one workload);
+- which algorithm reaches the target first (runs of two or more algorithms with a target);
+- how much faster one machine is than another (the same configurations on two
+  fingerprints, :mod:`rlperf.report.compare.across`).
+
+Every comparison is made inside one comparison set (:mod:`rlperf.report.compare.workloads`),
+between configurations that differ only in the axis asked about, on the set's objective;
+a ratio is a speedup with its interval (:func:`rlperf.report.stats.estimates.speedup`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlperf.report.compare.axes import AxisPlan, format_value
+from rlperf.report.compare.findings import FamilyAnalysis, level, ratio_text
+from rlperf.report.export import render
+from rlperf.report.result import ReportResult
+from rlperf.report.sections.base import Section
+from rlperf.report.stats import estimates
+
+#: Count axes (name in the tables -> how answers name one unit of it).
+COUNT_AXES = {"workers": "env runners", "env_runner.num_envs": "envs per runner",
+              "learners": "learners"}  # fmt: skip
+
+#: Captions of the figures an answer may show: shorter than the registry's
+#: (rlperf.report.figures.registry), as an answer's figure stands under its question.
+FIGURE_CAPTIONS = {
+    "scaling": "Throughput and parallel efficiency against the count, with the fitted law",
+    "iter_time_vs_workers": "The comparison's objective against the number of env runners",
+    "intervals": "Objective per configuration with its interval and number of runs",
+    "compression_tradeoff": "Return against latency per variant (marker area: model size)",
+    "latency": "Latency per action per configuration (p50, p99 marked)",
+    "learning_curves": "Return against env steps and wall-clock time, 95 % bands over seeds",
+}
+
+#: Axes whose values are compared by name (axis -> the question it answers).
+CHOICE_AXES = {
+    "gpu_layout": "Where should the GPU(s) go?",
+    "cpu_affinity": "What does CPU pinning cost?",
+}
+
+
+@dataclass
+class Answer:
+    """One question answered: a sentence, the figure that shows it, the numbers behind it."""
+
+    question: str
+    sentence: str
+    figure: str | None = None
+    numbers: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def _fmt(e: estimates.Estimate, unit: str = "") -> str:
+    def one(v: float) -> str:
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+    unit = f" {unit}" if unit else ""
+    if not np.isfinite(e.value):
+        return "n/a"
+    if not e.has_ci:
+        return f"{one(e.value)}{unit} (no interval)"
+    return f"{one(e.value)}{unit} [{one(e.low)}, {one(e.high)}]"
+
+
+def _groups(rows: pd.DataFrame, axis: str, axes: Sequence[str]) -> list[pd.DataFrame]:
+    """The configurations of ``rows`` grouped by every other varying axis, groups with at
+    least two values of ``axis``, most values first."""
+    # One machine at a time: a configuration on another fingerprint is not the same setting.
+    others = [a for a in [*axes, "fingerprint"]
+              if a != axis and a in rows and rows[a].nunique(dropna=False) > 1]  # fmt: skip
+    grouped = [g for _, g in rows.groupby(others, dropna=False, sort=False)] if others else [rows]
+    grouped = [g for g in grouped if g[axis].nunique() >= 2]
+    return sorted(grouped, key=lambda g: (-g[axis].nunique(), g["objective_value"].min()))
+
+
+def _numbers(a: FamilyAnalysis, group: pd.DataFrame, axis: str, best: str) -> pd.DataFrame:
+    """The numbers behind an answer: each value of ``axis`` with its objective and the best
+    one's speedup over it."""
+    obj = a.objective_for(best)
+    out = []
+    for _, r in group.sort_values("objective_value").iterrows():
+        e = a.estimates[r["configuration"]]
+        sp = estimates.speedup(e, a.estimates[best])
+        out.append({
+            axis: format_value(axis, r[axis]),
+            "configuration": r["config"],
+            f"{obj.label} [{level()} CI]": _fmt(e),
+            "best's speedup over it": "" if r["configuration"] == best else ratio_text(sp),
+        })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def _completed(res: ReportResult, family: str) -> pd.DataFrame:
+    df = res.configurations
+    if df.empty or "objective_value" not in df:
+        return df.iloc[0:0]
+    keep = (df["family"] == family) & (df["status"] == "completed") & df["objective_value"].notna()
+    return df[keep]
+
+
+def axis_answers(res: ReportResult, plans: Mapping[str, AxisPlan]) -> list[Answer]:
+    """Count axes and GPU / CPU choices, within each training comparison."""
+    a = res.analyses.get("training")
+    rows = _completed(res, "training")
+    if a is None or rows.empty or "training" not in plans:
+        return []
+    axes = [x for x in plans["training"].axes if x in rows and x not in ("seed", "group")]
+    out: list[Answer] = []
+    for axis in [*COUNT_AXES, *CHOICE_AXES]:
+        if axis not in axes:
+            continue
+        for workload, wrows in rows.groupby("workload", sort=True):
+            groups = _groups(wrows, axis, axes)
+            if not groups:
+                continue
+            out.append(_axis_answer(res, a, str(workload), axis, groups[0]))
+    return out
+
+
+def _axis_answer(
+    res: ReportResult, a: FamilyAnalysis, workload: str, axis: str, group: pd.DataFrame
+) -> Answer:
+    ordered = group.sort_values("objective_value")
+    best, worst = ordered.iloc[0], ordered.iloc[-1]
+    obj = a.objective_for(best["configuration"])
+    e_best = a.estimates[best["configuration"]]
+    e_worst = a.estimates[worst["configuration"]]
+    sp = estimates.speedup(e_worst, e_best)
+    if axis in COUNT_AXES:
+        unit = COUNT_AXES[axis]
+        counts = sorted(float(v) for v in group[axis].dropna().unique())
+        n_best = float(best[axis])
+        pays = ("more pays off up to the most tried" if n_best == counts[-1]
+                else "more does not pay off beyond it")  # fmt: skip
+        sentence = (
+            f"{workload}: {format_value(axis, best[axis])} is fastest of "
+            f"{', '.join(f'{c:g}' for c in counts)} {unit} ({obj.name} "
+            f"{_fmt(e_best, obj.unit)}), {ratio_text(sp)} as fast as "
+            f"{format_value(axis, worst[axis])}; {pays}."
+        )
+        question = f"How many {unit} pay off?"
+        sentence += "".join(f" {c.text()}" for c in res.sections["scaling"]
+                            if c.axis == axis and c.workload == workload)  # fmt: skip
+        figure = (
+            "scaling"
+            if "scaling" in res.figures
+            else ("iter_time_vs_workers" if axis == "workers" else "intervals")
+        )
+    else:
+        tied = estimates.tied(e_best, e_worst)
+        sentence = (
+            f"{workload}: {format_value(axis, best[axis])} is fastest ({obj.name} "
+            f"{_fmt(e_best, obj.unit)}); {format_value(axis, worst[axis])} is "
+            + ("not distinguishable from it" if tied else f"{ratio_text(sp)} slower")
+            + f" (other settings: {_other(best, axis, res)})."
+        )
+        question = CHOICE_AXES[axis]
+        figure = "intervals"
+    numbers = _numbers(a, ordered, axis, best["configuration"])
+    return Answer(question, sentence, figure if figure in res.figures else None, numbers)
+
+
+def _other(row: pd.Series, axis: str, res: ReportResult) -> str:
+    text = str(row["config"])
+    parts = [p for p in text.split(" · ") if p != format_value(axis, row[axis])]
+    return " · ".join(parts) or "none"
+
+
+def backend_answers(res: ReportResult) -> list[Answer]:
+    """Which backend acts fastest in each inference workload, and what it costs in return."""
+    a = res.analyses.get("inference")
+    rows = _completed(res, "inference")
+    if a is None or rows.empty or "backend" not in rows or rows["backend"].nunique() < 2:
+        return []
+    out = []
+    keys = ["workload", "fingerprint"] if "fingerprint" in rows else ["workload"]
+    for key, wrows in rows.groupby(keys, sort=True):
+        workload = key[0] if isinstance(key, tuple) else key
+        if wrows["backend"].nunique() < 2:
+            continue
+        ordered = wrows.sort_values("objective_value")
+        best = ordered.iloc[0]
+        e_best = a.estimates[best["configuration"]]
+        slowest = ordered.iloc[-1]
+        sp = estimates.speedup(a.estimates[slowest["configuration"]], e_best)
+        label = f"{workload} · {best['config']}" if best["config"] != "all" else workload
+        iqm_text = _iqm_cost(res, str(best.get("label") or label))
+        cost = _return_cost(best, bool(iqm_text)) + iqm_text
+        sentence = (
+            f"{workload}: {best['backend']} acts fastest (median {_fmt(e_best, 'ms')} per "
+            f"action, {best['config']}), {ratio_text(sp)} as fast as the slowest, "
+            f"{slowest['backend']}; {cost}."
+        )
+        figure = next((f for f in ("compression_tradeoff", "latency") if f in res.figures), None)
+        table = pd.DataFrame({
+            "backend": ordered["backend"].astype(str).to_numpy(),
+            "configuration": ordered["config"].to_numpy(),
+            f"median ms [{level()} CI]": [_fmt(a.estimates[c]) for c in ordered["configuration"]],
+            "return": [_num(v) for v in _get(ordered, "return_mean")],
+            "return diff vs reference [CI]": [_diff(r) for _, r in ordered.iterrows()],
+            "fidelity": [str(v) if isinstance(v, str) else ""
+                         for v in _get(ordered, "fidelity_verdict")],
+        })  # fmt: skip
+        out.append(Answer("Which backend acts fastest, and what does it cost in return?",
+                          sentence, figure, table))  # fmt: skip
+    return out
+
+
+def _get(df: pd.DataFrame, col: str) -> list[Any]:
+    return list(df[col]) if col in df else [None] * len(df)
+
+
+def _num(v: Any) -> str:
+    return "" if v is None or pd.isna(v) else f"{float(v):.3g}"
+
+
+def _diff(r: pd.Series) -> str:
+    d = r.get("fidelity_return_diff")
+    if d is None or pd.isna(d):
+        return ""
+    lo, hi = r.get("fidelity_return_diff_low"), r.get("fidelity_return_diff_high")
+    if lo is None or pd.isna(lo):
+        return f"{float(d):+.3g}"
+    return f"{float(d):+.3g} [{float(lo):+.3g}, {float(hi):+.3g}]"
+
+
+def _return_cost(r: pd.Series, compared: bool = False) -> str:
+    d = r.get("fidelity_return_diff")
+    verdict = r.get("fidelity_verdict")
+    if d is None or pd.isna(d):
+        ret = r.get("return_mean")
+        if ret is None or pd.isna(ret):
+            return "no return was measured"
+        return f"its mean return is {float(ret):.3g}" + (
+            "" if compared else " (no reference to compare with)"
+        )
+    lo, hi = r.get("fidelity_return_diff_low"), r.get("fidelity_return_diff_high")
+    text = f"its return differs from the reference policy's by {_diff(r)}"
+    if lo is not None and hi is not None and pd.notna(lo) and float(lo) <= 0 <= float(hi):
+        text += " (the interval contains 0: no measurable cost)"
+    if isinstance(verdict, str) and verdict == "vacuous":
+        text += "; the fidelity check is vacuous, so its agreement or action error shows nothing"
+    return text
+
+
+def _iqm_cost(res: ReportResult, label: str) -> str:
+    """The returns comparison's word on ``label`` (IQM against the reference's, and
+    P(improvement)), where one holds it (:mod:`rlperf.report.compare.returns`)."""
+    for rc in res.sections["returns"]:
+        t = rc.table.set_index("label")
+        if label not in t.index or label == rc.reference or rc.reference not in t.index:
+            continue
+        r, ref = t.loc[label], t.loc[rc.reference]
+        return (f"; over {int(r['n'])} {rc.unit}s its return IQM is {r['iqm']:.3g} "
+                f"[{r['iqm_low']:.3g}, {r['iqm_high']:.3g}] against the reference's "
+                f"{ref['iqm']:.3g} [{ref['iqm_low']:.3g}, {ref['iqm_high']:.3g}], "
+                f"P(improvement) {r['p_improvement']:.2f} [{r['p_improvement_low']:.2f}, "
+                f"{r['p_improvement_high']:.2f}]")  # fmt: skip
+    return ""
+
+
+def target_answer(res: ReportResult) -> list[Answer]:
+    """Which algorithm (configuration) reaches the target first, where two or more algorithms
+    ran to a target."""
+    t = res.targets
+    if t is None or t.empty or "rank" not in t:
+        return []
+    runs = res.runs
+    algo_of = dict(zip(runs.get("configuration", []), runs.get("algo", []), strict=False))
+    algos = {str(algo_of.get(c)) for c in t["configuration"] if algo_of.get(c) is not None}
+    if len(algos) < 2:
+        return []
+    first = t.sort_values("rank").iloc[0]
+    censored = " (a lower bound: runs missed)" if bool(first["time_censored"]) else ""
+    sentence = (
+        f"{first['label']} reaches the target {first['target']:g} first: median "
+        f"{first['median_time_to_target_s']:.1f} s{censored} over {int(first['runs'])} run(s), "
+        f"{int(first['reached'])} of which reached it."
+    )
+    shown = t[["rank", "label", "target", "reached", "runs", "median_time_to_target_s"]].copy()
+    shown["median_time_to_target_s"] = shown["median_time_to_target_s"].map(lambda v: f"{v:.1f}")
+    figure = "learning_curves" if "learning_curves" in res.figures else None
+    return [Answer("Which algorithm reaches the target first?", sentence, figure, shown)]
+
+
+def machine_answers(res: ReportResult) -> list[Answer]:
+    """How much faster one machine runs the same configurations."""
+    out = []
+    for table in (t for t in res.sections["across"] if t.kind == "machines"):
+        cols = [c for c in table.rows.columns if " over " in c]
+        for col in cols:
+            sps = [e for e in table.rows[col] if isinstance(e, estimates.Estimate)]
+            if not sps:
+                continue
+            values = np.array([e.value for e in sps])
+            faster = sum(e.has_ci and e.low > 1 for e in sps)
+            slower = sum(e.has_ci and e.high < 1 for e in sps)
+            other, first = col.split(" over ")
+            sentence = (
+                f"{table.family}: on {len(sps)} configuration(s) measured on both, {other} is "
+                f"{np.median(values):.2f}× as fast as {first} (median; range "
+                f"{values.min():.2f}–{values.max():.2f}×); faster in {faster}, slower in "
+                f"{slower}, not distinguishable in {len(sps) - faster - slower}. Fingerprint "
+                "fields that differ: " + (", ".join(table.notes[:6]) or "none") + "."
+            )
+            out.append(Answer("Which machine is faster?", sentence, None))
+    return out
+
+
+def answers(res: ReportResult, plans: Mapping[str, AxisPlan]) -> list[Answer]:
+    """Every question the data can answer, in the order the section shows them."""
+    return [*axis_answers(res, plans), *backend_answers(res), *target_answer(res),
+            *machine_answers(res)]  # fmt: skip
+
+
+def answers_section(res: ReportResult, plans: Mapping[str, AxisPlan]) -> list[render.Block]:
+    """The "Answers" section: one sentence, one figure and the numbers per answer (nothing
+    when the data answers no question)."""
+    found = answers(res, plans)
+    if not found:
+        return []
+    blocks: list[render.Block] = [render.Heading("Answers", 2)]
+    for question in dict.fromkeys(x.question for x in found):
+        these = [x for x in found if x.question == question]
+        blocks.append(render.Heading(question, 3))
+        blocks.append(render.Bullets([x.sentence for x in these]))
+        for x in these:
+            if not x.numbers.empty:
+                blocks.append(render.Table(x.numbers))
+        figure = next((x.figure for x in these if x.figure), None)
+        if figure is not None:
+            blocks.append(render.Image(res.figures[figure], FIGURE_CAPTIONS.get(figure, "")))
+    return blocks
+
+
+SECTION = Section(
+    name="answers",
+    title="Answers",
+    order=20,
+    needs=(
+        "configurations",
+        "analyses",
+        "figures",
+        "targets",
+        "runs",
+        "plans",
+        "scaling",
+        "returns",
+        "across",
+    ),
+    render=lambda inputs: answers_section(inputs.result, inputs.plans),
+)
