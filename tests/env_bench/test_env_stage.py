@@ -12,10 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlperf.algos import plan_resources
 from rlperf.env_bench.measure import windows
 from rlperf.envs.batch import EnvLoop, engine_env
 from rlperf.errors import ConfigError, InfeasibleError
 from rlperf.job_wrapper import execute_stage
+from rlperf.resources.plan import Machine, check_feasibility
+from rlperf.specs.stages import stage_spec
 from rlperf.stages import stage_function
 from rlperf.validation.validate import validate_config
 
@@ -112,8 +115,24 @@ def test_the_preflight_refuses_in_one_line(
 
 
 def test_what_fits_passes_the_preflight(compose_cfg) -> None:
-    validate_config(compose_cfg("stage=env", "env.engine=ale_vector", "env.threads=2",
-                                "env=pong", "env.dim=42"))  # fmt: skip
+    """Both halves of the pre-flight on a config that fits: validation, and the engine's
+    threads on machines given as values (two CPUs fit, one is refused); the same config
+    with env.threads=0 is refused, naming the key."""
+    fits = ("stage=env", "env.engine=ale_vector", "env.threads=2", "env=pong", "env.dim=42")
+    cfg = compose_cfg(*fits)
+    validate_config(cfg)
+    plan = plan_resources(cfg)
+    assert (plan.engine, plan.env_threads, plan.cpus_per_env_runner) == ("ale_vector", 2, 2.0)
+    check = stage_spec("env").feasibility
+    two_cpus = Machine(cpus=(0, 1), gpus=0, gpu_source="given")
+    check_feasibility(check, cfg, plan, two_cpus, False)  # fits: nothing raised
+    one_cpu = Machine(cpus=(0,), gpus=0, gpu_source="given")
+    with pytest.raises(
+        InfeasibleError, match=r"^env\.threads=2 \(env\.engine=ale_vector\) needs 2 "
+    ):
+        check_feasibility(check, cfg, plan, one_cpu, False)
+    with pytest.raises(ConfigError, match=r"^env\.threads=0 must be >= 1"):
+        validate_config(compose_cfg(*fits, "env.threads=0"))
 
 
 def test_a_runs_policy_chooses_the_actions(

@@ -12,7 +12,7 @@ training summary by ``summarise_training``, the resource plan by
 :class:`~rlperf.sweep.index.SweepIndex` with the trial requests RLlib gives
 (``cell_request``). Only what needs a GPU is made up here: the learners' and
 env runners' placement records (in the shape of
-:mod:`rlperf.resources.placement`, which ``tests/telemetry/test_gpu_check.py`` compares
+:mod:`rlperf.resources.placement`, which ``tests/gpu_check/test_gpu_check.py`` compares
 with a real run's) and the phase times.
 
 Positive cases: ``one_gpu``, ``two_gpus``, ``no_energy`` (a GPU without the
@@ -328,7 +328,7 @@ class Case:
     tweaks: dict[str, Tweak] = field(default_factory=dict)  # step name (or sweep/<n>) -> tweak
     fails: tuple[
         str, ...
-    ] = ()  # the check names that must fail (tests/telemetry/test_gpu_check.py)
+    ] = ()  # the check names that must fail (tests/gpu_check/test_gpu_check.py)
 
 
 POSITIVE = {

@@ -2,7 +2,7 @@
 
 Fast tests on sweep folders written here (training jobs as the training stage
 leaves them, rlperf.layout's file names); the real sweeps are in
-tests/launcher/test_downstream_sweep_on_ray.py.
+tests/sweep/test_downstream_sweep_on_ray.py.
 """
 
 from __future__ import annotations

@@ -385,7 +385,7 @@ def test_a_real_cpu_run_passes_its_checks_and_matches_the_recorded_shape(tiny_ru
 NO_TF = ("tensorflow", "tf_keras", "keras", "tensorflow_model_optimization", "ai_edge_litert")
 
 _HIDE = f"""
-# Written by tests/telemetry/test_gpu_check.py: these packages look uninstalled in every process.
+# Written by tests/gpu_check/test_gpu_check.py: these packages look uninstalled in every process.
 import importlib.machinery, sys
 
 HIDDEN = {NO_TF!r}

@@ -230,7 +230,7 @@ def test_sweep_statuses_failure_and_skip(tmp_path: Path, ray_tmp: str) -> None:
     assert err.strip().splitlines()[-1].startswith("rlperf: sweep of 3 cells: 1 failed (")
     assert "Traceback" not in err[err.rindex("] cells:") :] and "Error executing job" not in err
     # Tune's traceback of the failed trial is kept in sweep.log (what the terminal shows of
-    # third-party output is tests/cli/test_terminal.py's).
+    # third-party output is tests/console/test_terminal.py's).
     assert "Trial task failed" in (sweep / "sweep.log").read_text()
     assert not wait_gone(ray_tmp), "Ray processes left behind"
 

@@ -2,7 +2,7 @@
 
 The edge stage's ``rllib`` backend plays the torch policy (no TensorFlow), so
 the cells are quick; the fan-out and pairing are the sweeper's, the same for
-every backend and for the rollout stage (tests/launcher/test_upstream_jobs.py).
+every backend and for the rollout stage (tests/sweep/test_upstream_jobs.py).
 """
 
 from __future__ import annotations
