@@ -174,6 +174,7 @@ def _send(args: argparse.Namespace, result: Any, progress: Any) -> list[Any]:
     """``--to``: every cell read, and the report's pages and figures, to each tool."""
     if not args.to:
         return []
+    # The tools' sinks (mlflow, tensorboardX, wandb: extras): deferred to --to.
     from rlperf.report.export.tracking import send
     from rlperf.tracking.tools import ToolSettings
 

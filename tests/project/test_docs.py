@@ -159,7 +159,7 @@ def cells(argv: list[str]) -> list[list[str]]:
 
 
 #: Sweeps up to this size are composed cell by cell; larger ones (the study's presets,
-#: whose every cell tests/launcher/test_launcher_in_process.py validates) by a covering set
+#: whose every cell tests/sweep/test_launcher_in_process.py validates) by a covering set
 #: of cells.
 FULL_SWEEP = 8
 

@@ -28,6 +28,7 @@ from rlperf.report.compare.comparison import Comparison
 from rlperf.report.stats.repeats import Configuration
 from rlperf.report.stats.robust import MIN_SEEDS, compare_returns, iqm, unit_of
 from rlperf.results.protocol import protocol_key, protocol_text
+from rlperf.specs.backends import BACKENDS
 
 #: The share of a training run's last iterations whose mean returns stand for it when
 #: there are fewer than 3 seeds.
@@ -135,7 +136,7 @@ def inference_comparisons(comparison: Comparison) -> list[ReturnComparison]:
             continue
         unit = unit_of(seeds)
         reference = next((labels[c.id] for c in confs if labels[c.id] in groups
-                          and str(c.completed[0].axes.get("backend")) == "rllib"),
+                          and _torch_policy(c.completed[0].axes.get("backend"))),
                          next(iter(groups)))  # fmt: skip
         unit_text = ("seed (each run's mean episode return)" if unit == "seed" else
                      "episode (the variants play the same seeded episodes)")  # fmt: skip
@@ -148,3 +149,9 @@ def inference_comparisons(comparison: Comparison) -> list[ReturnComparison]:
 def return_comparisons(comparison: Comparison) -> list[ReturnComparison]:
     """Every comparison of returns the cells allow."""
     return [*training_comparisons(comparison), *inference_comparisons(comparison)]
+
+
+def _torch_policy(backend: object) -> bool:
+    """Whether a cell's backend runs RLlib's own torch policy (the variants' reference)."""
+    spec = BACKENDS.get(str(backend))
+    return spec is not None and spec.in_rllib

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.results.columns import PHASES as TIMED_PHASES
 from rlperf.results.columns import TRAIN_COLUMNS
+from rlperf.specs.stages import STAGE_FAMILY, STAGE_SPECS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,16 +40,13 @@ PHASES = (*TIMED_PHASES, "other_s")
 #: Training columns summarised per cell (in addition to per-GPU columns).
 TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in ("iteration", "time_s", "excluded"))
 
-#: Stage → comparison family. New stages slot in here; unknown stages get their own family.
-STAGE_FAMILY = {"train": "training", "rollout": "inference", "edge": "inference", "env": "env"}
-
 #: The comparison family of ``stage=env`` cells: an env's raw throughput, ranked on time per
 #: 1 000 env steps like training (its windows are metrics.csv rows: rlperf.report.tables.env).
-ENV_FAMILY = "env"
+ENV_FAMILY = next(spec.family for spec in STAGE_SPECS if spec.env_only)
 
-#: The comparison family of serve cells (``family_of("serve")``): judged by their rate
-#: under the latency bound (rlperf.report.tables.serve), not ranked by a time.
-SERVE_FAMILY = "serve"
+#: The comparison family of serve cells: judged by their rate under the latency bound
+#: (rlperf.report.tables.serve), not ranked by a time.
+SERVE_FAMILY = next(spec.family for spec in STAGE_SPECS if spec.serves)
 
 #: The 2021 study's models (docs/study.md): name → (input dim, conv_filters), to name the
 #: model of a legacy run from the conv stack its params.json holds. Written here, not read
@@ -91,7 +89,8 @@ def included(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def family_of(stage: str) -> str:
-    """Comparison family of a stage (cells are only ranked against their family)."""
+    """Comparison family of a stage (cells are only ranked against their family; the specs'
+    :data:`~rlperf.specs.stages.STAGE_FAMILY`, an unknown stage a family of its own)."""
     return STAGE_FAMILY.get(stage, stage)
 
 

@@ -79,6 +79,8 @@ from rlperf.report.read.load import (
     read_json,
 )
 from rlperf.results.protocol import STUDY_ENV_ID, legacy_env_protocol
+from rlperf.specs.backends import backend_spec
+from rlperf.specs.stages import Stage
 
 #: Machines of the 2021 study (reference/thesis/README.md). Their fingerprints are not
 #: in the run folders, so the importer supplies what the study's README says.
@@ -443,7 +445,8 @@ def _episode_means_rollout(df: pd.DataFrame, path: Path, notes: list[str]) -> _R
     )
     episodes = pd.DataFrame({"episode": df["episode"], "return": df["reward"], "length": steps})
     notes.append("per-episode means of the time per action; no per-step samples")
-    stage = "rollout" if backend == "rllib" else "edge"
+    # The study's RLlib rollouts were rollout jobs, its exported models edge jobs.
+    stage = str(Stage.rollout if backend_spec(backend).in_rllib else Stage.edge)
     return _Rollout(model, backend, stage, 0, "none", latency, episodes)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,11 @@ from rlperf.report.read.energy import add_energy_columns
 from rlperf.results.columns import LATENCY_COLUMNS
 from rlperf.results.flat import flatten
 from rlperf.results.protocol import env_protocol
+from rlperf.specs.backends import Backend
+from rlperf.specs.stages import STAGES, EnvSource, StageSpec
+
+#: How a job of a stage this rlperf does not know is read (:func:`_spec_of`).
+_UNKNOWN_STAGE = replace(STAGES["rollout"], name="unknown")
 
 #: Canonical axis → where it sits in the resolved config of an rlperf job.
 #: The model axis of a ``stage=env`` cell without ``run=`` (it steps with random actions).
@@ -264,9 +270,10 @@ def _env_protocol(
     if isinstance(recorded, dict) and recorded:
         return recorded
     env = cfg.get("env")
-    if stage == "serve" or not isinstance(env, dict):
+    source = _spec_of(stage).env_source
+    if source == EnvSource.none or not isinstance(env, dict):
         return {}
-    if stage != "train" and not effective:
+    if source != EnvSource.config and not effective:
         notes.append("env protocol unknown: the job stopped before it resolved its run's env")
         return {}
     resolved = {key: _interpolated(cfg, value) for key, value in env.items()}
@@ -284,6 +291,12 @@ def _interpolated(cfg: dict[str, Any], value: Any) -> Any:
     return value
 
 
+def _spec_of(stage: Any) -> StageSpec:
+    """The spec of a recorded job's stage; a stage this rlperf does not know (a newer
+    folder) is read as a downstream job measuring steps, as rollout and edge do."""
+    return STAGES.get(str(stage), _UNKNOWN_STAGE)
+
+
 def _axes(cfg: dict[str, Any], summary: dict[str, Any], path: Path) -> dict[str, Any]:
     """The canonical axes (:data:`AXIS_KEYS`) of a job config."""
     stage = cfg.get("stage") or summary.get("stage")
@@ -297,9 +310,10 @@ def _axes(cfg: dict[str, Any], summary: dict[str, Any], path: Path) -> dict[str,
     if axes["env"] is None:
         axes["env"] = _get(cfg, "env.entry_point")  # env.kind=custom has no id
     axes["stage"] = str(stage)
-    if axes["backend"] is None and stage == "train":
-        axes["backend"] = "rllib"
-    if stage == "env":
+    spec = _spec_of(stage)
+    if axes["backend"] is None and spec.trains:
+        axes["backend"] = str(Backend.rllib)  # training runs in RLlib
+    if spec.env_only:
         # stage=env starts no env runners, learner or policy backend: those axes say nothing
         # of its work; without run= it acts at random (no model).
         axes.update(gpu_layout=None, workers=None, backend=None, algo=None)
@@ -349,7 +363,8 @@ def _fingerprint_fields(raw_fp: dict[str, Any]) -> dict[str, Any]:
 
 def _read_results(cell: Cell) -> None:
     """Read metrics.csv, steps.csv and episodes.csv; a completed cell must have its data."""
-    path, stage, summary = cell.path, cell.stage, cell.summary
+    path, summary = cell.path, cell.summary
+    rows_file = _spec_of(cell.stage).rows_file
     metrics = path / METRICS_FILE
     if metrics.is_file():
         cell.iterations = _read_metrics(metrics, summary, cell)
@@ -361,16 +376,18 @@ def _read_results(cell: Cell) -> None:
         cell.episodes = read_csv(episodes, cell.notes)
     if (path / TELEMETRY_FILE).is_file():
         cell.telemetry = _read_telemetry(path / TELEMETRY_FILE, cell.notes)
-    if stage == "serve" and (path / LEVELS_FILE).is_file():
+    if rows_file == LEVELS_FILE and (path / LEVELS_FILE).is_file():
         cell.levels = read_csv(path / LEVELS_FILE, cell.notes)
-    # A skipped / failed / pending cell may lack its data.
-    if cell.status == "completed" and stage in ("train", "env") and cell.iterations is None:
-        raise CellError(f"{stage} cell without metrics.csv")
-    if cell.status == "completed" and stage == "serve" and cell.levels is None:
-        raise CellError("serve cell without levels.csv")
-    no_latency = cell.latency is None and not summary.get("latency") and stage != "serve"
-    if cell.status == "completed" and stage not in ("train", "env") and no_latency:
-        raise CellError(f"{stage} cell without steps.csv or summary latency")
+    # A skipped / failed / pending cell may lack its data; a completed one has its rows.
+    if cell.status != "completed":
+        return
+    if rows_file == METRICS_FILE and cell.iterations is None:
+        raise CellError(f"{cell.stage} cell without metrics.csv")
+    if rows_file == LEVELS_FILE and cell.levels is None:
+        raise CellError(f"{cell.stage} cell without levels.csv")
+    no_latency = cell.latency is None and not summary.get("latency")
+    if rows_file == STEPS_FILE and no_latency:
+        raise CellError(f"{cell.stage} cell without steps.csv or summary latency")
 
 
 def _place_in_time(cell: Cell, record: dict[str, Any]) -> None:

@@ -30,6 +30,7 @@ from rlperf.errors import ObjectiveError
 from rlperf.report.read.cells import ENV_FAMILY, Cell, included
 from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration
+from rlperf.specs.stages import FAMILY_OBJECTIVE  # each family's default (its stages' specs)
 
 #: Work units of the per-work objectives (per 1 000 of them).
 PER = 1000.0
@@ -181,9 +182,6 @@ OBJECTIVES: dict[str, Objective] = {
 
 #: The objectives of the training family (``--objective`` chooses among them).
 TRAINING_OBJECTIVES = ("env_steps", "trained_steps", "iter_s", "time_to_target")
-
-#: The family whose objectives are chosen by :func:`choose`; the others have one each.
-FAMILY_OBJECTIVE = {"training": "env_steps", "inference": "latency", ENV_FAMILY: "env_steps"}
 
 
 def _windows(_: Cell) -> str:
