@@ -50,7 +50,7 @@ def validate_edge(cfg: DictConfig) -> None:
 def _validate_compression(cfg: DictConfig) -> None:
     """A compression backend needs the torch policy and positive fine-tuning settings."""
     name = str(cfg.backend.name)
-    if name == "edgetpu" and cfg.model_path is None:
+    if backend_spec(name).on_edgetpu and cfg.model_path is None:
         name = str(cfg.edge.edgetpu_source)  # the variant compiled is built here
     if name not in COMPRESSION_BACKENDS:
         return

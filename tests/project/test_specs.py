@@ -49,7 +49,12 @@ def name_comparisons(source: str) -> list[tuple[int, str]]:
                     if not names:
                         continue
                     text = (ast.get_source_segment(source, other) or "").lower()
-                    if any(names <= valid and word in text for word, valid in NAMES.items()):
+                    # cfg.backend.name, a stage variable, or a spec's own name (spec.name)
+                    named = (word in text or text.endswith("name") for word in NAMES)
+                    if any(
+                        names <= valid and hit
+                        for valid, hit in zip(NAMES.values(), named, strict=True)
+                    ):
                         found.append((node.lineno, ast.get_source_segment(source, node) or ""))
         elif isinstance(node, ast.Dict):
             keys = [k for k in node.keys if k is not None]
@@ -66,6 +71,7 @@ def test_the_scanner_finds_planted_comparisons() -> None:
         'if "edgetpu" != cfg.backend.name: pass',
         'if cfg.stage in ("train", "rollout"): pass',
         'x = spec.name == "python" or env_engine == "ale_vector"',
+        'if spec.name == "gymnasium_sync": pass',
         'TABLE = {"train": 1, "env": 2}',
     ]
     for line in planted:
