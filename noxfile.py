@@ -1,6 +1,6 @@
 """nox sessions: tests, lint, smoke (the README's main command), bench (benchmarks), gpu_check,
 envpool (the EnvPool engine's tests), and the suite's own checks: random_order, timing,
-mutation."""
+durations, mutation."""
 
 from __future__ import annotations
 
@@ -61,6 +61,16 @@ def random_order(session: nox.Session) -> None:
         session.run(
             "python", "-m", "pytest", "-m", "not slow", f"--randomly-seed={seed}", *session.posargs
         )
+
+
+@nox.session(python="3.11")
+def durations(session: nox.Session) -> None:
+    """The whole suite, then where its time went (scripts/durations.py: per group of what the
+    tests pay for, and the slowest tests; docs/development.md#where-the-time-goes). After any
+    other full run, `python scripts/durations.py` reads the same record from .pytest_cache."""
+    _install(session)
+    session.run("python", "-m", "pytest", "-q", *session.posargs)
+    session.run("python", "scripts/durations.py")
 
 
 @nox.session(python="3.11")

@@ -17,6 +17,9 @@ from omegaconf import DictConfig
 from rlperf.config.schema import register_configs
 from rlperf.console.deprecations import OWN_DEPRECATION, watching
 
+#: Each test's time, fixtures and markers kept in pytest's cache (scripts/durations.py).
+pytest_plugins = ("support.durations",)
+
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 #: The tests' folder (on a subprocess's PYTHONPATH, its support/ kits import), its data.
