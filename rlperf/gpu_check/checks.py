@@ -29,6 +29,7 @@ from typing import Any
 from rlperf.layout import (
     EXCLUDED_COLUMN,
     FINGERPRINT_FILE,
+    INDEX_FILE,
     METRICS_FILE,
     SUMMARY_FILE,
     TELEMETRY_FILE,
@@ -39,8 +40,6 @@ from rlperf.telemetry.sampler import GPU_METRICS
 
 #: The manifest the runner writes in the output folder (what ran, how it exited).
 MANIFEST_FILE = "gpu_check.json"
-#: A sweep folder's index (:mod:`rlperf.sweep.index`; not imported: it is a stage-level module).
-SWEEP_INDEX_FILE = "sweep.json"
 #: Ray's resource unit: GPU shares are compared to this precision.
 SHARE_TOL = 1e-6
 
@@ -395,9 +394,9 @@ def request_check(label: str, record: dict[str, Any], plan: dict[str, Any]) -> C
 
 def sweep_checks(label: str, folder: Path, cells: int) -> list[Check]:
     """A sweep through the Tune launcher: every cell completed, asked for and got its shares."""
-    index = read_json(folder / SWEEP_INDEX_FILE)
+    index = read_json(folder / INDEX_FILE)
     if index is None:
-        return [Check(f"{label}: {SWEEP_INDEX_FILE}", "present", "missing", False)]
+        return [Check(f"{label}: {INDEX_FILE}", "present", "missing", False)]
     records = sorted(index.get("cells", {}).values(), key=lambda r: int(r.get("job_num", 0)))
     done = [r for r in records if r.get("status") == "completed"]
     statuses = ", ".join(f"{r.get('subdir')}: {r.get('status')}" for r in records) or "no cells"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlperf.errors import CellError
-from rlperf.layout import EXCLUDED_COLUMN
+from rlperf.layout import EXCLUDED_COLUMN, MULTIRUN_FILE
 from rlperf.report.compare.findings import FamilyAnalysis, level
 from rlperf.report.export import render
 from rlperf.report.read.cells import Cell
@@ -166,7 +166,7 @@ def _launchers(sweeps: Sequence[Path]) -> list[str]:
     out = []
     for sweep in sweeps:
         try:
-            cfg = read_yaml(sweep / "multirun.yaml")
+            cfg = read_yaml(sweep / MULTIRUN_FILE)
         except CellError:
             continue
         launcher = ((cfg or {}).get("hydra") or {}).get("launcher") or {}
