@@ -48,6 +48,7 @@ from rlperf.errors import (
 from rlperf.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunStatus
 from rlperf.resources.plan import Machine, ResourcePlan, check_feasibility, detect_machine
 from rlperf.resources.ray_session import applied_placement
+from rlperf.results.columns import ENV_STEPS, WALL_S
 from rlperf.results.protocol import env_protocol
 from rlperf.results.summary import write_json
 from rlperf.specs.stages import EnvSource, stage_spec
@@ -162,8 +163,8 @@ class JobContext:
         for sink in STEP_SINKS:
             sink(done, total, brief or info, row)
         self.steps_done = f"{done} of {total} {unit}s done"
-        if self.rows and "env_steps" in self.rows[-1]:
-            self.steps_done += f", {sum(int(r['env_steps']) for r in self.rows)} env steps"
+        if self.rows and ENV_STEPS in self.rows[-1]:
+            self.steps_done += f", {sum(int(r[ENV_STEPS]) for r in self.rows)} env steps"
         self._now_running(f"{unit} {done + 1} of {total}" if done < total else "finishing")
 
     def track(self, row: Mapping[str, Any]) -> None:
@@ -265,7 +266,7 @@ def execute_stage(
         if sampler is not None:
             sampler.stop()
         record_env_protocol(summary, resolved)
-        summary["wall_s"] = ctx.elapsed_s()
+        summary[WALL_S] = ctx.elapsed_s()
         if stage_spec(summary.get("stage")).trains:  # a downstream job has steps, not iterations
             summary.setdefault("iterations", len(ctx.rows))
         _write_final_summary(redactor.tree(summary), out_dir)
@@ -418,7 +419,7 @@ def write_refused_summary(out_dir: Path, cfg: Any, status: str, reason: str) -> 
     summary = {
         **_new_summary(cfg, RunStatus(status)),
         "error": reason,
-        "wall_s": 0.0,
+        WALL_S: 0.0,
         "iterations": 0,
         "preflight": True,
     }

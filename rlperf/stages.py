@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from rlperf.console import terminal_session
 from rlperf.console.text import header_lines, summary_lines
 from rlperf.job_wrapper import StageFunction, execute_stage, running_in_trial
+from rlperf.results.columns import ITER_S
 from rlperf.specs import load
 from rlperf.specs.stages import STAGES
 
@@ -49,5 +50,5 @@ def run_stage(cfg: DictConfig, out_dir: Path | None = None) -> float | None:
             summary = execute_stage(cfg, out_dir, stage)
             for line in summary_lines(summary, out_dir):
                 console.say(line)
-    metric = summary.get("metrics", {}).get("iter_s", {}).get("mean")
+    metric = summary.get("metrics", {}).get(ITER_S, {}).get("mean")
     return float(metric) if metric is not None else None

@@ -22,20 +22,22 @@ from typing import Any
 
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
+from rlperf.results.columns import LEARN_S, LOAD_S, SAMPLE_S, SYNC_S
+
 
 class TimedPPOTorchLearner(PPOTorchLearner):
     """PPO torch learner that accumulates ``load_s`` and ``update_s`` until popped."""
 
     def build(self, **kwargs: Any) -> None:
         super().build(**kwargs)
-        self._rlperf_times = {"load_s": 0.0, "update_s": 0.0}
+        self._rlperf_times = {LOAD_S: 0.0, "update_s": 0.0}
 
     def _make_batch_if_necessary(self, *args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
         try:
             return super()._make_batch_if_necessary(*args, **kwargs)
         finally:
-            self._rlperf_times["load_s"] += time.perf_counter() - t0
+            self._rlperf_times[LOAD_S] += time.perf_counter() - t0
 
     def update(self, *args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
@@ -46,7 +48,7 @@ class TimedPPOTorchLearner(PPOTorchLearner):
 
     def rlperf_pop_times(self) -> dict[str, float]:
         """Times accumulated since the last pop (one training iteration)."""
-        times, self._rlperf_times = self._rlperf_times, {"load_s": 0.0, "update_s": 0.0}
+        times, self._rlperf_times = self._rlperf_times, {LOAD_S: 0.0, "update_s": 0.0}
         return times
 
 
@@ -89,13 +91,13 @@ def iteration_phases(algo: Any, clock: PhaseClock) -> dict[str, float]:
     results = algo.learner_group.foreach_learner(lambda lrn: lrn.rlperf_pop_times())
     learner_times = [r.get() for r in results]  # CallResult per learner
     # Data-parallel learners run concurrently: the slowest one sets the pace.
-    load = max(t["load_s"] for t in learner_times)
+    load = max(t[LOAD_S] for t in learner_times)
     update = max(t["update_s"] for t in learner_times)
     update_driver = driver["learner_update"]
     sync = driver["sync"]
     return {
-        "sample_s": max(driver["training_step"] - update_driver - sync, 0.0),
-        "load_s": load,
-        "learn_s": max(update - load, 0.0),
-        "sync_s": sync,
+        SAMPLE_S: max(driver["training_step"] - update_driver - sync, 0.0),
+        LOAD_S: load,
+        LEARN_S: max(update - load, 0.0),
+        SYNC_S: sync,
     }

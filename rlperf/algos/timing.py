@@ -25,7 +25,22 @@ from ray.rllib.utils.metrics import DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY, LEA
 
 from rlperf.algos import SPECS
 from rlperf.algos.timed_learner import PhaseClock, iteration_phases
-from rlperf.results.columns import PHASES
+from rlperf.results.columns import (
+    ENV_STEPS,
+    LEARN_S,
+    LEARNER_QUEUE_SIZE,
+    LEARNER_UPDATES,
+    LOAD_S,
+    OTHER_S,
+    PHASES,
+    POLICY_LAG,
+    REPLAY_RATIO,
+    REPLAY_S,
+    SAMPLE_S,
+    SYNC_S,
+    TRAINED_STEPS,
+    TRAINED_STEPS_PER_S,
+)
 
 NAN = math.nan
 
@@ -75,9 +90,9 @@ class SequentialTiming(Timing):
         phases = iteration_phases(self.algo, self.clock)
         return {
             **phases,
-            "other_s": iter_s - sum(phases.values()),
-            "trained_steps_per_s": _per_s(counts["trained_steps"], phases["learn_s"]),
-            "learner_updates": calls["learner_update"],
+            OTHER_S: iter_s - sum(phases.values()),
+            TRAINED_STEPS_PER_S: _per_s(counts[TRAINED_STEPS], phases[LEARN_S]),
+            LEARNER_UPDATES: calls["learner_update"],
         }
 
 
@@ -95,11 +110,11 @@ class AsyncTiming(Timing):
             result, LEARNER_RESULTS, DEFAULT_MODULE_ID, DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY
         )
         return {
-            **dict.fromkeys((*PHASES, "other_s"), NAN),  # overlapping: not phases of iter_s
-            "trained_steps_per_s": _per_s(counts["trained_steps"], iter_s),
-            "learner_updates": calls["learner_update"],
-            "learner_queue_size": self._learner_queue(),
-            "policy_lag": _number(lag),
+            **dict.fromkeys((*PHASES, OTHER_S), NAN),  # overlapping: not phases of iter_s
+            TRAINED_STEPS_PER_S: _per_s(counts[TRAINED_STEPS], iter_s),
+            LEARNER_UPDATES: calls["learner_update"],
+            LEARNER_QUEUE_SIZE: self._learner_queue(),
+            POLICY_LAG: _number(lag),
         }
 
     def _learner_queue(self) -> float:
@@ -140,18 +155,18 @@ class ReplayTiming(Timing):
         replay = sum(v for k, v in t.items() if k.startswith("replay_"))
         learn, sync = t["learner_update"], t["sync"]
         phases = {
-            "sample_s": max(t["training_step"] - learn - sync - replay, 0.0),
-            "load_s": NAN,  # inside learn_s: RLlib's learner assembles the batch in update()
-            "learn_s": learn,
-            "sync_s": sync,
+            SAMPLE_S: max(t["training_step"] - learn - sync - replay, 0.0),
+            LOAD_S: NAN,  # inside learn_s: RLlib's learner assembles the batch in update()
+            LEARN_S: learn,
+            SYNC_S: sync,
         }
         return {
             **phases,
-            "replay_s": replay,
-            "other_s": iter_s - t["training_step"],
-            "trained_steps_per_s": _per_s(counts["trained_steps"], learn),
-            "learner_updates": calls["learner_update"],
-            "replay_ratio": _per_s(counts["trained_steps"], counts["env_steps"]),
+            REPLAY_S: replay,
+            OTHER_S: iter_s - t["training_step"],
+            TRAINED_STEPS_PER_S: _per_s(counts[TRAINED_STEPS], learn),
+            LEARNER_UPDATES: calls["learner_update"],
+            REPLAY_RATIO: _per_s(counts[TRAINED_STEPS], counts[ENV_STEPS]),
         }
 
 

@@ -10,6 +10,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from rlperf.console.progress import format_duration
+from rlperf.layout import EXCLUDED_COLUMN
+from rlperf.results.columns import ENV_STEPS_PER_S, FRAMES_PER_S, ITER_S, LEARN_S, SAMPLE_S, WALL_S
 from rlperf.specs.stages import DEFAULT_STAGE, STAGES, stage_spec
 
 
@@ -29,7 +31,7 @@ def header_lines(cfg: Any, out_dir: Path, log_path: Path | None) -> list[str]:
 def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
     """The outcome and the headline figures of ``summary.json``, in two or three lines."""
     status = summary.get("status")
-    wall = format_duration(summary.get("wall_s"))
+    wall = format_duration(summary.get(WALL_S))
     head = f"{status} in {wall}"
     spec = stage_spec(summary.get("stage", DEFAULT_STAGE))
     counts = [
@@ -37,7 +39,7 @@ def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
     ]
     if counts:
         head += ": " + ", ".join(counts)
-    excluded = summary.get("excluded") or {}
+    excluded = summary.get(EXCLUDED_COLUMN) or {}
     if excluded:
         head += (
             " (excluded from the figures: "
@@ -75,15 +77,15 @@ def _figures(summary: Mapping[str, Any]) -> list[str]:
     metrics = summary.get("metrics") or {}
     out = []
     for key, label, unit in (
-        ("iter_s", "iteration", "s"),
-        ("sample_s", "sample", "s"),
-        ("learn_s", "learn", "s"),
-        ("env_steps_per_s", "env steps/s", ""),
+        (ITER_S, "iteration", "s"),
+        (SAMPLE_S, "sample", "s"),
+        (LEARN_S, "learn", "s"),
+        (ENV_STEPS_PER_S, "env steps/s", ""),
     ):
         mean = (metrics.get(key) or {}).get("mean")
         if isinstance(mean, int | float) and math.isfinite(mean):
             out.append(f"{label} {mean:.3g}{(' ' + unit) if unit else ''} (mean)")
-    for key, label in (("env_steps_per_s", "env steps/s"), ("frames_per_s", "frames/s")):
+    for key, label in ((ENV_STEPS_PER_S, "env steps/s"), (FRAMES_PER_S, "frames/s")):
         value = summary.get(key)  # stage=env's totals over its timed windows
         if isinstance(value, int | float) and math.isfinite(value):
             out.append(f"{label} {value:.0f}")

@@ -26,6 +26,8 @@ from typing import Any
 
 import rlperf
 from rlperf.edge.edgetpu import load_edgetpu_delegate
+from rlperf.layout import EXCLUDED_COLUMN
+from rlperf.results.columns import WALL_S
 from rlperf.results.latency import LatencyRecorder, timer_overhead_ns
 from rlperf.tflite.calibration import ObservationSet
 from rlperf.tflite.runtime import TfliteActor, TorchActor
@@ -146,10 +148,10 @@ def play_episodes(
             if done:
                 row: dict[str, Any] = {"episode": episode, "return": ep_return, "length": length}
                 row["truncated"] = bool(truncated and not terminated)  # ended at the time limit
-                row["wall_s"] = time.perf_counter() - started
+                row[WALL_S] = time.perf_counter() - started
                 finished.append(row)
                 if recorder is not None:
-                    recorder.end_episode(episode, ep_return, length, row["wall_s"])
+                    recorder.end_episode(episode, ep_return, length, row[WALL_S])
             episode += 1
     finally:
         env.close()
@@ -191,7 +193,7 @@ def run_benchmark(spec: BenchmarkSpec) -> dict[str, Any]:
     }
     if recorder is not None:
         result["latency"] = recorder.latency_summary()
-        result["excluded"] = recorder.excluded()
+        result[EXCLUDED_COLUMN] = recorder.excluded()
         result["episodes"] = recorder.episode_summary()
     if spec.fidelity_path:
         fid = ObservationSet.load(Path(spec.fidelity_path))

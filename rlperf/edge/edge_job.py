@@ -43,7 +43,7 @@ from rlperf.edge.fidelity import (
 from rlperf.edge.prepare import edgetpu_preflight, prepare_variant
 from rlperf.errors import SkipCell
 from rlperf.job_wrapper import JobContext
-from rlperf.layout import EPISODES_FILE, STEPS_FILE
+from rlperf.layout import EPISODES_FILE, EXCLUDED_COLUMN, STEPS_FILE
 from rlperf.results.csvlog import read_rows
 from rlperf.results.latency import episode_windows
 from rlperf.tflite.cache import settings_hash
@@ -221,7 +221,7 @@ def summarise(
         "threads": threads,
         "seed": int(cell.cfg.seed),
         "latency": result["latency"],
-        "excluded": result.get("excluded", {}),
+        EXCLUDED_COLUMN: result.get(EXCLUDED_COLUMN, {}),
         "warmup_steps": int(cell.cfg.edge.warmup_steps),
         "steps": result["steps"],
         "episodes": result["episodes"],

@@ -28,8 +28,21 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.env_bench.measure import CoreTimes, step_windows, windows
 from rlperf.errors import ConfigError
 from rlperf.job_wrapper import JobContext
-from rlperf.layout import METRICS_FILE
-from rlperf.results.columns import ENV_WINDOW_COLUMNS
+from rlperf.layout import EXCLUDED_COLUMN, METRICS_FILE
+from rlperf.results.columns import (
+    CALLS,
+    CPU_CORES,
+    ENV_STEPS,
+    ENV_STEPS_PER_S,
+    ENV_WINDOW_COLUMNS,
+    FRAMES_PER_S,
+    ITER_S,
+    ITERATION,
+    RESETS,
+    RSS_MB,
+    STEP_MS_P50,
+    WALL_S,
+)
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.latency import summarize_latency
 from rlperf.results.protocol import env_protocol
@@ -44,16 +57,16 @@ SUMMARY_KEYS = (
     "seed",
     "warmup",
     "steps",
-    "calls",
+    CALLS,
     "seconds",
-    "env_steps_per_s",
+    ENV_STEPS_PER_S,
     "frames_per_step",
-    "frames_per_s",
+    FRAMES_PER_S,
     "wall_steps_per_s",
     "episodes_ended",
     "latency",
     "cpu",
-    "rss_mb",
+    RSS_MB,
 )
 
 RANDOM_ACTIONS = "uniformly random (the engine's action_space.sample, seeded with seed)"
@@ -171,15 +184,15 @@ def measure(bench: EnvBench, env: Any, act: Any, ctx: JobContext) -> Measured:
     try:
         for row, ms in step_windows(env, act, plan, ctx.started, int(bench.cfg.seed)):
             frames = out.frames_per_step
-            row["frames_per_s"] = row["env_steps_per_s"] * frames if frames else math.nan
+            row[FRAMES_PER_S] = row[ENV_STEPS_PER_S] * frames if frames else math.nan
             log.write(row)
             ctx.rows.append(row)
-            if row["excluded"]:
+            if row[EXCLUDED_COLUMN]:
                 out.cores = CoreTimes()  # each CPU's busy share over the timed windows only
             else:
                 out.step_ms.append(ms)
-            done = row["iteration"] - (len(plan) - timed)
-            info = f"{row['env_steps_per_s']:.0f} env steps/s, step p50 {row['step_ms_p50']:.3f} ms"
+            done = row[ITERATION] - (len(plan) - timed)
+            info = f"{row[ENV_STEPS_PER_S]:.0f} env steps/s, step p50 {row[STEP_MS_P50]:.3f} ms"
             ctx.step(max(done, 0), timed, info, unit="window", row=row)
     finally:
         log.close()
@@ -188,15 +201,15 @@ def measure(bench: EnvBench, env: Any, act: Any, ctx: JobContext) -> Measured:
 
 def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The env stage's part of ``summary.json`` from its timed windows."""
-    kept = [r for r in rows if not r["excluded"]]
-    steps = sum(int(r["env_steps"]) for r in kept)
-    env_s = sum(float(r["iter_s"]) for r in kept)
-    wall_s = sum(float(r["wall_s"]) for r in kept)
+    kept = [r for r in rows if not r[EXCLUDED_COLUMN]]
+    steps = sum(int(r[ENV_STEPS]) for r in kept)
+    env_s = sum(float(r[ITER_S]) for r in kept)
+    wall_s = sum(float(r[WALL_S]) for r in kept)
     rate = steps / env_s if env_s > 0 else math.nan
     frames = measured.frames_per_step
     all_ms = np.concatenate(measured.step_ms) if measured.step_ms else np.array([])
     warm = bench.cfg.env_bench.warmup_steps
-    busy = sum(float(r["cpu_cores"]) * float(r["wall_s"]) for r in kept)
+    busy = sum(float(r[CPU_CORES]) * float(r[WALL_S]) for r in kept)
     return {
         "engine": bench.engine,
         "seed": int(bench.cfg.seed),
@@ -206,19 +219,19 @@ def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -
             "excluded_from_summary": True,
         },
         "steps": steps,
-        "calls": sum(int(r["calls"]) for r in kept),
+        CALLS: sum(int(r[CALLS]) for r in kept),
         "seconds": env_s,
-        "env_steps_per_s": rate,
+        ENV_STEPS_PER_S: rate,
         "frames_per_step": frames,
-        "frames_per_s": rate * frames if frames else None,
+        FRAMES_PER_S: rate * frames if frames else None,
         "wall_steps_per_s": steps / wall_s if wall_s > 0 else math.nan,
-        "episodes_ended": sum(int(r["resets"]) for r in kept),
+        "episodes_ended": sum(int(r[RESETS]) for r in kept),
         "latency": {"step_ms": summarize_latency(all_ms)},
         "cpu": {
             "process_cores": busy / wall_s if wall_s > 0 else math.nan,
             "per_core_busy_pct": measured.cores.busy_pct() if measured.cores else [],
         },
-        "rss_mb": {"max": max((float(r["rss_mb"]) for r in kept), default=math.nan)},
+        RSS_MB: {"max": max((float(r[RSS_MB]) for r in kept), default=math.nan)},
     }
 
 
@@ -240,8 +253,8 @@ def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, 
     ctx.summary.update(summarise(bench, measured, ctx.rows))
     s = ctx.summary
     ctx.progress(
-        f"done: {s['steps']} env steps, {s['env_steps_per_s']:.0f} env steps/s"
-        + (f" ({s['frames_per_s']:.0f} frames/s)" if s["frames_per_s"] else "")
+        f"done: {s['steps']} env steps, {s[ENV_STEPS_PER_S]:.0f} env steps/s"
+        + (f" ({s[FRAMES_PER_S]:.0f} frames/s)" if s[FRAMES_PER_S] else "")
         + f", step p50 {s['latency']['step_ms']['p50']:.3f} ms over {bench.num_envs} env(s)"
     )
     return {k: s[k] for k in SUMMARY_KEYS if k in s}

@@ -18,7 +18,24 @@ from typing import Any
 import numpy as np
 import psutil
 
-from rlperf.layout import Exclusion
+from rlperf.layout import EXCLUDED_COLUMN, Exclusion
+from rlperf.results.columns import (
+    ACTION_S,
+    CALLS,
+    CPU_CORES,
+    CPU_UTIL_PCT,
+    ENV_STEPS,
+    ENV_STEPS_PER_S,
+    ITER_S,
+    ITERATION,
+    RAM_UTIL_PCT,
+    RESETS,
+    RSS_MB,
+    STEP_MS_P50,
+    STEP_MS_P99,
+    TIME_S,
+    WALL_S,
+)
 
 
 class ProcessTree:
@@ -125,21 +142,21 @@ def step_windows(
         env_s = float(step_ms.sum()) / 1e3
         p50, p99 = np.percentile(step_ms, [50, 99])
         row = {
-            "iteration": w.number,
-            "time_s": time.monotonic() - started,
-            "excluded": Exclusion.warmup if w.warmup else "",
-            "iter_s": env_s,
-            "env_steps": w.calls * num_envs,
-            "env_steps_per_s": w.calls * num_envs / env_s if env_s > 0 else math.nan,
-            "calls": w.calls,
-            "resets": resets,
-            "step_ms_p50": float(p50),
-            "step_ms_p99": float(p99),
-            "action_s": act_ns / 1e9,
-            "wall_s": wall_s,
-            "cpu_cores": (tree.cpu_s() - cpu0) / wall_s if wall_s > 0 else math.nan,
-            "rss_mb": tree.rss_mb(),
-            "cpu_util_pct": psutil.cpu_percent(),
-            "ram_util_pct": psutil.virtual_memory().percent,
+            ITERATION: w.number,
+            TIME_S: time.monotonic() - started,
+            EXCLUDED_COLUMN: Exclusion.warmup if w.warmup else "",
+            ITER_S: env_s,
+            ENV_STEPS: w.calls * num_envs,
+            ENV_STEPS_PER_S: w.calls * num_envs / env_s if env_s > 0 else math.nan,
+            CALLS: w.calls,
+            RESETS: resets,
+            STEP_MS_P50: float(p50),
+            STEP_MS_P99: float(p99),
+            ACTION_S: act_ns / 1e9,
+            WALL_S: wall_s,
+            CPU_CORES: (tree.cpu_s() - cpu0) / wall_s if wall_s > 0 else math.nan,
+            RSS_MB: tree.rss_mb(),
+            CPU_UTIL_PCT: psutil.cpu_percent(),
+            RAM_UTIL_PCT: psutil.virtual_memory().percent,
         }
         yield row, step_ms

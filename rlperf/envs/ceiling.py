@@ -35,6 +35,7 @@ import numpy as np
 
 from rlperf import __version__
 from rlperf.envs.factory import make_env
+from rlperf.results.columns import RESETS
 from rlperf.specs.engines import VECTOR_ENGINES, engine_of
 from rlperf.telemetry.fingerprint import compact_ranges, cpu_model
 
@@ -68,7 +69,7 @@ def measure_ceiling(
     return {
         "steps_per_s": steps / elapsed,
         "steps": steps,
-        "resets": resets,
+        RESETS: resets,
         "seconds": elapsed,
         **extra,
         "actions": "uniformly random (action_space.sample)",

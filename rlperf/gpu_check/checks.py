@@ -29,17 +29,17 @@ from typing import Any
 from rlperf.layout import (
     EXCLUDED_COLUMN,
     FINGERPRINT_FILE,
+    INDEX_FILE,
     METRICS_FILE,
     SUMMARY_FILE,
     TELEMETRY_FILE,
     Exclusion,
 )
+from rlperf.results.columns import FORWARD_MS, ITER_S, LEARN_S, TIME_S
 from rlperf.telemetry.sampler import GPU_METRICS
 
 #: The manifest the runner writes in the output folder (what ran, how it exited).
 MANIFEST_FILE = "gpu_check.json"
-#: A sweep folder's index (:mod:`rlperf.sweep.index`; not imported: it is a stage-level module).
-SWEEP_INDEX_FILE = "sweep.json"
 #: Ray's resource unit: GPU shares are compared to this precision.
 SHARE_TOL = 1e-6
 
@@ -234,7 +234,7 @@ def _values_check(
             if math.isnan(v) or not ok(v):
                 bad.append(f"row {k}: {metric}={_fmt(v)}")
     for k, (row, v) in enumerate(zip(rows, col["mem_used_mb"], strict=True), start=1):
-        in_use = busy is None or any(t0 <= row["time_s"] <= t1 for t0, t1 in busy)
+        in_use = busy is None or any(t0 <= row[TIME_S] <= t1 for t0, t1 in busy)
         if math.isnan(v) or v < 0 or (in_use and v == 0):
             bad.append(f"row {k}: mem_used_mb={_fmt(v)}" + (" while training" if busy else ""))
     if not any(v > 0 for v in col["mem_used_mb"]):
@@ -299,7 +299,7 @@ def training_checks(label: str, folder: Path) -> list[Check]:
 
 def iteration_windows(metrics: Rows) -> list[tuple[float, float]]:
     """The ``time_s`` span of every training iteration (``metrics.csv``: end and ``iter_s``)."""
-    return [(r["time_s"] - r["iter_s"], r["time_s"]) for r in metrics]
+    return [(r[TIME_S] - r[ITER_S], r[TIME_S]) for r in metrics]
 
 
 # -------------------------------------------------------------- across training jobs
@@ -313,10 +313,8 @@ def learn_s(rows: Rows) -> float:
     iterations are all warm-up gives its last one.
     """
     # `excluded` (warmup: 1.0 by _number; empty: NaN); rlperf 0.1 wrote a boolean `warmup`.
-    steady = [
-        r["learn_s"] for r in rows if not (r.get(EXCLUDED_COLUMN, 0) == 1.0 or r.get("warmup"))
-    ]
-    values = steady or [rows[-1]["learn_s"]]
+    steady = [r[LEARN_S] for r in rows if not (r.get(EXCLUDED_COLUMN, 0) == 1.0 or r.get("warmup"))]
+    values = steady or [rows[-1][LEARN_S]]
     return float(statistics.median(values))
 
 
@@ -369,7 +367,7 @@ def rollout_checks(label: str, folder: Path) -> list[Check]:
         checks.append(Check(f"{label}: probe on the GPU", "same logits", seen, err <= tol))
     else:
         checks.append(Check(f"{label}: probe on the GPU", "same logits", "not recorded", False))
-    forward = ((summary.get("latency") or {}).get("forward_ms") or {}).get("p50")
+    forward = ((summary.get("latency") or {}).get(FORWARD_MS) or {}).get("p50")
     steps = int(summary.get("steps") or 0)
     ok = steps > 0 and forward is not None and math.isfinite(float(forward))
     seen = f"{steps} steps, forward p50 {forward if forward is None else f'{forward:.3f}'} ms"
@@ -396,9 +394,9 @@ def request_check(label: str, record: dict[str, Any], plan: dict[str, Any]) -> C
 
 def sweep_checks(label: str, folder: Path, cells: int) -> list[Check]:
     """A sweep through the Tune launcher: every cell completed, asked for and got its shares."""
-    index = read_json(folder / SWEEP_INDEX_FILE)
+    index = read_json(folder / INDEX_FILE)
     if index is None:
-        return [Check(f"{label}: {SWEEP_INDEX_FILE}", "present", "missing", False)]
+        return [Check(f"{label}: {INDEX_FILE}", "present", "missing", False)]
     records = sorted(index.get("cells", {}).values(), key=lambda r: int(r.get("job_num", 0)))
     done = [r for r in records if r.get("status") == "completed"]
     statuses = ", ".join(f"{r.get('subdir')}: {r.get('status')}" for r in records) or "no cells"

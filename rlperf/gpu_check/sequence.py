@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rlperf.gpu_check.checks import MANIFEST_FILE
+from rlperf.results.columns import WALL_S
 
 #: Every training job's settings (the sweep's too).
 TRAIN_BASE: tuple[str, ...] = (
@@ -136,7 +137,7 @@ def step_record(step: Step, out: Path) -> dict[str, Any]:
         "command": command(step, out),
         "cells": [list(c) for c in step.cells()],
         "returncode": None,
-        "wall_s": None,
+        WALL_S: None,
         "log": f"logs/{step.name.replace('/', '_')}.log",
     }
 
@@ -170,11 +171,11 @@ def run_sequence(
         t0 = time.monotonic()
         with (out / record["log"]).open("w") as log:
             record["returncode"] = _run(record["command"], out, env, log, timeout_s)
-        record["wall_s"] = round(time.monotonic() - t0, 1)
+        record[WALL_S] = round(time.monotonic() - t0, 1)
         manifest["total_s"] = round(time.monotonic() - started, 1)
         write_manifest(out, manifest)
         status = "ok" if record["returncode"] == 0 else f"exit {record['returncode']}"
-        progress(f"[{k}/{len(steps)}] {step.name}: {status} in {record['wall_s']} s")
+        progress(f"[{k}/{len(steps)}] {step.name}: {status} in {record[WALL_S]} s")
     return manifest
 
 

@@ -26,6 +26,7 @@ from rlperf.errors import (
     interrupt_reason,
     stop_handlers,
 )
+from rlperf.results.columns import TRAINING_OBJECTIVES
 from rlperf.tracking.tools import TOOLS, missing_tools
 
 
@@ -78,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--objective",
-        choices=("env_steps", "trained_steps", "iter_s", "time_to_target"),
+        choices=TRAINING_OBJECTIVES,
         default=None,
         help="what training is ranked on (default, per comparison: time to target where the "
         "runs have a target, else env_steps, the time per 1 000 env steps); iter_s only where "

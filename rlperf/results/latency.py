@@ -17,11 +17,18 @@ from typing import Any
 import numpy as np
 
 from rlperf.layout import EPISODES_FILE, EXCLUDED_COLUMN, STEPS_FILE, Exclusion
-from rlperf.results.columns import LATENCY_COLUMNS
+from rlperf.results.columns import (
+    ACTION_MS,
+    ENV_STEP_MS,
+    FORWARD_MS,
+    LATENCY_COLUMNS,
+    TIME_S,
+    WALL_S,
+)
 from rlperf.results.csvlog import CsvLog
 
 STEP_COLUMNS = ("episode", "step", EXCLUDED_COLUMN, *LATENCY_COLUMNS, "action")
-EPISODE_COLUMNS = ("episode", "return", "length", "wall_s")
+EPISODE_COLUMNS = ("episode", "return", "length", WALL_S)
 #: The statistics of each latency column in an episode's window (:func:`window_row`).
 WINDOW_STATS = ("mean", "p50", "p90", "p99")
 
@@ -79,7 +86,7 @@ def window_row(
         "return": float(episode["return"]),
         "length": float(episode["length"]),
         "steps": float(steps),
-        "time_s": float(time_s),
+        TIME_S: float(time_s),
     }
     for column, values in latency.items():
         stats = summarize_latency(values, np.asarray(warm, dtype=bool))
@@ -100,7 +107,7 @@ def episode_windows(
     for ep in episodes:
         rows = by_episode.get(int(ep["episode"]), [])
         done += len(rows)
-        wall += float(ep["wall_s"])
+        wall += float(ep[WALL_S])
         latency = {c: [_number(r[c]) for r in rows] for c in LATENCY_COLUMNS}
         warm = [str(r[EXCLUDED_COLUMN] or "") == Exclusion.warmup for r in rows]
         out.append(window_row(latency, warm, ep, done, wall))
@@ -175,9 +182,9 @@ class LatencyRecorder:
         ``action``: an int (Discrete), or an array (Box; written as its one value, or its
         values separated by spaces).
         """
-        self._values["forward_ms"].append(forward_ms)
-        self._values["action_ms"].append(action_ms)
-        self._values["env_step_ms"].append(env_step_ms)
+        self._values[FORWARD_MS].append(forward_ms)
+        self._values[ACTION_MS].append(action_ms)
+        self._values[ENV_STEP_MS].append(env_step_ms)
         self._actions.append(action_value(action))
         self._episode_of_step.append(int(episode))
 
@@ -188,9 +195,9 @@ class LatencyRecorder:
                     "episode": self._episode_of_step[i],
                     "step": i,
                     EXCLUDED_COLUMN: Exclusion.warmup if i < self.warmup_steps else "",
-                    "forward_ms": self._values["forward_ms"][i],
-                    "action_ms": self._values["action_ms"][i],
-                    "env_step_ms": self._values["env_step_ms"][i],
+                    FORWARD_MS: self._values[FORWARD_MS][i],
+                    ACTION_MS: self._values[ACTION_MS][i],
+                    ENV_STEP_MS: self._values[ENV_STEP_MS][i],
                     "action": self._actions[i],
                 }
             )
@@ -203,7 +210,7 @@ class LatencyRecorder:
         the episode's :func:`window_row` (its latency statistics, for tracking)."""
         self._write_pending()
         row = {"episode": int(episode), "return": float(episode_return), "length": int(length)}
-        row["wall_s"] = float(wall_s)
+        row[WALL_S] = float(wall_s)
         self._episodes.write(row)
         self.episode_rows.append(row)
         start, end = self._episode_start, self.steps

@@ -33,9 +33,11 @@ from omegaconf import DictConfig
 
 from rlperf.errors import CheckpointError, SkipCell
 from rlperf.job_wrapper import JobContext
+from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.resources.placement import env_runner_state, learner_placement
 from rlperf.resources.plan import check_feasible
 from rlperf.resources.ray_session import ray_session
+from rlperf.results.columns import ACTION_MS, ENV_STEPS, FORWARD_MS
 from rlperf.results.latency import LatencyRecorder
 from rlperf.rollout.timing import measure_timer
 from rlperf.runs.checkpoint import TrainedRun
@@ -52,7 +54,7 @@ SUMMARY_KEYS = (
     "algorithm_started",
     "warmup_steps",
     "warmup",
-    "excluded",
+    EXCLUDED_COLUMN,
     "env",
     "model_params",
     "probe",
@@ -101,7 +103,7 @@ def _runner_state(runner: Any) -> dict[str, Any]:
 
     return {
         **env_runner_state(runner),
-        "env_steps": int(getattr(runner, "num_env_steps_sampled_lifetime", 0)),
+        ENV_STEPS: int(getattr(runner, "num_env_steps_sampled_lifetime", 0)),
     }
 
 
@@ -138,7 +140,7 @@ class EnvRunnerWatch:
                     "pid": s["pid"],
                     "device": s["device"],
                     "gpus": s["gpus"],
-                    "env_steps_during_rollout": a["env_steps"] - s["env_steps"],
+                    "env_steps_during_rollout": a[ENV_STEPS] - s[ENV_STEPS],
                     "cpu_s_during_rollout": (
                         cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
                     ),
@@ -229,7 +231,7 @@ def play(
             finished += 1
             if progress is not None:
                 target = f"/{episodes}" if steps is None else ""
-                lat = recorder.values("action_ms")[-length:]
+                lat = recorder.values(ACTION_MS)[-length:]
                 progress(
                     f"episode {episode + 1}{target}: return {ret:+.0f}, {length} steps, "
                     f"action median {sorted(lat)[len(lat) // 2]:.3f} ms ({step} steps in all)"
@@ -385,7 +387,7 @@ def record_latency(recorder: Any, summary: dict[str, Any]) -> None:
     """Steps, latency and episode aggregates of what was played (also after a failure)."""
     summary["steps"] = recorder.steps
     summary["latency"] = recorder.latency_summary()
-    summary["excluded"] = recorder.excluded()
+    summary[EXCLUDED_COLUMN] = recorder.excluded()
     summary["episodes"] = recorder.episode_summary()
 
 
@@ -417,8 +419,8 @@ def run_rollout(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, An
     summary = ctx.summary
     ctx.progress(
         f"done: {summary['steps']} steps, {summary['episodes']['count']} episodes, action "
-        f"p50 {summary['latency']['action_ms']['p50']:.3f} ms, forward p50 "
-        f"{summary['latency']['forward_ms']['p50']:.3f} ms (first {cfg.rollout.warmup_steps} "
+        f"p50 {summary['latency'][ACTION_MS]['p50']:.3f} ms, forward p50 "
+        f"{summary['latency'][FORWARD_MS]['p50']:.3f} ms (first {cfg.rollout.warmup_steps} "
         f"steps excluded)"
     )
     return {k: summary[k] for k in SUMMARY_KEYS if k in summary}

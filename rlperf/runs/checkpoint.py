@@ -38,6 +38,7 @@ from rlperf.layout import (
     compatible_version,
     major_minor,
 )
+from rlperf.results.columns import ITERATION
 from rlperf.runs.geometry import check_same_model, model_geometry, model_kind_of
 from rlperf.runs.jobs import JobQuery, UpstreamJob
 from rlperf.runs.locate import resolve_paths
@@ -249,7 +250,7 @@ def load_trained_run(
         rlperf_version=str(payload.get("rlperf_version")),
         ray_version=ray_version,
         model_config=dict(payload["model_config"]),
-        trained_iterations=int(extra["iteration"]) if "iteration" in extra else None,
+        trained_iterations=int(extra[ITERATION]) if ITERATION in extra else None,
         probe=probe,
         notes=notes,
     )

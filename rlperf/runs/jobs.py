@@ -40,6 +40,7 @@ from rlperf.layout import (
     current_group,
     is_excluded,
 )
+from rlperf.results.columns import EPISODE_RETURN_MEAN, ITER_S
 from rlperf.runs.overrides import explicit_model, override_keys
 from rlperf.specs.stages import trains
 
@@ -136,13 +137,13 @@ class UpstreamJob:
         """Mean seconds per iteration over the counted iterations (all where none counts)."""
         rows = _metrics_rows(self.path)
         counted = [r for r in rows if not is_excluded(r.get(EXCLUDED_COLUMN))] or rows
-        values = [v for v in (_float(r.get("iter_s")) for r in counted) if v is not None]
+        values = [v for v in (_float(r.get(ITER_S)) for r in counted) if v is not None]
         return sum(values) / len(values) if values else None
 
     def final_return(self) -> float | None:
         """``episode_return_mean`` of the last iteration: the return the checkpoint had."""
         rows = _metrics_rows(self.path)
-        return _float(rows[-1].get("episode_return_mean")) if rows else None
+        return _float(rows[-1].get(EPISODE_RETURN_MEAN)) if rows else None
 
     def started_at(self) -> str:
         """``start_time`` of ``fingerprint.json`` (ISO 8601, so it sorts), or ''."""

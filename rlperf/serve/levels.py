@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from rlperf.layout import EXCLUDED_COLUMN
+
 #: Latency statistics of a level: (name, quantile); ``max`` has no interval.
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
 
@@ -102,7 +104,7 @@ def level_row(
 
 def counts_for_slo(row: Mapping[str, Any]) -> bool:
     """An open-loop level that may decide the max rate: on schedule, not excluded."""
-    return row["loop"] == "open" and bool(row["on_schedule"]) and not row.get("excluded")
+    return row["loop"] == "open" and bool(row["on_schedule"]) and not row.get(EXCLUDED_COLUMN)
 
 
 def max_rate_under_slo(rows: Sequence[Mapping[str, Any]], slo_ms: float) -> dict[str, Any]:
@@ -129,6 +131,6 @@ def max_rate_under_slo(rows: Sequence[Mapping[str, Any]], slo_ms: float) -> dict
 
 
 def _why_not_counted(row: Mapping[str, Any]) -> str:
-    if row.get("excluded"):
-        return f"excluded ({row['excluded']})"
+    if row.get(EXCLUDED_COLUMN):
+        return f"excluded ({row[EXCLUDED_COLUMN]})"
     return f"generator off schedule (send lag p99 {row['send_lag_p99_ms']:.1f} ms)"

@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from rlperf.job_wrapper import JobContext
 from rlperf.layout import EXCLUDED_COLUMN, LEVELS_FILE, REQUESTS_FILE, Exclusion
 from rlperf.resources.plan import ray_cpu_count
+from rlperf.results.columns import WALL_S
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import excluded_counts
 from rlperf.serve.levels import level_row, max_rate_under_slo
@@ -227,7 +228,7 @@ def level_summary(cfg: DictConfig, result: LevelResult) -> dict[str, Any]:
     )
     row["replica_killed"] = result.killed or ""
     row[EXCLUDED_COLUMN] = Exclusion.fault if plan.kill_replica else ""
-    row["wall_s"] = result.wall_s
+    row[WALL_S] = result.wall_s
     return row
 
 
@@ -258,7 +259,7 @@ def summarise(
         "max_rate_under_slo": max_rate_under_slo(load, float(cfg.serve.slo_ms)),
         "actions": action_check(rows),
         "faults": fault_summary(levels),
-        "excluded": excluded_counts(rows),
+        EXCLUDED_COLUMN: excluded_counts(rows),
         "requests": len(rows),
         "levels": len(levels),
         "network": network,

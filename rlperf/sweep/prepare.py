@@ -18,6 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from rlperf.layout import CELL_FILE
+from rlperf.results.columns import WALL_S
 from rlperf.sweep.cells import cell_hash, is_rlperf_config
 from rlperf.sweep.index import CellRecord, SweepIndex
 from rlperf.sweep.state import Cell, SweepSetup
@@ -26,7 +27,7 @@ from rlperf.sweep.upstream import upstream_label
 #: What a kept cell's record carries over from the run that completed it.
 _KEPT_FIELDS = (
     "status",
-    "wall_s",
+    WALL_S,
     "started_at",
     "finished_at",
     "return_value",

@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from rlperf.layout import CONFIG_FILE, METRICS_FILE, SEARCH_FILE, RunStatus
-from rlperf.results.columns import TRAIN_COLUMNS
+from rlperf.results.columns import EPISODE_RETURN_MEAN, TRAIN_COLUMNS
 from rlperf.results.summary import write_json
 from rlperf.sweep.index import read_summary
 
@@ -26,7 +26,7 @@ BEST_PRESET = Path("experiment") / "search_best.yaml"
 #: Cumulative env steps, added to every trial result by the launcher (a scheduler's time).
 ENV_STEPS_TOTAL = "env_steps_total"
 #: The per-iteration metric a scheduler compares when the objective is summary-only.
-PROXY_METRIC, PROXY_MODE = "episode_return_mean", "max"
+PROXY_METRIC, PROXY_MODE = EPISODE_RETURN_MEAN, "max"
 #: Groups of the primary config that are not the experiment's own choices.
 _NOT_PRESET_GROUPS = ("experiment", "experiment_algo@algo", "rlperf_schema")
 

@@ -32,6 +32,7 @@ from ray import tune
 from rlperf.errors import CellFailed, TrialStopped
 from rlperf.job_wrapper import IN_TRIAL_ENV, STEP_SINKS
 from rlperf.layout import SUMMARY_FILE, RunStatus
+from rlperf.results.columns import ENV_STEPS
 from rlperf.results.summary import write_json
 from rlperf.sweep.cells import is_rlperf_config
 from rlperf.sweep.index import read_summary
@@ -163,8 +164,8 @@ class _StepReporter:
             for k, v in (row or {}).items()
             if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
         }
-        if "env_steps" in numbers:
-            self.env_steps += int(numbers["env_steps"])
+        if ENV_STEPS in numbers:
+            self.env_steps += int(numbers[ENV_STEPS])
             numbers[ENV_STEPS_TOTAL] = self.env_steps
         try:
             tune.report({**numbers, RESULT_STEP: [done, total, info]})

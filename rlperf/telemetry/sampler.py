@@ -25,6 +25,7 @@ from typing import IO, Any
 
 import psutil
 
+from rlperf.results.columns import CPU_UTIL_PCT, RAM_UTIL_PCT, TIME_S
 from rlperf.telemetry.cpu import MIB, cpu_util_between, process_tree_rss_mb
 from rlperf.telemetry.nvml import NvmlSession, nvml_unavailable_reason, open_nvml
 from rlperf.telemetry.window import StartStop
@@ -35,9 +36,9 @@ NAN = math.nan
 
 #: Machine-wide columns of ``telemetry.csv``, in file order.
 SYSTEM_COLUMNS: tuple[str, ...] = (
-    "time_s",
-    "cpu_util_pct",
-    "ram_util_pct",
+    TIME_S,
+    CPU_UTIL_PCT,
+    RAM_UTIL_PCT,
     "ram_used_mb",
     "proc_rss_mb",
 )
@@ -313,7 +314,7 @@ class TelemetrySampler(StartStop):
             raise RuntimeError("TelemetrySampler.sample_now() needs start() first")
         with self._lock:
             t = self.now()
-            row: dict[str, float] = {"time_s": t}
+            row: dict[str, float] = {TIME_S: t}
             # GPUs first, right after the timestamp: the energy trace's accuracy
             # depends on how close the counter read is to its timestamp.
             nvml_live = self._nvml_live()
@@ -329,8 +330,8 @@ class TelemetrySampler(StartStop):
                 self._last_energy_t = t
             cpu_after = psutil.cpu_times()
             vm = psutil.virtual_memory()
-            row["cpu_util_pct"] = cpu_util_between(self._cpu_before, cpu_after)
-            row["ram_util_pct"] = float(vm.percent)
+            row[CPU_UTIL_PCT] = cpu_util_between(self._cpu_before, cpu_after)
+            row[RAM_UTIL_PCT] = float(vm.percent)
             # total - available, so that ram_used_mb / total == ram_util_pct
             row["ram_used_mb"] = (vm.total - vm.available) / MIB
             # The process-tree scan walks /proc (ms), so it comes last.

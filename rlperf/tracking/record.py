@@ -34,6 +34,7 @@ from rlperf.layout import (
     STEPS_FILE,
     SUMMARY_FILE,
 )
+from rlperf.results.columns import ENV_STEPS, TIME_S, WALL_S
 from rlperf.results.csvlog import read_rows
 from rlperf.results.flat import flatten
 from rlperf.results.latency import episode_windows
@@ -205,12 +206,12 @@ class StepAxis:
     def __call__(self, row: Mapping[str, Any]) -> TrackedRow:
         values = numbers(row)
         if self.rows_file == METRICS_FILE:
-            self.env_steps += values.get("env_steps", 0.0)
-            return TrackedRow(int(self.env_steps), values.get("time_s", math.nan), values)
+            self.env_steps += values.get(ENV_STEPS, 0.0)
+            return TrackedRow(int(self.env_steps), values.get(TIME_S, math.nan), values)
         if self.rows_file == LEVELS_FILE:
-            self.wall_s += values.get("wall_s", 0.0)
+            self.wall_s += values.get(WALL_S, 0.0)
             return TrackedRow(int(values.get("level", 0)), self.wall_s, values)
-        return TrackedRow(int(values.get("steps", 0)), values.get("time_s", math.nan), values)
+        return TrackedRow(int(values.get("steps", 0)), values.get(TIME_S, math.nan), values)
 
 
 def place(stage: str, rows: Iterable[Mapping[str, Any]]) -> list[TrackedRow]:

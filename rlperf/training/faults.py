@@ -25,7 +25,16 @@ from typing import Any
 from rlperf.errors import RunFault
 from rlperf.layout import EXCLUDED_COLUMN, Exclusion
 from rlperf.resources.plan import ResourcePlan
-from rlperf.results.columns import FAULT_COLUMNS
+from rlperf.results.columns import (
+    ENV_RUNNER_RESTARTS,
+    ENV_RUNNERS_HEALTHY,
+    ENV_RUNNERS_LOST,
+    ENV_STEPS,
+    FAULT_COLUMNS,
+    ITERATION,
+    LEARNER_FAILURES,
+    OOM_KILLS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -117,17 +126,17 @@ class FaultWatch:
         learners_healthy, learner_restarts = _learner_counts(self.algo, self.learners)
         self.learners_healthy = learners_healthy
         row = {
-            "env_runners_healthy": healthy,
-            "env_runner_restarts": restarts - self.restarts,
-            "env_runners_lost": max(self.env_runners - healthy, 0),
-            "learner_failures": max(self.learners - learners_healthy, 0)
+            ENV_RUNNERS_HEALTHY: healthy,
+            ENV_RUNNER_RESTARTS: restarts - self.restarts,
+            ENV_RUNNERS_LOST: max(self.env_runners - healthy, 0),
+            LEARNER_FAILURES: max(self.learners - learners_healthy, 0)
             + (learner_restarts - self.learner_restarts),
-            "oom_kills": 0,
+            OOM_KILLS: 0,
         }
         self.restarts, self.learner_restarts = restarts, learner_restarts
         if _touched(row):
             killed = oom_kills(self.oom_seen, self.worker_table())
-            row["oom_kills"] = len(killed)
+            row[OOM_KILLS] = len(killed)
             if killed and not self.oom_said:  # once a run; the fault lines count them
                 self.oom_said = True
                 log.warning("Ray's memory monitor killed a worker: %s", killed[0])
@@ -136,14 +145,14 @@ class FaultWatch:
 
 def _touched(row: dict[str, Any]) -> bool:
     """A fault touched the iteration: an env runner lost or restarted, a learner failed."""
-    return bool(row["env_runner_restarts"] or row["env_runners_lost"] or row["learner_failures"])
+    return bool(row[ENV_RUNNER_RESTARTS] or row[ENV_RUNNERS_LOST] or row[LEARNER_FAILURES])
 
 
 def exclusion(row: dict[str, Any], warmup: bool) -> str:
     """The iteration's ``excluded`` value: a fault first, then no samples, then warm-up."""
     if _touched(row):
         return Exclusion.fault
-    if row["env_steps"] == 0:
+    if row[ENV_STEPS] == 0:
         return Exclusion.no_samples
     return Exclusion.warmup if warmup else ""
 
@@ -153,14 +162,14 @@ def describe(row: dict[str, Any]) -> str:
     if row[EXCLUDED_COLUMN] == Exclusion.no_samples:
         return "no env steps sampled"
     parts = [
-        f"{row['env_runners_lost']} env runner(s) lost",
-        f"{row['env_runner_restarts']} restarted",
-        f"{row['env_runners_healthy']} healthy at its end",
+        f"{row[ENV_RUNNERS_LOST]} env runner(s) lost",
+        f"{row[ENV_RUNNER_RESTARTS]} restarted",
+        f"{row[ENV_RUNNERS_HEALTHY]} healthy at its end",
     ]
-    if row["learner_failures"]:
-        parts.append(f"{row['learner_failures']} learner failure(s)")
-    if row.get("oom_kills"):
-        parts.append(f"{row['oom_kills']} killed by Ray's memory monitor (out of memory)")
+    if row[LEARNER_FAILURES]:
+        parts.append(f"{row[LEARNER_FAILURES]} learner failure(s)")
+    if row.get(OOM_KILLS):
+        parts.append(f"{row[OOM_KILLS]} killed by Ray's memory monitor (out of memory)")
     return ", ".join(parts)
 
 
@@ -168,7 +177,7 @@ def handle(row: dict[str, Any], on_fault: str) -> None:
     """Say so when ``row`` is a fault iteration; raise :class:`RunFault` if ``on_fault=fail``."""
     if row[EXCLUDED_COLUMN] not in FAULT_EXCLUSIONS:
         return
-    what = f"iteration {row['iteration']}: {describe(row)}"
+    what = f"iteration {row[ITERATION]}: {describe(row)}"
     if on_fault == "fail":
         raise RunFault(f"{what} (train.on_fault=fail)")
     log.warning("%s: excluded from the figures (train.on_fault=continue)", what)
@@ -179,7 +188,7 @@ def check_trainable(watch: FaultWatch, row: dict[str, Any]) -> None:
     restart learners, and an APPO/IMPALA run without one goes on sampling nothing and
     training nothing (and cannot save its checkpoint), whatever ``train.on_fault`` says."""
     if watch.learners and watch.learners_healthy == 0:
-        raise learner_lost(row["iteration"], row["iteration"] - 1)
+        raise learner_lost(row[ITERATION], row[ITERATION] - 1)
 
 
 def learner_lost(iteration: int, kept: int, cause: BaseException | None = None) -> RunFault:
@@ -196,7 +205,7 @@ def fault_list(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``summary.json["faults"]``: every fault iteration with its health columns."""
     return [
         {
-            "iteration": r["iteration"],
+            ITERATION: r[ITERATION],
             "reason": r[EXCLUDED_COLUMN],
             "what": describe(r),
             **{k: r[k] for k in FAULT_COLUMNS},

@@ -29,6 +29,17 @@ from omegaconf import DictConfig
 
 from rlperf.envs.check import DEFAULT_EVALUATION_CAP
 from rlperf.envs.factory import CAPPED_INFO, EVALUATION_CAP, time_limit
+from rlperf.results.columns import (
+    ENV_STEPS,
+    EPISODE_RETURN_MEAN,
+    EVAL_CAPPED_EPISODES,
+    EVAL_EPISODES,
+    EVAL_RETURN_MEAN,
+    EVAL_S,
+    ITERATION,
+    TRAIN_TIME_S,
+    WALL_S,
+)
 
 #: The key RLlib's evaluation results count capped episodes under (:func:`count_capped`).
 CAPPED_METRIC = "rlperf_capped_episodes"
@@ -125,12 +136,12 @@ def evaluation_row(result: dict[str, Any], evaluated: bool = True) -> dict[str, 
     runners = (result.get(EVALUATION_RESULTS) or {}).get(ENV_RUNNER_RESULTS) or {}
     episodes = runners.get(NUM_EPISODES)
     if not evaluated or episodes is None or not math.isfinite(float(episodes)) or episodes <= 0:
-        return {"eval_return_mean": math.nan, "eval_episodes": 0, "eval_capped_episodes": 0}
+        return {EVAL_RETURN_MEAN: math.nan, EVAL_EPISODES: 0, EVAL_CAPPED_EPISODES: 0}
     ret = runners.get(EPISODE_RETURN_MEAN)
     return {
-        "eval_return_mean": float(ret) if ret is not None else math.nan,
-        "eval_episodes": int(episodes),
-        "eval_capped_episodes": int(runners.get(CAPPED_METRIC) or 0),
+        EVAL_RETURN_MEAN: float(ret) if ret is not None else math.nan,
+        EVAL_EPISODES: int(episodes),
+        EVAL_CAPPED_EPISODES: int(runners.get(CAPPED_METRIC) or 0),
     }
 
 
@@ -155,18 +166,18 @@ class StopCheck:
         self.reached_row: dict[str, Any] | None = None
 
     def observe(self, row: dict[str, Any]) -> str | None:
-        self.eval_s += float(row.get("eval_s") or 0.0)
-        self.capped += int(row.get("eval_capped_episodes") or 0)
-        self.env_steps += int(row["env_steps"])
+        self.eval_s += float(row.get(EVAL_S) or 0.0)
+        self.capped += int(row.get(EVAL_CAPPED_EPISODES) or 0)
+        self.env_steps += int(row[ENV_STEPS])
         wall = time.perf_counter() - self.built_at
-        row["train_time_s"] = wall - self.eval_s
+        row[TRAIN_TIME_S] = wall - self.eval_s
         hit = self._criterion(row)
         if hit == "episode_return":
             self.reached_row = {
-                "iteration": row["iteration"],
-                "train_time_s": row["train_time_s"],
-                "wall_s": wall,
-                "env_steps": self.env_steps,
+                ITERATION: row[ITERATION],
+                TRAIN_TIME_S: row[TRAIN_TIME_S],
+                WALL_S: wall,
+                ENV_STEPS: self.env_steps,
                 "return": self._judged_return(row),
             }
         if hit is not None:
@@ -185,9 +196,9 @@ class StopCheck:
         return min(max(parts), 1.0)
 
     def _judged_return(self, row: dict[str, Any]) -> float:
-        if self.judge == "eval" and row.get("eval_capped_episodes"):
+        if self.judge == "eval" and row.get(EVAL_CAPPED_EPISODES):
             return math.nan  # a capped episode never counts toward the target
-        key = "eval_return_mean" if self.judge == "eval" else "episode_return_mean"
+        key = EVAL_RETURN_MEAN if self.judge == "eval" else EPISODE_RETURN_MEAN
         value = row.get(key)
         return float(value) if value is not None else math.nan
 
@@ -197,7 +208,7 @@ class StopCheck:
             return "episode_return"
         if self.stop.env_steps is not None and self.env_steps >= int(self.stop.env_steps):
             return "env_steps"
-        if self.stop.time_s is not None and row["train_time_s"] >= float(self.stop.time_s):
+        if self.stop.time_s is not None and row[TRAIN_TIME_S] >= float(self.stop.time_s):
             return "time_s"
         return None
 
@@ -216,10 +227,10 @@ class StopCheck:
                 "stopped_by": self.stopped_by,
             },
             "reached": (self.reached_row is not None) if has_target else None,
-            "time_to_target_s": hit.get("train_time_s"),
-            "env_steps_to_target": hit.get("env_steps"),
-            "iterations_to_target": hit.get("iteration"),
-            "wall_s_to_target": hit.get("wall_s"),
+            "time_to_target_s": hit.get(TRAIN_TIME_S),
+            "env_steps_to_target": hit.get(ENV_STEPS),
+            "iterations_to_target": hit.get(ITERATION),
+            "wall_s_to_target": hit.get(WALL_S),
             "return_at_target": hit.get("return"),
-            "evaluation": {**self.settings, "eval_s": self.eval_s, "capped_episodes": self.capped},
+            "evaluation": {**self.settings, EVAL_S: self.eval_s, "capped_episodes": self.capped},
         }

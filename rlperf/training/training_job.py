@@ -29,7 +29,29 @@ from rlperf.job_wrapper import JobContext
 from rlperf.layout import CHECKPOINT_DIR, EXCLUDED_COLUMN, METRICS_FILE, POLICY_FILE, Exclusion
 from rlperf.resources.placement import env_runner_placement, learner_placement, plan_record
 from rlperf.resources.ray_session import ray_session
-from rlperf.results.columns import FAULT_COLUMNS, TRAIN_COLUMNS
+from rlperf.results.columns import (
+    CPU_UTIL_PCT,
+    ENV_STEPS,
+    ENV_STEPS_PER_S,
+    EPISODE_RETURN_MEAN,
+    EPISODES,
+    EVAL_CAPPED_EPISODES,
+    EVAL_EPISODES,
+    EVAL_RETURN_MEAN,
+    EVAL_S,
+    FAULT_COLUMNS,
+    ITER_S,
+    ITERATION,
+    LEARN_S,
+    LEARNER_UPDATES,
+    RAM_UTIL_PCT,
+    SAMPLE_S,
+    SAMPLING_EFFICIENCY,
+    TIME_S,
+    TRAIN_COLUMNS,
+    TRAIN_TIME_S,
+    TRAINED_STEPS,
+)
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.runs.probe import write_probe
@@ -84,9 +106,9 @@ class IterationCounters:
             )
         )
         out = {
-            "env_steps": env_steps - self.env_steps,
-            "trained_steps": trained - self.trained,
-            "episodes": episodes - self.episodes,
+            ENV_STEPS: env_steps - self.env_steps,
+            TRAINED_STEPS: trained - self.trained,
+            EPISODES: episodes - self.episodes,
         }
         self.env_steps, self.trained, self.episodes = env_steps, trained, episodes
         return out
@@ -118,7 +140,7 @@ def save_checkpoint(algo: Any, cfg: DictConfig, out_dir: Path, iteration: int) -
     net = policy_net(module, cfg)
     if net is None:  # a module rlperf does not know: RLlib's checkpoint only
         return ckpt
-    save_policy(net, ckpt / POLICY_FILE, extra={"iteration": iteration})
+    save_policy(net, ckpt / POLICY_FILE, extra={ITERATION: iteration})
     write_module_probe(ckpt, module, net, probe_observations(cfg))
     return ckpt
 
@@ -214,22 +236,20 @@ class IterationTimer:
             self.train_cfg.warmup_until_first_episode and episodes_so_far == 0
         )
         row: dict[str, Any] = {
-            "iteration": it,
-            "time_s": self.ctx.elapsed_s(),
+            ITERATION: it,
+            TIME_S: self.ctx.elapsed_s(),
             **timing,
-            "iter_s": iter_s,
-            "eval_s": eval_s,
+            ITER_S: iter_s,
+            EVAL_S: eval_s,
             **counts,
-            "env_steps_per_s": counts["env_steps"] / iter_s,
-            "sampling_efficiency": sampling_efficiency(
-                counts["env_steps"], timing.get("sample_s", math.nan), self.runners, self.ceiling
+            ENV_STEPS_PER_S: counts[ENV_STEPS] / iter_s,
+            SAMPLING_EFFICIENCY: sampling_efficiency(
+                counts[ENV_STEPS], timing.get(SAMPLE_S, math.nan), self.runners, self.ceiling
             ),
-            "episode_return_mean": (
-                float(ret) if ret is not None and episodes_so_far else math.nan
-            ),
+            EPISODE_RETURN_MEAN: (float(ret) if ret is not None and episodes_so_far else math.nan),
             **evaluation_row(result, evaluated),
-            "cpu_util_pct": cpu_pct,
-            "ram_util_pct": ram_pct,
+            CPU_UTIL_PCT: cpu_pct,
+            RAM_UTIL_PCT: ram_pct,
             **self.faults.read(result),
             **self.ctx.telemetry_window(t0, t1),
         }
@@ -240,17 +260,17 @@ class IterationTimer:
 def iteration_text(row: dict[str, Any]) -> str:
     """What one iteration measured, for the progress display."""
     phases = (
-        f" (sample {row['sample_s']:.2f}, learn {row['learn_s']:.2f})"
-        if math.isfinite(row.get("sample_s", math.nan))
-        else f" ({row['learner_updates']} learner updates, overlapping)"
+        f" (sample {row[SAMPLE_S]:.2f}, learn {row[LEARN_S]:.2f})"
+        if math.isfinite(row.get(SAMPLE_S, math.nan))
+        else f" ({row[LEARNER_UPDATES]} learner updates, overlapping)"
     )
     text = (
-        f"{row['iter_s']:.2f} s{phases} | "
-        f"{row['env_steps_per_s']:.0f} env steps/s | return {row['episode_return_mean']:.1f}"
+        f"{row[ITER_S]:.2f} s{phases} | "
+        f"{row[ENV_STEPS_PER_S]:.0f} env steps/s | return {row[EPISODE_RETURN_MEAN]:.1f}"
     )
-    if row["eval_episodes"]:
-        capped = f"{row['eval_capped_episodes']} capped, " if row["eval_capped_episodes"] else ""
-        text += f" | eval {row['eval_return_mean']:.1f} ({capped}{row['eval_s']:.1f} s)"
+    if row[EVAL_EPISODES]:
+        capped = f"{row[EVAL_CAPPED_EPISODES]} capped, " if row[EVAL_CAPPED_EPISODES] else ""
+        text += f" | eval {row[EVAL_RETURN_MEAN]:.1f} ({capped}{row[EVAL_S]:.1f} s)"
     return text + (f" | excluded: {row[EXCLUDED_COLUMN]}" if row[EXCLUDED_COLUMN] else "")
 
 
@@ -272,10 +292,10 @@ def train(
             hit = stop.observe(row)
             metrics.write(row)
             ctx.rows.append(row)
-            brief = f"{row['iter_s']:.1f} s/it, {row['env_steps_per_s']:.0f} env steps/s"
-            fraction = stop.budget_fraction(it, row["train_time_s"])
+            brief = f"{row[ITER_S]:.1f} s/it, {row[ENV_STEPS_PER_S]:.0f} env steps/s"
+            fraction = stop.budget_fraction(it, row[TRAIN_TIME_S])
             ctx.step(it, iterations, iteration_text(row), brief, row=row, fraction=fraction)
-            if row["eval_capped_episodes"] and stop.capped == row["eval_capped_episodes"]:
+            if row[EVAL_CAPPED_EPISODES] and stop.capped == row[EVAL_CAPPED_EPISODES]:
                 report_capped(cfg, ctx, row)  # the first round with a capped episode
             faults.handle(row, str(cfg.train.on_fault))
             faults.check_trainable(timer.faults, row)
@@ -295,7 +315,7 @@ def report_capped(cfg: DictConfig, ctx: JobContext, row: dict[str, Any]) -> None
     }.get(source, source)
     ctx.incident(
         "evaluation_capped",
-        f"iteration {row['iteration']}: {row['eval_capped_episodes']} of {row['eval_episodes']} "
+        f"iteration {row[ITERATION]}: {row[EVAL_CAPPED_EPISODES]} of {row[EVAL_EPISODES]} "
         f"greedy evaluation episode(s) ran {cap} agent steps without ending ({where}) and were "
         f"stopped; a round with a stopped episode does not count toward "
         f"train.stop.episode_return (set env.max_episode_steps, or "
@@ -318,20 +338,20 @@ def summarise_training(
     over their sampling seconds, per env runner (``env_runners``, at least 1: the driver
     samples with ``workers=0``), over the env's ceiling (``ceiling`` env steps/s).
     """
-    warm = [r["iteration"] for r in rows if r[EXCLUDED_COLUMN] == Exclusion.warmup]
+    warm = [r[ITERATION] for r in rows if r[EXCLUDED_COLUMN] == Exclusion.warmup]
     counted = [r for r in rows if not r[EXCLUDED_COLUMN]]
     return {
         "iterations": len(rows),
         "warmup": {"rule": _warmup_rule(cfg), "iterations": warm, "excluded_from_summary": True},
-        "excluded": excluded_counts(rows),
+        EXCLUDED_COLUMN: excluded_counts(rows),
         "faults": faults.fault_list(rows),
         "metrics": summarize_rows(
-            rows, columns, skip=("iteration", "time_s", "train_time_s", *FAULT_COLUMNS)
+            rows, columns, skip=(ITERATION, TIME_S, TRAIN_TIME_S, *FAULT_COLUMNS)
         ),
-        "total_env_steps": int(sum(r["env_steps"] for r in rows)),
-        "sampling_efficiency": sampling_efficiency(
-            sum(r["env_steps"] for r in counted),
-            sum(r["sample_s"] for r in counted),
+        "total_env_steps": int(sum(r[ENV_STEPS] for r in rows)),
+        SAMPLING_EFFICIENCY: sampling_efficiency(
+            sum(r[ENV_STEPS] for r in counted),
+            sum(r[SAMPLE_S] for r in counted),
             max(env_runners, 1),
             ceiling,
         ),

@@ -17,12 +17,24 @@ from omegaconf import OmegaConf
 from rlperf.algos import SPECS
 from rlperf.config.schema_algo import ALGO_SCHEMAS, AlgoName
 from rlperf.errors import ConfigError
+from rlperf.layout import METRICS_FILE, RLLIB_METADATA, SUMMARY_FILE
+from rlperf.results.columns import (
+    LEARN_S,
+    LEARNER_QUEUE_SIZE,
+    OTHER_S,
+    POLICY_LAG,
+    REPLAY_RATIO,
+    REPLAY_S,
+    SAMPLE_S,
+    SYNC_S,
+)
+from rlperf.results.columns import PHASES as TIMED_PHASES
 from rlperf.validation.validate import validate_config
 from tests.conftest import CONF, group_options, run_rlperf
 
-PHASES = ["sample_s", "load_s", "learn_s", "sync_s", "other_s"]
-ASYNC_ONLY = ["learner_queue_size", "policy_lag"]
-REPLAY_ONLY = ["replay_s", "replay_ratio"]
+PHASES = [*TIMED_PHASES, OTHER_S]
+ASYNC_ONLY = [LEARNER_QUEUE_SIZE, POLICY_LAG]
+REPLAY_ONLY = [REPLAY_S, REPLAY_RATIO]
 QUICK = ("train.env_ceiling.duration_s=0.3", "telemetry.interval_s=0.5")
 
 
@@ -107,7 +119,7 @@ def test_incompatible_algorithm_is_refused_before_ray_starts(tmp_path) -> None:
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "algo=sac needs Box actions" in proc.stdout + proc.stderr
     assert "Started a local Ray instance" not in proc.stdout + proc.stderr
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["status"] == "invalid"
 
 
@@ -115,9 +127,9 @@ def _train(tmp_path: Path, *args: str) -> tuple[pd.DataFrame, dict]:
     out = tmp_path / "run"
     proc = run_rlperf([*args, *QUICK, f"hydra.run.dir={out}"], cwd=tmp_path)
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["status"] == "completed", summary.get("error")
-    return pd.read_csv(out / "metrics.csv"), summary
+    return pd.read_csv(out / METRICS_FILE), summary
 
 
 #: APPO/IMPALA: one remote learner (RLlib's default, asynchronous) beside one env runner
@@ -188,15 +200,15 @@ def test_replay_algorithm_fills_phases_and_replay(tmp_path, algo, env) -> None:
     assert list(m["learner_updates"]) == [1, 2]
     assert list(m["trained_steps"]) == [64, 128]
     assert np.allclose(m["replay_ratio"], m["trained_steps"] / m["env_steps"])
-    filled = ["sample_s", "learn_s", "sync_s", "replay_s", "other_s"]
-    assert (m[filled] >= 0).all().all() and (m[["sample_s", "learn_s", "replay_s"]] > 0).all().all()
-    parts = m[["sample_s", "learn_s", "sync_s", "replay_s", "other_s"]].sum(axis=1)
+    filled = [SAMPLE_S, LEARN_S, SYNC_S, REPLAY_S, OTHER_S]
+    assert (m[filled] >= 0).all().all() and (m[[SAMPLE_S, LEARN_S, REPLAY_S]] > 0).all().all()
+    parts = m[filled].sum(axis=1)
     assert np.allclose(parts, m["iter_s"], rtol=1e-6)  # the phases account for iter_s
     # load_s is inside learn_s (RLlib's learner builds the batch); the async columns stay empty.
     assert m[["load_s", *ASYNC_ONLY]].isna().all().all()
     ckpt = Path(s["checkpoint"])
     run = tmp_path / "run"
-    assert (run / ckpt / "rllib_checkpoint.json").exists()
+    assert (run / ckpt / RLLIB_METADATA).exists()
     # SAC's actor and DQN's Q-network as rlperf's policy file, checked against the
     # module's probe when saved (and here, reloaded without Ray).
     from rlperf.models.policy_file import load_policy

@@ -28,6 +28,7 @@ from rlperf.errors import (
     exit_code_of,
     run_command,
 )
+from rlperf.layout import SUMMARY_FILE
 
 
 def run_cli(
@@ -90,8 +91,8 @@ def test_user_errors_exit_2_with_one_message(
     assert code == ExitCode.user_error == 2, printed
     assert "Traceback" not in printed and "Error executing job" not in printed
     assert message.format(tmp=tmp_path) in printed
-    if (out / "summary.json").exists():  # a job started: its folder says why it stopped
-        summary = json.loads((out / "summary.json").read_text())
+    if (out / SUMMARY_FILE).exists():  # a job started: its folder says why it stopped
+        summary = json.loads((out / SUMMARY_FILE).read_text())
         assert summary["status"] == "invalid" and summary["error"]
         assert last_line(printed).startswith("rlperf: ")
 
@@ -128,7 +129,7 @@ def test_failures_exit_1_and_ctrl_c_130(
         KeyboardInterrupt: "rlperf: interrupted (Ctrl-C); completed rows and cells are kept",
     }
     assert last_line(printed) == expected[type(exc)]
-    assert json.loads((out / "summary.json").read_text())["status"] == status
+    assert json.loads((out / SUMMARY_FILE).read_text())["status"] == status
 
 
 def test_exit_status_by_exception_type(capfd: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rlperf.layout import STEPS_FILE
 from tests.edge.conftest import run_edge
 
 pytestmark = pytest.mark.slow
@@ -66,7 +67,7 @@ def test_box_policy_through_rllib_fp32_and_int8(
     # The actions the env got are 2-D and inside the Box.
     import pandas as pd
 
-    actions = pd.read_csv(tmp_path / "i8" / "steps.csv")["action"].str.split()
+    actions = pd.read_csv(tmp_path / "i8" / STEPS_FILE)["action"].str.split()
     values = np.array([[float(v) for v in a] for a in actions])
     assert values.shape[1] == 2
     assert (np.abs(values) <= [1.0 + 1e-6, 0.5 + 1e-6]).all()

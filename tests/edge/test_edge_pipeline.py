@@ -21,6 +21,14 @@ import numpy as np
 import pytest
 
 from rlperf.errors import EdgeTpuModelOnCpuError, SkipCell
+from rlperf.layout import (
+    CHECKPOINT_DIR,
+    EPISODES_FILE,
+    POLICY_FILE,
+    PROBE_FILE,
+    STEPS_FILE,
+    SUMMARY_FILE,
+)
 from tests.conftest import DATA
 from tests.edge.conftest import run_edge
 
@@ -144,13 +152,13 @@ def test_job_int8_then_other_backends_reuse_the_export(
     assert fid["observations"] == 150 and fid["agreement"] >= 0.9 and not fid["flagged"]
     assert fid["episodes_compared"] == 2 and len(fid["reference_returns"]) == 2
     assert s["episodes"]["count"] == 2 and s["episodes"]["length_mean"] == 60.0
-    steps = _csv(out / "steps.csv")
+    steps = _csv(out / STEPS_FILE)
     assert len(steps) == 120 == s["steps"]
     assert sum(r["excluded"] == "warmup" for r in steps) == 10
     assert s["latency"]["forward_ms"]["count"] == 110
     lat = s["latency"]
     assert 0 < lat["forward_ms"]["p50"] <= lat["action_ms"]["p50"]
-    assert [int(r["length"]) for r in _csv(out / "episodes.csv")] == [60, 60]
+    assert [int(r["length"]) for r in _csv(out / EPISODES_FILE)] == [60, 60]
     # int8 I/O: no QUANTIZE ops at the graph's ends, XNNPACK runs every op.
     assert s["delegate"]["status"] == "full" and s["delegate"]["cpu_ops"] == {}
     assert s["delegate"]["threads"] == 1
@@ -320,8 +328,8 @@ def test_sweep_through_entry_point_reuses_cache(trained_run, tmp_path) -> None:
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    first = json.loads((sweep / "0" / "summary.json").read_text())
-    second = json.loads((sweep / "1" / "summary.json").read_text())
+    first = json.loads((sweep / "0" / SUMMARY_FILE).read_text())
+    second = json.loads((sweep / "1" / SUMMARY_FILE).read_text())
     assert first["status"] == second["status"] == "completed"
     assert (first["backend"], second["backend"]) == ("tflite_int8", "tflite_dynamic")
     # One cell (the first, with the launcher's default of one cell at a time) built
@@ -332,7 +340,7 @@ def test_sweep_through_entry_point_reuses_cache(trained_run, tmp_path) -> None:
     assert {"policy-fp32.tflite", "policy-dynamic.tflite"} <= set(reuser["cache"]["reused"])
     assert first["env"]["max_episode_steps"] == 30  # command-line env.* wins over the run's
     assert second["fidelity"]["agreement"] >= 0.9
-    assert len(_csv(sweep / "1" / "steps.csv")) == 30
+    assert len(_csv(sweep / "1" / STEPS_FILE)) == 30
 
 
 def test_probe_of_the_training_job_is_checked(trained_run, tmp_path) -> None:
@@ -346,19 +354,19 @@ def test_probe_of_the_training_job_is_checked(trained_run, tmp_path) -> None:
     net = load_policy(trained_run["policy"])
     obs = _frames(42, 8, seed=9)
     logits = torch_outputs(net, obs)[0]
-    ckpt = tmp_path / "checkpoint"
+    ckpt = tmp_path / CHECKPOINT_DIR
     ckpt.mkdir()
-    policy = ckpt / "rlperf_policy.pt"
+    policy = ckpt / POLICY_FILE
     policy.write_bytes(Path(trained_run["policy"]).read_bytes())
 
     def logits_of(o: np.ndarray) -> np.ndarray:
         return torch_outputs(load_policy(policy), o)[0]
 
     assert check_probe(read_probe(ckpt), logits_of) is None  # no probe: nothing to check
-    np.savez(ckpt / "probe.npz", obs=obs, logits=logits, actions=logits.argmax(1))
+    np.savez(ckpt / PROBE_FILE, obs=obs, logits=logits, actions=logits.argmax(1))
     check = check_probe(read_probe(ckpt), logits_of)
     assert check["max_abs_logit_err"] <= check["tolerance"] == PROBE_ATOL["cpu"]
     assert check["greedy_agreement"] == 1.0 and check["observations"] == 8
-    np.savez(ckpt / "probe.npz", obs=obs, logits=logits + 0.5, actions=logits.argmax(1))
+    np.savez(ckpt / PROBE_FILE, obs=obs, logits=logits + 0.5, actions=logits.argmax(1))
     with pytest.raises(CheckpointError, match="does not reproduce the logits saved"):
         check_probe(read_probe(ckpt), logits_of)

@@ -17,6 +17,7 @@ import pytest
 from conftest import run_rlperf
 from support.committed import checked_provenance
 
+from rlperf.layout import CHECKPOINT_DIR, POLICY_FILE, SUMMARY_FILE
 from tests.conftest import REPO
 
 POLICY = REPO / "benchmarks" / "policies" / "breakout_model1"
@@ -72,7 +73,7 @@ def test_edge_stage_remeasures_the_policy_and_passes_its_int8_variant(
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    s = json.loads((out / "summary.json").read_text())
+    s = json.loads((out / SUMMARY_FILE).read_text())
     fid = s["fidelity"]
     ref = fid["reference"]
     # The fidelity set (seeded random play) and the torch policy are deterministic: the
@@ -104,7 +105,7 @@ def test_qat_starts_from_the_quantized_policy_and_distillation_keeps_it_close() 
     from rlperf.tflite.compress import quantization_aware, student_inputs, teacher_targets
     from rlperf.tflite.export import torch_outputs
 
-    net = load_policy(POLICY / "checkpoint" / "rlperf_policy.pt")
+    net = load_policy(POLICY / CHECKPOINT_DIR / POLICY_FILE)
     run_cfg = OmegaConf.load(POLICY / ".hydra" / "config.yaml")
     obs = collect_observations(play_env(run_cfg, net.obs_shape), 120, seed=5)[0]
     x, y = student_inputs(net, obs), teacher_targets(net, obs, "policy")

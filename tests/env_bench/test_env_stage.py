@@ -17,6 +17,7 @@ from rlperf.env_bench.measure import windows
 from rlperf.envs.batch import EnvLoop, engine_env
 from rlperf.errors import ConfigError, InfeasibleError
 from rlperf.job_wrapper import execute_stage
+from rlperf.layout import EFFECTIVE_CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from rlperf.resources.plan import Machine, check_feasibility
 from rlperf.specs.stages import stage_spec
 from rlperf.stages import stage_function
@@ -70,7 +71,7 @@ def test_an_env_job_writes_its_windows_and_summary(compose_cfg, tmp_path: Path) 
     cfg = compose_cfg("stage=env", "env.engine=ale_vector", "env_runner.num_envs=4", *TINY)
     summary = execute_stage(cfg, tmp_path, stage_function("env"), in_trial=False)
     assert summary["status"] == "completed"
-    rows = _rows(tmp_path / "metrics.csv")
+    rows = _rows(tmp_path / METRICS_FILE)
     assert [r["excluded"] for r in rows] == ["warmup", "", "", "", ""]
     timed = rows[1:]
     steps = [int(r["env_steps"]) for r in timed]
@@ -82,7 +83,7 @@ def test_an_env_job_writes_its_windows_and_summary(compose_cfg, tmp_path: Path) 
         assert float(r["wall_s"]) >= float(r["iter_s"]) > 0
         assert float(r["step_ms_p99"]) >= float(r["step_ms_p50"]) > 0
         assert 0 < float(r["cpu_cores"]) <= os.cpu_count() + 0.5  # type: ignore[operator]
-    s = json.loads((tmp_path / "summary.json").read_text())
+    s = json.loads((tmp_path / SUMMARY_FILE).read_text())
     assert (s["steps"], s["calls"]) == (400, 100)
     assert s["env_steps_per_s"] == pytest.approx(400 / sum(float(r["iter_s"]) for r in timed))
     assert s["latency"]["step_ms"]["count"] == 100
@@ -111,7 +112,7 @@ def test_the_preflight_refuses_in_one_line(
     with pytest.raises(error) as info:
         execute_stage(cfg, tmp_path, stage_function("env"), in_trial=False)
     assert str(info.value).startswith(said) and "\n" not in str(info.value), str(info.value)
-    assert json.loads((tmp_path / "summary.json").read_text())["preflight"] is True
+    assert json.loads((tmp_path / SUMMARY_FILE).read_text())["preflight"] is True
 
 
 def test_what_fits_passes_the_preflight(compose_cfg) -> None:
@@ -149,9 +150,9 @@ def test_a_runs_policy_chooses_the_actions(
     assert summary["source"]["run"] == str(run)
     assert summary["env"]["max_episode_steps"] == 60
     assert summary["episodes_ended"] >= 2  # two envs, 60 calls each: each ended once
-    rows = _rows(tmp_path / "metrics.csv")
+    rows = _rows(tmp_path / METRICS_FILE)
     assert all(float(r["action_s"]) > 0 for r in rows)
-    assert (tmp_path / "effective_config.yaml").is_file()
+    assert (tmp_path / EFFECTIVE_CONFIG_FILE).is_file()
 
 
 @pytest.mark.slow
@@ -168,8 +169,8 @@ def test_a_sweep_over_engines_and_envs_is_reported_as_curves(tmp_path: Path) -> 
             "env_bench.windows=6", f"hydra.sweep.dir={sweep}"]  # fmt: skip
     proc = run_rlperf(args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    cells = sorted(p for p in sweep.iterdir() if (p / "summary.json").is_file())
-    summaries = [json.loads((p / "summary.json").read_text()) for p in cells]
+    cells = sorted(p for p in sweep.iterdir() if (p / SUMMARY_FILE).is_file())
+    summaries = [json.loads((p / SUMMARY_FILE).read_text()) for p in cells]
     assert sorted((s["engine"]["name"], s["engine"]["num_envs"]) for s in summaries) == [
         ("ale_vector", 1), ("ale_vector", 2), ("ale_vector", 4),
         ("python", 1), ("python", 2), ("python", 4),

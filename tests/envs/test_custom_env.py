@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rlperf.layout import CHECKPOINT_DIR, METRICS_FILE, PROBE_FILE, STEPS_FILE, SUMMARY_FILE
 from tests.conftest import REPO, run_rlperf
 
 pytestmark = pytest.mark.slow
@@ -28,7 +29,7 @@ SMALL = ("algo.train_batch_size=200", "algo.minibatch_size=100", "algo.num_epoch
 
 def _ok(proc, out: Path) -> dict:
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["status"] == "completed", summary.get("error")
     return summary
 
@@ -55,7 +56,7 @@ def test_user_env_by_entry_point_trains_in_a_remote_env_runner(tmp_path) -> None
     assert len(built_in) >= 2, built_in
     assert summary["env_ceiling_steps_per_s"] > 0 and summary["env_ceiling"]["cached"] is False
     assert 0 < summary["sampling_efficiency"] < 1
-    metrics = pd.read_csv(out / "metrics.csv")
+    metrics = pd.read_csv(out / METRICS_FILE)
     row = metrics.iloc[0]
     expected = row["env_steps"] / row["sample_s"] / 1 / summary["env_ceiling_steps_per_s"]
     assert row["sampling_efficiency"] == pytest.approx(expected)
@@ -76,13 +77,13 @@ def cartpole_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_cartpole_mlp_trains_and_records_its_scale(cartpole_run) -> None:
-    summary = json.loads((cartpole_run / "summary.json").read_text())
+    summary = json.loads((cartpole_run / SUMMARY_FILE).read_text())
     scale = summary["scale"]
     assert scale["num_envs_per_env_runner"] == 2 and scale["gym_env_vectorize_mode"] == "sync"
     assert [r["torch_threads"] for r in summary["env_runners"]["runners"]] == [1]
     assert scale["num_learners"] == 0 and summary["learner"]["where"] == "driver"
     assert summary["model_params"] == 2 * (4 * 64 + 64 + 64 * 64 + 64) + (64 * 2 + 2) + (64 + 1)
-    metrics = pd.read_csv(cartpole_run / "metrics.csv")
+    metrics = pd.read_csv(cartpole_run / METRICS_FILE)
     # The batch (200) in two envs; RLlib may overshoot by up to one step per env.
     assert metrics["env_steps"].between(200, 202).all() and len(metrics) == 2
     assert metrics["sampling_efficiency"].between(0, 1, inclusive="neither").all()
@@ -103,7 +104,7 @@ def test_cartpole_checkpoint_rolls_out(cartpole_run, tmp_path) -> None:
         "name": "mlp64", "kind": "mlp", "hiddens": [64, 64], "activation": "tanh"
     }  # fmt: skip
     assert summary["env"]["kind"] == "gym" and summary["env"]["id"] == "CartPole-v1"
-    steps = pd.read_csv(out / "steps.csv")
+    steps = pd.read_csv(out / STEPS_FILE)
     assert set(steps["action"]) <= {0, 1} and summary["episodes"]["count"] == 2
     assert summary["steps"] == len(steps)
 
@@ -139,6 +140,6 @@ def test_frozenlake_one_hot_trains(tmp_path) -> None:
     assert summary["model_params"] == 2 * (16 * 64 + 64 + 64 * 64 + 64) + (64 * 4 + 4) + 65
     from rlperf.models.policy_file import load_policy
 
-    net = load_policy(out / "checkpoint")
+    net = load_policy(out / CHECKPOINT_DIR)
     assert net.obs_spec == {"type": "discrete", "n": 16} and net.in_features == 16
-    assert os.path.isfile(out / "checkpoint" / "probe.npz")
+    assert os.path.isfile(out / CHECKPOINT_DIR / PROBE_FILE)

@@ -13,9 +13,10 @@ import pytest
 from scipy import stats
 
 from rlperf.envs.batch import engine_env
+from rlperf.layout import CHECKPOINT_DIR
 from tests.conftest import REPO
 
-POLICY = REPO / "benchmarks" / "policies" / "breakout_model1" / "checkpoint"
+POLICY = REPO / "benchmarks" / "policies" / "breakout_model1" / CHECKPOINT_DIR
 #: Breakout as every engine honours it: no life loss and no FIRE at a life lost (the policy
 #: presses FIRE itself: ALE's vector env would press it at reset only), sticky actions and up
 #: to 30 no-op starts (so that 30 seeds are 30 different games), 500 agent steps a game.

@@ -13,6 +13,7 @@ from rlperf.envs.factory import make_env
 from rlperf.envs.from_config import env_config
 from rlperf.envs.vector import ale_game, ale_vector_env, engine_refusal
 from rlperf.errors import ConfigError
+from rlperf.layout import METRICS_FILE, SUMMARY_FILE
 from rlperf.results.protocol import protocol_key
 from rlperf.specs.engines import ENGINES, VECTOR_ENGINES
 from rlperf.validation.validate import validate_config
@@ -177,7 +178,7 @@ def test_training_on_ale_vector_with_a_remote_env_runner_then_a_rollout(tmp_path
     ]  # fmt: skip
     proc = run_rlperf(args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    s = json.loads((run / "summary.json").read_text())
+    s = json.loads((run / SUMMARY_FILE).read_text())
     assert s["status"] == "completed"
     assert s["scale"]["gym_env_vectorize_mode"] == "vector_entry_point"
     assert s["scale"]["num_envs_per_env_runner"] == 2
@@ -188,7 +189,7 @@ def test_training_on_ale_vector_with_a_remote_env_runner_then_a_rollout(tmp_path
         42,
     )
     assert s["env_ceiling"]["num_envs"] == 2 and s["sampling_efficiency"] > 0
-    rows = [line.split(",") for line in (run / "metrics.csv").read_text().splitlines()]
+    rows = [line.split(",") for line in (run / METRICS_FILE).read_text().splitlines()]
     env_steps = [int(r[rows[0].index("env_steps")]) for r in rows[1:]]
     assert len(env_steps) == 2 and all(n >= 256 for n in env_steps)
     out = tmp_path / "rollout"
@@ -196,7 +197,7 @@ def test_training_on_ale_vector_with_a_remote_env_runner_then_a_rollout(tmp_path
             "workers=0", f"hydra.run.dir={out}"]  # fmt: skip
     proc = run_rlperf(args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    r = json.loads((out / "summary.json").read_text())
+    r = json.loads((out / SUMMARY_FILE).read_text())
     assert r["status"] == "completed" and r["steps"] == 60
     assert r["env_protocol"]["engine"] == "python"  # the same game, stepped the rollout's way
     assert protocol_key(r["env_protocol"]) == protocol_key(

@@ -17,6 +17,7 @@ from rlperf.envs.ceiling import env_ceiling
 from rlperf.envs.factory import env_spaces, make_env
 from rlperf.envs.frozenlake import FrozenLake
 from rlperf.errors import ConfigError, EnvCheckError
+from rlperf.layout import METRICS_FILE, SUMMARY_FILE
 from rlperf.validation.validate import validate_config
 from tests.conftest import REPO, run_rlperf
 
@@ -140,14 +141,14 @@ def test_refused_user_env_leaves_an_invalid_summary_through_the_entry_point(tmp_
         timeout=120,
     )
     assert proc.returncode != 0
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["status"] == "invalid" and summary["preflight"] is True
     assert summary["error"].startswith(
         "env.entry_point=my_envs:Grid: reset(seed=123, options=None)"
     )
     assert "unexpected keyword argument 'options'" in summary["error"]
     assert "Started a local Ray instance" not in proc.stderr + proc.stdout
-    assert not (out / "metrics.csv").exists()
+    assert not (out / METRICS_FILE).exists()
 
 
 # ------------------------------------------------------------------ env kinds

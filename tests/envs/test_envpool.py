@@ -13,6 +13,7 @@ import pytest
 from rlperf.envs.factory import make_env
 from rlperf.envs.vector import engine_refusal
 from rlperf.errors import ConfigError
+from rlperf.layout import SUMMARY_FILE
 from rlperf.validation.validate import validate_config
 
 SAME = {
@@ -114,7 +115,7 @@ def test_training_on_envpool_then_the_env_stage(tmp_path) -> None:
     ]
     proc = run_rlperf(args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    s = json.loads((run / "summary.json").read_text())
+    s = json.loads((run / SUMMARY_FILE).read_text())
     assert s["status"] == "completed" and s["env_protocol"]["engine"] == "envpool"
     out = tmp_path / "env"
     args = ["stage=env", "env.engine=envpool", "env_runner.num_envs=4", "env.dim=42",
@@ -122,5 +123,5 @@ def test_training_on_envpool_then_the_env_stage(tmp_path) -> None:
             f"hydra.run.dir={out}"]  # fmt: skip
     proc = run_rlperf(args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    e = json.loads((out / "summary.json").read_text())
+    e = json.loads((out / SUMMARY_FILE).read_text())
     assert e["engine"] == {"name": "envpool", "threads": 1, "num_envs": 4} and e["steps"] == 400

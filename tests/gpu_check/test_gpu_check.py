@@ -39,7 +39,7 @@ from rlperf.gpu_check.sequence import (
     run_sequence,
     sequence,
 )
-from rlperf.layout import METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
+from rlperf.layout import INDEX_FILE, METRICS_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.results.columns import TRAIN_COLUMNS
 from rlperf.telemetry.sampler import gpu_columns, telemetry_columns
 
@@ -110,7 +110,7 @@ def test_two_gpu_run_covers_every_study_layout() -> None:
 
 def test_gpu_without_energy_counter_passes_with_nan_energy() -> None:
     by_name = _by_name(check_results(DATA / "no_energy"))
-    for file in ("metrics.csv", "telemetry.csv"):
+    for file in (METRICS_FILE, TELEMETRY_FILE):
         check = by_name[f"train/gpu0: {file} gpu0 energy"]
         assert check.passed and check.seen == "nan throughout: no energy counter"
 
@@ -161,32 +161,32 @@ def test_energy_rules() -> None:
         return gpu_value_checks("x", file, rows(energy), header, [0])[1]
 
     nan = float("nan")
-    assert energy_check("telemetry.csv", [1.0, 1.0, 5.0]).passed  # flat between samples is fine
-    assert not energy_check("telemetry.csv", [1.0, 1.0, 1.0]).passed  # never grew
-    assert not energy_check("telemetry.csv", [1.0, 5.0, 4.0]).passed
-    assert not energy_check("telemetry.csv", [1.0, nan, 4.0]).passed  # counter lost mid-run
-    assert energy_check("telemetry.csv", [nan, nan]).passed  # no counter at all
-    assert energy_check("metrics.csv", [3.0, 2.0]).passed  # per iteration, not cumulative
-    assert not energy_check("metrics.csv", [3.0, 0.0]).passed
+    assert energy_check(TELEMETRY_FILE, [1.0, 1.0, 5.0]).passed  # flat between samples is fine
+    assert not energy_check(TELEMETRY_FILE, [1.0, 1.0, 1.0]).passed  # never grew
+    assert not energy_check(TELEMETRY_FILE, [1.0, 5.0, 4.0]).passed
+    assert not energy_check(TELEMETRY_FILE, [1.0, nan, 4.0]).passed  # counter lost mid-run
+    assert energy_check(TELEMETRY_FILE, [nan, nan]).passed  # no counter at all
+    assert energy_check(METRICS_FILE, [3.0, 2.0]).passed  # per iteration, not cumulative
+    assert not energy_check(METRICS_FILE, [3.0, 0.0]).passed
 
 
 def test_value_rules_and_missing_columns() -> None:
     header = gpu_columns([0])
     good = {"gpu0_util_pct": 0.0, "gpu0_mem_util_pct": 100.0, "gpu0_mem_used_mb": 1.0}
     good |= {"gpu0_power_w": 20.0, "gpu0_energy_j": 4.0}
-    assert gpu_value_checks("x", "metrics.csv", [good], header, [0])[0].passed
+    assert gpu_value_checks("x", METRICS_FILE, [good], header, [0])[0].passed
     for key, bad in [
         ("gpu0_mem_util_pct", 101.0),
         ("gpu0_mem_used_mb", 0.0),
         ("gpu0_power_w", 0.0),
     ]:
-        (values, _) = gpu_value_checks("x", "metrics.csv", [{**good, key: bad}], header, [0])
+        (values, _) = gpu_value_checks("x", METRICS_FILE, [{**good, key: bad}], header, [0])
         assert not values.passed and key.removeprefix("gpu0_") in values.seen
-    (missing,) = gpu_value_checks("x", "metrics.csv", [good], header[:-1], [0])
+    (missing,) = gpu_value_checks("x", METRICS_FILE, [good], header[:-1], [0])
     assert not missing.passed and "gpu0_energy_j" in missing.seen
-    (none,) = gpu_value_checks("x", "metrics.csv", [good], header, [])
+    (none,) = gpu_value_checks("x", METRICS_FILE, [good], header, [])
     assert not none.passed  # GPU columns where no GPU was visible
-    (absent,) = gpu_value_checks("x", "metrics.csv", None, [], [0])
+    (absent,) = gpu_value_checks("x", METRICS_FILE, None, [], [0])
     assert absent.seen == "missing" and not absent.passed
 
 
@@ -199,7 +199,7 @@ def test_idle_gpu_memory_counts_only_outside_the_iterations() -> None:
             {**base, "time_s": float(t), "gpu0_mem_used_mb": m, "gpu0_energy_j": float(t)}
             for t, m in enumerate(mem)
         ]
-        return gpu_value_checks("x", "telemetry.csv", rows, header, [0], busy)[0]
+        return gpu_value_checks("x", TELEMETRY_FILE, rows, header, [0], busy)[0]
 
     # 0 MiB before Ray starts (t=0) and after it stops (t=3) is an idle GPU, not a fault.
     assert values([0.0, 900.0, 950.0, 0.0], [(0.5, 2.5)]).passed
@@ -221,7 +221,7 @@ def test_missing_files_fail_not_crash(tmp_path: Path) -> None:
     status, *rest = training_checks("x", tmp_path)
     assert (status.seen, status.passed, rest) == ("no summary.json", False, [])
     shutil.copytree(DATA / "one_gpu", tmp_path / "run")
-    (tmp_path / "run" / "sweep" / "sweep.json").unlink()
+    (tmp_path / "run" / "sweep" / INDEX_FILE).unlink()
     shutil.rmtree(tmp_path / "run" / "train" / "gpu0")
     bad = {c.name for c in failed(check_results(tmp_path / "run"))}
     assert {"sweep: sweep.json", "train/gpu0: status", "train/gpu0: learn phase vs CPU"} <= bad

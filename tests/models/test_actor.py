@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from rlperf.errors import CheckpointError
+from rlperf.layout import POLICY_FILE
 from rlperf.models.actor import action_range, box_actions
 from rlperf.models.mlp_net import MlpNet, space_spec
 from rlperf.models.policy_file import load_policy, save_policy
@@ -80,7 +81,7 @@ def test_sac_actor_saved_as_policy_file_acts_as_the_module(tmp_path, action_spac
     module = _sac_module([32, 16], action_space)
     net = module.actor_net([32, 16], "relu")
     assert (net.squash, net.has_value) == ("tanh", False)
-    path = save_policy(net, tmp_path / "rlperf_policy.pt")
+    path = save_policy(net, tmp_path / POLICY_FILE)
     loaded = load_policy(path)
     obs = np.random.default_rng(0).uniform(-1, 1, (64, 3)).astype(np.float32)
     with torch.inference_mode():

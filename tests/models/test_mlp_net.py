@@ -9,6 +9,7 @@ import torch
 
 from rlperf.algos import plan_resources
 from rlperf.errors import ConfigError, InfeasibleError
+from rlperf.layout import POLICY_FILE
 from rlperf.models.mlp_net import MlpNet, space_spec
 from rlperf.models.policy_file import load_policy, save_policy
 from rlperf.models.vision_net import VisionNet
@@ -57,7 +58,7 @@ def test_box_actions_get_mean_and_log_std_and_a_greedy_action_in_bounds() -> Non
 def test_mlp_policy_file_reloads_without_ray_and_acts_the_same(tmp_path, obs_space, act_space):
     torch.manual_seed(0)
     net = MlpNet.for_spaces(obs_space, act_space, [32, 32], "tanh")
-    path = save_policy(net, tmp_path / "rlperf_policy.pt", extra={"iteration": 3})
+    path = save_policy(net, tmp_path / POLICY_FILE, extra={"iteration": 3})
     loaded = load_policy(path)
     assert isinstance(loaded, MlpNet) and loaded.model_config() == net.model_config()
     obs_space.seed(1)
@@ -78,7 +79,7 @@ def test_format_1_vision_files_still_load(tmp_path) -> None:
     torch.save(
         {"format_version": 1, "rlperf_version": "0.1.0", "model_config": old,
          "state_dict": net.state_dict(), "extra": {}},
-        tmp_path / "rlperf_policy.pt",
+        tmp_path / POLICY_FILE,
     )  # fmt: skip
     loaded = load_policy(tmp_path)
     assert isinstance(loaded, VisionNet)

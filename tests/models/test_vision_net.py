@@ -11,6 +11,7 @@ import torch
 from torch.nn import functional as F
 
 from rlperf.errors import PolicyLoadError
+from rlperf.layout import POLICY_FILE
 from rlperf.models.policy_file import (
     count_trainable_params,
     load_policy,
@@ -120,14 +121,14 @@ def test_greedy_action_is_argmax() -> None:
 
 def test_save_load_roundtrip_and_errors(tmp_path) -> None:
     net = build("tiny")
-    path = save_policy(net, tmp_path / "ckpt" / "rlperf_policy.pt")
+    path = save_policy(net, tmp_path / "ckpt" / POLICY_FILE)
     again = load_policy(tmp_path / "ckpt")
     obs = torch.randint(0, 256, (5, 42, 42, 4), dtype=torch.uint8)
     with torch.inference_mode():
         assert torch.equal(net.logits(obs), again.logits(obs))
     with pytest.raises(PolicyLoadError, match="no rlperf policy at"):
         load_policy(tmp_path / "nowhere")
-    truncated = tmp_path / "bad" / "rlperf_policy.pt"
+    truncated = tmp_path / "bad" / POLICY_FILE
     truncated.parent.mkdir()
     truncated.write_bytes(path.read_bytes()[:200])
     with pytest.raises(PolicyLoadError, match="cannot read policy file"):

@@ -31,6 +31,7 @@ from support.search import search_corners
 from rlperf.algos import plan_resources
 from rlperf.config.schema import register_configs
 from rlperf.errors import ConfigError, InfeasibleError
+from rlperf.layout import SUMMARY_FILE
 from rlperf.resources.plan import check_feasible, detect_machine
 from rlperf.validation.validate import validate_config
 from tests.conftest import REPO, run_rlperf
@@ -328,7 +329,7 @@ def test_the_summary_example_has_the_keys_of_a_real_run(tiny_run: Path) -> None:
     text = (REPO / "docs" / "results.md").read_text()
     section = text[text.index("## `summary.json`") :]
     example = json.loads(section[section.index("```json") + 7 : section.index("```\n", 10)])
-    real = json.loads((tiny_run / "summary.json").read_text())
+    real = json.loads((tiny_run / SUMMARY_FILE).read_text())
     assert set(example) == set(real)
     assert set(example["warmup"]) == set(real["warmup"])
     assert set(example["metrics"]["iter_s"]) == set(real["metrics"]["iter_s"])
@@ -368,7 +369,7 @@ def test_report_refusal_exits_2(tmp_path: Path) -> None:
 
 def test_an_invalid_single_run_exits_2(tmp_path: Path) -> None:
     proc = run_rlperf(["model.dim=100", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
     assert summary["status"] == "invalid" and "model.dim=100" in summary["error"]
     assert proc.returncode == 2
 

@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import pytest
 
+from rlperf.layout import EFFECTIVE_CONFIG_FILE, METRICS_FILE, STEPS_FILE, SUMMARY_FILE
 from tests.conftest import TINY_TRAIN, run_rlperf
 
 pytestmark = pytest.mark.slow
@@ -32,9 +33,9 @@ def test_sweep_rollout_edge_then_report(tmp_path) -> None:
     cells = sorted(p.parent for p in sweep.glob("*/summary.json"))
     assert len(cells) == 2
     for cell in cells:
-        s = json.loads((cell / "summary.json").read_text())
+        s = json.loads((cell / SUMMARY_FILE).read_text())
         assert s["status"] == "completed" and s["iterations"] == 2
-        assert len(pd.read_csv(cell / "metrics.csv")) == 2
+        assert len(pd.read_csv(cell / METRICS_FILE)) == 2
 
     run = cells[0]
     rollout = tmp_path / "rollout"
@@ -50,10 +51,10 @@ def test_sweep_rollout_edge_then_report(tmp_path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    steps = pd.read_csv(rollout / "steps.csv")
+    steps = pd.read_csv(rollout / STEPS_FILE)
     assert len(steps) == 120 and int(steps["excluded"].eq("warmup").sum()) == 20
     # The downstream job ran the run's model, and says so.
-    assert "name: tiny" in (rollout / "effective_config.yaml").read_text()
+    assert "name: tiny" in (rollout / EFFECTIVE_CONFIG_FILE).read_text()
 
     edge = tmp_path / "edge"
     proc = run_rlperf(
@@ -71,7 +72,7 @@ def test_sweep_rollout_edge_then_report(tmp_path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    es = json.loads((edge / "summary.json").read_text())
+    es = json.loads((edge / SUMMARY_FILE).read_text())
     assert es["status"] == "completed"
     assert es["fidelity"]["agreement"] == pytest.approx(1.0)  # fp32 acts like torch
 

@@ -19,6 +19,7 @@ import pytest
 from fakes.pynvml import FakeGpu, FakePynvml
 from support import synthetic
 
+from rlperf.layout import METRICS_FILE, TELEMETRY_FILE
 from rlperf.report import build_report
 from rlperf.report.read.discover import CellRef
 from rlperf.report.read.legacy import load_tune_run
@@ -37,7 +38,7 @@ def _train_on_fake_gpus(run: Path, iterations: int = 5) -> pd.DataFrame:
     ]
     rows = []
     run.mkdir(parents=True)
-    with TelemetrySampler(run / "telemetry.csv", interval_s=0.02,
+    with TelemetrySampler(run / TELEMETRY_FILE, interval_s=0.02,
                           pynvml_module=FakePynvml(cards)) as sampler:  # fmt: skip
         for it in range(1, iterations + 1):
             t0 = sampler.mark()
@@ -112,13 +113,13 @@ def report(gpu_and_cpu_runs: Path):
 def test_counter_differences_agree_with_power_times_time(gpu_and_cpu_runs):
     """The card with a counter: its per-iteration counter differences are its 200 W times
     the iteration time (the fake's counter grows at 200 W, read at the boundaries)."""
-    metrics = pd.read_csv(gpu_and_cpu_runs / "0" / "metrics.csv")
+    metrics = pd.read_csv(gpu_and_cpu_runs / "0" / METRICS_FILE)
     np.testing.assert_allclose(metrics["gpu0_energy_j"], 200.0 * metrics["iter_s"], rtol=0.02)
     assert metrics["gpu0_power_w"].eq(200.0).all() and metrics["gpu1_energy_j"].isna().all()
 
 
 def test_energy_per_iteration_and_per_step(gpu_and_cpu_runs, report):
-    metrics = pd.read_csv(gpu_and_cpu_runs / "0" / "metrics.csv")
+    metrics = pd.read_csv(gpu_and_cpu_runs / "0" / METRICS_FILE)
     it = report.iterations[report.iterations["cell"] == "sweep/0"].reset_index(drop=True)
     # GPU 0 by its counter, GPU 1 (no counter) by its power times the iteration time.
     expected = metrics["gpu0_energy_j"] + 100.0 * metrics["iter_s"]
@@ -138,10 +139,10 @@ def test_energy_per_iteration_and_per_step(gpu_and_cpu_runs, report):
 def test_job_energy_comes_from_telemetry(gpu_and_cpu_runs, report):
     """The whole job's energy: the last cumulative counter of telemetry.csv (GPU 0 only: GPU 1
     has no counter), which includes the time between iterations."""
-    tele = pd.read_csv(gpu_and_cpu_runs / "0" / "telemetry.csv")
+    tele = pd.read_csv(gpu_and_cpu_runs / "0" / TELEMETRY_FILE)
     row = report.runs.set_index("cell").loc["sweep/0"]
     assert row["job_gpu_energy_j"] == pytest.approx(tele["gpu0_energy_j"].iloc[-1])
-    metrics = pd.read_csv(gpu_and_cpu_runs / "0" / "metrics.csv")
+    metrics = pd.read_csv(gpu_and_cpu_runs / "0" / METRICS_FILE)
     assert row["job_gpu_energy_j"] >= metrics["gpu0_energy_j"].sum()
     assert row["job_gpu_energy_j"] == pytest.approx(200.0 * tele["time_s"].iloc[-1], rel=0.1)
 

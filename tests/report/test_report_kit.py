@@ -17,7 +17,15 @@ from conftest import group_options
 from omegaconf import OmegaConf
 from support import synthetic
 
-from rlperf.results.columns import LATENCY_COLUMNS, TRAIN_COLUMNS
+from rlperf.layout import (
+    CELL_FILE,
+    EPISODES_FILE,
+    FINGERPRINT_FILE,
+    METRICS_FILE,
+    STEPS_FILE,
+    SUMMARY_FILE,
+)
+from rlperf.results.columns import LATENCY_COLUMNS, OTHER_S, PHASES, TRAIN_COLUMNS
 from rlperf.results.latency import EPISODE_COLUMNS, STEP_COLUMNS
 from rlperf.sweep.index import CellRecord
 from rlperf.telemetry.fingerprint import collect_fingerprint
@@ -41,10 +49,10 @@ def _header(path: Path) -> list[str]:
 def test_metrics_csv_has_the_canonical_columns(sweeps):
     train, _ = sweeps
     for cell in train:
-        assert _header(cell / "metrics.csv") == [*TRAIN_COLUMNS, *gpu_columns([0, 1])]
-        df = pd.read_csv(cell / "metrics.csv")
+        assert _header(cell / METRICS_FILE) == [*TRAIN_COLUMNS, *gpu_columns([0, 1])]
+        df = pd.read_csv(cell / METRICS_FILE)
         assert len(df) == 12 and df["iteration"].tolist() == list(range(1, 13))
-        phases = df[["sample_s", "load_s", "learn_s", "sync_s", "other_s"]].sum(axis=1)
+        phases = df[[*PHASES, OTHER_S]].sum(axis=1)
         assert phases.to_numpy() == pytest.approx(df["iter_s"].to_numpy())
         assert df["time_s"].is_monotonic_increasing
 
@@ -53,11 +61,11 @@ def test_steps_and_episodes_csv_have_the_canonical_columns(sweeps):
     _, infer = sweeps
     assert infer  # the study's rollout files give one cell per backend
     for cell in infer:
-        assert _header(cell / "steps.csv") == list(STEP_COLUMNS)
-        assert _header(cell / "episodes.csv") == list(EPISODE_COLUMNS)
-        summary = json.loads((cell / "summary.json").read_text())
+        assert _header(cell / STEPS_FILE) == list(STEP_COLUMNS)
+        assert _header(cell / EPISODES_FILE) == list(EPISODE_COLUMNS)
+        summary = json.loads((cell / SUMMARY_FILE).read_text())
         assert set(summary["latency"]) == set(LATENCY_COLUMNS)
-        steps = pd.read_csv(cell / "steps.csv")
+        steps = pd.read_csv(cell / STEPS_FILE)
         kept = steps.loc[steps["excluded"].isna(), "action_ms"]
         assert summary["latency"]["action_ms"]["count"] == len(kept)
         assert summary["latency"]["action_ms"]["p50"] == pytest.approx(kept.median())
@@ -65,9 +73,9 @@ def test_steps_and_episodes_csv_have_the_canonical_columns(sweeps):
 
 def test_fingerprint_and_cell_record_have_the_canonical_keys(sweeps):
     train, _ = sweeps
-    body = json.loads((train[0] / "fingerprint.json").read_text())
+    body = json.loads((train[0] / FINGERPRINT_FILE).read_text())
     assert set(body) == set(collect_fingerprint())
-    record = json.loads((train[0] / "cell.json").read_text())
+    record = json.loads((train[0] / CELL_FILE).read_text())
     assert set(record) == set(CellRecord.__dataclass_fields__)
     assert CellRecord.from_json(record).status == "completed"
 

@@ -17,6 +17,7 @@ import pytest
 from conftest import TINY_TRAIN, run_rlperf
 from support import synthetic
 
+from rlperf.layout import CELL_FILE, FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE
 from rlperf.report import build_report
 from rlperf.report.cli import main
 from tests.conftest import THESIS
@@ -44,7 +45,7 @@ def report(two_seeds: Path):
 
 
 def _kept(cell: Path) -> pd.DataFrame:
-    metrics = pd.read_csv(cell / "metrics.csv")
+    metrics = pd.read_csv(cell / METRICS_FILE)
     kept = metrics[metrics["excluded"].fillna("").eq("")]
     assert len(kept) == 2  # 3 iterations, the first one warm-up
     return kept
@@ -105,7 +106,7 @@ def test_findings_table_and_figure_say_how_many_runs(report):
 
 @pytest.mark.slow
 def test_energy_is_measured_or_says_why(two_seeds, report):
-    fp = json.loads((two_seeds / "0" / "fingerprint.json").read_text())
+    fp = json.loads((two_seeds / "0" / FINGERPRINT_FILE).read_text())
     runs = report.runs.set_index("cell")
     reason = fp["nvml_unavailable_reason"]
     if reason:  # a machine without NVML (the CI machine)
@@ -145,12 +146,12 @@ def seeds_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(cells[0], failed)
     for f in (failed / ".hydra" / "config.yaml", failed / ".hydra" / "overrides.yaml"):
         f.write_text(f.read_text().replace("seed: 0", "seed: 9").replace("seed=0", "seed=9"))
-    summary = json.loads((failed / "summary.json").read_text())
-    (failed / "summary.json").write_text(json.dumps({**summary, "status": "failed"}))
-    fp = json.loads((failed / "fingerprint.json").read_text())
+    summary = json.loads((failed / SUMMARY_FILE).read_text())
+    (failed / SUMMARY_FILE).write_text(json.dumps({**summary, "status": "failed"}))
+    fp = json.loads((failed / FINGERPRINT_FILE).read_text())
     fp["start_time"] = "2027-01-01T00:00:00+00:00"  # a run of its own, not a copy of cell 0
-    (failed / "fingerprint.json").write_text(json.dumps(fp))
-    (failed / "cell.json").unlink()
+    (failed / FINGERPRINT_FILE).write_text(json.dumps(fp))
+    (failed / CELL_FILE).unlink()
     shutil.rmtree(cells[5])
     return root
 
@@ -198,8 +199,8 @@ def test_baseline_matching_a_repeated_configuration_is_not_ambiguous(seeds_sweep
 def test_a_repeat_without_counted_iterations_leaves_the_other_runs_interval(seeds_sweep, tmp_path):
     sweep = tmp_path / "sweep"
     shutil.copytree(seeds_sweep, sweep)
-    metrics = pd.read_csv(sweep / "4" / "metrics.csv")  # pinned, seed 1
-    metrics.assign(excluded="warmup").to_csv(sweep / "4" / "metrics.csv", index=False)
+    metrics = pd.read_csv(sweep / "4" / METRICS_FILE)  # pinned, seed 1
+    metrics.assign(excluded="warmup").to_csv(sweep / "4" / METRICS_FILE, index=False)
     res = build_report([sweep], tmp_path / "report", figures=False)
     pinned = res.configurations.set_index("configuration").loc["sweep/1"]
     own = res.runs.set_index("cell").loc["sweep/1"]

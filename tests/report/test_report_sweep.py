@@ -16,6 +16,14 @@ import pandas as pd
 import pytest
 from support import synthetic
 
+from rlperf.layout import (
+    CELL_FILE,
+    FINGERPRINT_FILE,
+    LEVELS_FILE,
+    METRICS_FILE,
+    STEPS_FILE,
+    SUMMARY_FILE,
+)
 from rlperf.report import build_report
 from rlperf.report.stats.estimates import Estimate, bootstrap_ci, rank_with_ties, speedup
 from tests.conftest import THESIS
@@ -34,7 +42,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     bad = root / "10-00-00" / str(n)
     (bad / ".hydra").mkdir(parents=True)
     (bad / ".hydra" / "config.yaml").write_text("stage: [train\nmodel: {")
-    (bad / "metrics.csv").write_text("iteration,iter_s\n1,2.0\n")
+    (bad / METRICS_FILE).write_text("iteration,iter_s\n1,2.0\n")
     torn = root / "10-00-00" / str(n + 1)
     src = train[0]
     torn.mkdir()
@@ -42,20 +50,20 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for f in ("config.yaml", "overrides.yaml"):
         text = (src / ".hydra" / f).read_text().replace("seed: 0", "seed: 7")
         (torn / ".hydra" / f).write_text(text)
-    lines = (src / "metrics.csv").read_text().splitlines(keepends=True)
-    (torn / "metrics.csv").write_text("".join(lines[:6]) + lines[6][:15])
+    lines = (src / METRICS_FILE).read_text().splitlines(keepends=True)
+    (torn / METRICS_FILE).write_text("".join(lines[:6]) + lines[6][:15])
     failed = root / "10-00-00" / str(n + 2)
     failed.mkdir()
     for item in (src / ".hydra").iterdir():
         (failed / ".hydra").mkdir(exist_ok=True)
         (failed / ".hydra" / item.name).write_text(item.read_text().replace("seed: 0", "seed: 8"))
-    metrics = pd.read_csv(src / "metrics.csv").head(4)
-    metrics.to_csv(failed / "metrics.csv", index=False)
+    metrics = pd.read_csv(src / METRICS_FILE).head(4)
+    metrics.to_csv(failed / METRICS_FILE, index=False)
     summary = synthetic.train_summary(metrics, "model1", status="failed")
-    (failed / "summary.json").write_text(json.dumps(summary))
-    fp = json.loads((src / "fingerprint.json").read_text())
+    (failed / SUMMARY_FILE).write_text(json.dumps(summary))
+    fp = json.loads((src / FINGERPRINT_FILE).read_text())
     fp["start_time"] = "2026-12-03T09:00:00+00:00"  # a run of its own (same start = same run)
-    (failed / "fingerprint.json").write_text(json.dumps(fp))
+    (failed / FINGERPRINT_FILE).write_text(json.dumps(fp))
     return root
 
 
@@ -68,7 +76,7 @@ def report(sweep: Path):
 
 
 def _train_cells(sweep: Path) -> list[Path]:
-    return sorted(p for p in (sweep / "10-00-00").iterdir() if (p / "summary.json").is_file())
+    return sorted(p for p in (sweep / "10-00-00").iterdir() if (p / SUMMARY_FILE).is_file())
 
 
 def test_runs_table_has_one_row_per_cell(sweep, report):
@@ -88,7 +96,7 @@ def test_runs_table_has_one_row_per_cell(sweep, report):
 def test_summary_metrics_agree_with_the_cells_own_summary(sweep, report):
     runs = report.runs.set_index("cell")
     for cell in _train_cells(sweep):
-        summary = json.loads((cell / "summary.json").read_text())
+        summary = json.loads((cell / SUMMARY_FILE).read_text())
         if summary["status"] != "completed":
             continue
         row = runs.loc[f"2026-12-01/10-00-00/{cell.name}"]
@@ -99,11 +107,11 @@ def test_summary_metrics_agree_with_the_cells_own_summary(sweep, report):
 
 def test_iterations_and_latency_tables(sweep, report):
     it = pd.read_csv(report.out / "iterations.csv")
-    expected = sum(len(pd.read_csv(c / "metrics.csv")) for c in _train_cells(sweep))
+    expected = sum(len(pd.read_csv(c / METRICS_FILE)) for c in _train_cells(sweep))
     assert len(it) == expected + 5  # + the 5 complete rows of the torn cell
     assert it.groupby("cell")["iteration"].apply(lambda s: s.is_monotonic_increasing).all()
     lat = pd.read_parquet(report.out / "latency.parquet")
-    steps = sum(len(pd.read_csv(c / "steps.csv")) for c in (sweep / "11-00-00").iterdir()
+    steps = sum(len(pd.read_csv(c / STEPS_FILE)) for c in (sweep / "11-00-00").iterdir()
                 if c.is_dir())  # fmt: skip
     assert len(lat) == steps
     assert lat["excluded"].eq("warmup").sum() == 20 * 4
@@ -224,16 +232,16 @@ def test_broken_cells_never_break_the_report(tmp_path):
     cfg = synthetic.resolved_config()
     fp = synthetic.fingerprint()
     header_only = synthetic.write_cell(root / "0", synthetic.CellSpec(cfg, [], fp, None))
-    (header_only / "metrics.csv").write_text(",".join(synthetic.METRIC_COLUMNS) + "\n")
+    (header_only / METRICS_FILE).write_text(",".join(synthetic.METRIC_COLUMNS) + "\n")
     bare = synthetic.write_cell(root / "1", synthetic.CellSpec({"seed": 3}, ["+foo=bar"], None))
-    (bare / "metrics.csv").write_text("iteration,iter_s,episode_return_mean\n1,2,\n2,2.1,-20\n")
+    (bare / METRICS_FILE).write_text("iteration,iter_s,episode_return_mean\n1,2,\n2,2.1,-20\n")
     not_a_map = synthetic.write_cell(root / "2", synthetic.CellSpec(cfg, [], None, {}))
     (not_a_map / ".hydra" / "config.yaml").write_text("- a\n- b\n")
     binary = synthetic.write_cell(root / "3", synthetic.CellSpec(cfg, [], None, {}))
-    (binary / "metrics.csv").write_bytes(b"\x00\xff\xfe\x00\n\x01,\x02\n")
+    (binary / METRICS_FILE).write_bytes(b"\x00\xff\xfe\x00\n\x01,\x02\n")
     rollout = synthetic.resolved_config(stage="rollout")
     empty_steps = synthetic.write_cell(root / "4", synthetic.CellSpec(rollout, [], None, {}))
-    (empty_steps / "steps.csv").write_text("episode,step,excluded,forward_ms,action_ms\n")
+    (empty_steps / STEPS_FILE).write_text("episode,step,excluded,forward_ms,action_ms\n")
     (root / "5" / ".hydra").mkdir(parents=True)
     (root / "5" / ".hydra" / "config.yaml").write_text("stage: train\n")
     # Launcher states (docs/sweeps.md): skipped at pre-flight, and not started yet.
@@ -246,9 +254,9 @@ def test_broken_cells_never_break_the_report(tmp_path):
             {"status": "skipped", "stage": "train", "error": "gpu_layout asks for GPU(s) [0]"},
         ),
     )
-    (skipped / "cell.json").write_text(json.dumps({"status": "skipped", "concurrent_cells": 1}))
+    (skipped / CELL_FILE).write_text(json.dumps({"status": "skipped", "concurrent_cells": 1}))
     pending = synthetic.write_cell(root / "7", synthetic.CellSpec(cfg, [], None, None))
-    (pending / "cell.json").write_text(json.dumps({"status": "pending", "concurrent_cells": 1}))
+    (pending / CELL_FILE).write_text(json.dumps({"status": "pending", "concurrent_cells": 1}))
 
     res = build_report([root], tmp_path / "out", figures=True)
     reasons = {s.path.name: s.reason for s in res.skipped}
@@ -324,7 +332,7 @@ def test_serve_cell_levels_are_read_tabled_and_drawn(tmp_path):
     }  # fmt: skip
     cell = tmp_path / "runs" / "0"
     synthetic.write_cell(cell, synthetic.CellSpec(cfg, [], None, summary))
-    levels.to_csv(cell / "levels.csv", index=False)
+    levels.to_csv(cell / LEVELS_FILE, index=False)
     res = build_report([tmp_path / "runs"], tmp_path / "out")
     assert len(res.serve.levels) == 4 and res.serve.levels["slo_ms"].eq(5.0).all()
     row = res.serve.max_rate.iloc[0]

@@ -13,6 +13,7 @@ import pytest
 
 from rlperf.algos import plan_resources
 from rlperf.errors import InfeasibleError
+from rlperf.layout import SUMMARY_FILE
 from rlperf.resources.plan import (
     Machine,
     check_feasible,
@@ -159,7 +160,7 @@ def test_a_run_beside_another_rays_address_starts_its_own(tmp_path: Path) -> Non
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.count("not joining RAY_ADDRESS=127.0.0.1:1") == 1, proc.stderr[-3000:]
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
     assert summary["status"] == "completed" and summary["iterations"] == 1
 
 
@@ -228,7 +229,7 @@ def test_a_run_beside_a_live_ray_start_neither_joins_nor_disturbs_it(tmp_path: P
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert f"not joining the Ray at {address}" in proc.stderr
-        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        summary = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
         assert summary["status"] == "completed"
         # The other Ray is still there: its address file unchanged, its GCS still listening.
         assert other_ray_address() == other

@@ -16,6 +16,7 @@ import pytest
 from support.live_run import LiveRun, csv_rows
 
 from rlperf.errors import ResultsWriteError
+from rlperf.layout import METRICS_FILE, SUMMARY_FILE
 from rlperf.results.csvlog import CsvLog
 from tests.conftest import TINY_TRAIN, run_rlperf
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/
 
 
 def test_a_row_the_disk_refuses_keeps_the_rows_before(tmp_path: Path) -> None:
-    path = tmp_path / "metrics.csv"
+    path = tmp_path / METRICS_FILE
     log = CsvLog(path, ["iteration", "iter_s"])
     log.write({"iteration": 1, "iter_s": 0.5})
     log.write({"iteration": 2, "iter_s": 0.25})
@@ -45,16 +46,16 @@ def test_a_row_the_disk_refuses_keeps_the_rows_before(tmp_path: Path) -> None:
 def test_a_training_job_on_a_full_disk_ends_with_one_line(tmp_path: Path) -> None:
     out = tmp_path / "run"
     out.mkdir()
-    (out / "metrics.csv").symlink_to("/dev/full")
+    (out / METRICS_FILE).symlink_to("/dev/full")
     args = [*TINY_TRAIN, "workers=0", "train.env_ceiling.enabled=false", f"hydra.run.dir={out}"]
     proc = run_rlperf(args, cwd=tmp_path, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"rlperf: cannot write its header of {out / 'metrics.csv'}: No space left on device; "
+        f"rlperf: cannot write its header of {out / METRICS_FILE}: No space left on device; "
         f"it is empty"
     )
     assert "Traceback" not in proc.stderr
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["status"] == "failed"
     assert summary["error"].startswith("ResultsWriteError: cannot write its header")
 
@@ -101,7 +102,7 @@ def test_a_training_job_whose_disk_fills_mid_run_ends_with_one_line(
     args = [a for a in TINY_TRAIN if not a.startswith(("train.iterations", "workers"))]
     args += ["workers=0", "train.iterations=6", "train.env_ceiling.enabled=false"]
     with LiveRun([*args, f"hydra.run.dir={out}"], tmp_path) as run:
-        assert run.wait_until(lambda: csv_rows(out / "metrics.csv") >= 2, 300), run.output
+        assert run.wait_until(lambda: csv_rows(out / METRICS_FILE) >= 2, 300), run.output
         _fill(small_disk)
         rc = run.finish(timeout=300)
     err = run.output
@@ -109,7 +110,7 @@ def test_a_training_job_whose_disk_fills_mid_run_ends_with_one_line(
     last = err.strip().splitlines()[-1]
     assert last.startswith("rlperf: ") and "No space left on device" in last, err[-3000:]
     assert "Traceback" not in err
-    metrics = (out / "metrics.csv").read_text().splitlines()
+    metrics = (out / METRICS_FILE).read_text().splitlines()
     width = len(metrics[0].split(","))
     assert len(metrics) >= 3 and all(len(line.split(",")) == width for line in metrics)
     assert not list(out.rglob("*.tmp"))

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from rlperf.layout import EPISODES_FILE, STEPS_FILE
 from rlperf.results.latency import (
     EPISODE_COLUMNS,
     STEP_COLUMNS,
@@ -67,22 +68,22 @@ def test_recorder_flushes_each_episode_and_flags_warmup(tmp_path) -> None:
     for i in range(4):
         rec.record_step(0, 0.1 * (i + 1), 0.2 * (i + 1), 1.0, action=i % 2)
     # Nothing of episode 0 on disk before it ends (no I/O between timed steps).
-    assert _rows(tmp_path / "steps.csv") == []
+    assert _rows(tmp_path / STEPS_FILE) == []
     rec.end_episode(0, episode_return=-1.0, length=4, wall_s=0.5)
-    steps = _rows(tmp_path / "steps.csv")
+    steps = _rows(tmp_path / STEPS_FILE)
     assert list(steps[0]) == list(STEP_COLUMNS)
     assert [r["excluded"] for r in steps] == ["warmup", "warmup", "warmup", ""]
     assert [int(r["step"]) for r in steps] == [0, 1, 2, 3]
     assert float(steps[3]["action_ms"]) == pytest.approx(0.8)
-    episodes = _rows(tmp_path / "episodes.csv")
+    episodes = _rows(tmp_path / EPISODES_FILE)
     assert list(episodes[0]) == list(EPISODE_COLUMNS)
     assert episodes[0]["return"] == "-1.0" and episodes[0]["length"] == "4"
     # An unfinished second episode: its steps are written at close, no episode row.
     rec.record_step(1, 0.5, 0.6, 2.0, action=3)
     rec.record_step(1, 0.7, 0.8, 2.0, action=3)
     rec.close()
-    assert len(_rows(tmp_path / "steps.csv")) == 6
-    assert len(_rows(tmp_path / "episodes.csv")) == 1
+    assert len(_rows(tmp_path / STEPS_FILE)) == 6
+    assert len(_rows(tmp_path / EPISODES_FILE)) == 1
     summary = rec.latency_summary()
     assert summary["forward_ms"]["count"] == 3  # 6 steps - 3 warm-up
     assert summary["forward_ms"]["mean"] == pytest.approx((0.4 + 0.5 + 0.7) / 3)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlperf.layout import EPISODES_FILE, STEPS_FILE
 from rlperf.results.latency import LatencyRecorder, action_value
 
 
@@ -44,11 +45,11 @@ def test_steps_and_episodes_on_disk(tmp_path: Path) -> None:
         assert rec.steps == 3
         assert rec.values("action_ms") == [1.5, 2.5, 3.5]
         assert rec.excluded() == {"warmup": 2}
-    steps = _rows(out / "steps.csv")
+    steps = _rows(out / STEPS_FILE)
     assert [r["episode"] for r in steps] == ["0", "0", "1"]
     assert [r["action"] for r in steps] == ["0.5 -0.5", "1", "0"]
     assert [r["env_step_ms"] for r in steps] == ["0.1", "0.2", "0.3"]
-    assert _rows(out / "episodes.csv") == [
+    assert _rows(out / EPISODES_FILE) == [
         {"episode": "0", "return": "3.5", "length": "2", "wall_s": "0.25"}
     ]
     assert rec.episode_rows == [{"episode": 0, "return": 3.5, "length": 2, "wall_s": 0.25}]

@@ -14,7 +14,16 @@ import torch
 
 from rlperf.envs.atari import make_atari_env
 from rlperf.errors import CheckpointError
-from rlperf.layout import POLICY_FILE
+from rlperf.layout import (
+    CHECKPOINT_DIR,
+    EPISODES_FILE,
+    FINGERPRINT_FILE,
+    POLICY_FILE,
+    PROBE_FILE,
+    STEPS_FILE,
+    SUMMARY_FILE,
+    TELEMETRY_FILE,
+)
 from rlperf.models.policy_file import load_policy
 from rlperf.resources.plan import count_nvidia_gpus
 from rlperf.runs.checkpoint import load_trained_run
@@ -47,12 +56,12 @@ def rollout_run(tiny_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 def test_per_step_rows_and_summary(rollout_run: Path, tiny_run: Path) -> None:
-    steps = pd.read_csv(rollout_run / "steps.csv")
-    eps = pd.read_csv(rollout_run / "episodes.csv")
-    s = json.loads((rollout_run / "summary.json").read_text())
+    steps = pd.read_csv(rollout_run / STEPS_FILE)
+    eps = pd.read_csv(rollout_run / EPISODES_FILE)
+    s = json.loads((rollout_run / SUMMARY_FILE).read_text())
     assert s["status"] == "completed" and s["stage"] == "rollout" and s["error"] is None
     # It played the run's env (tiny's 42 px) with the command line's step limit on top.
-    trained = json.loads((tiny_run / "summary.json").read_text())["env_protocol"]
+    trained = json.loads((tiny_run / SUMMARY_FILE).read_text())["env_protocol"]
     capped = {"max_episode_steps": EPISODE_CAP, "max_frames_per_episode": EPISODE_CAP * 4}
     assert s["env_protocol"] == {**trained, **capped}
     assert s["env_protocol"]["observation"]["dim"] == 42
@@ -86,13 +95,13 @@ def test_per_step_rows_and_summary(rollout_run: Path, tiny_run: Path) -> None:
     assert s["model_params"] == 12_463 and s["env"]["dim"] == 42
     assert s["env"]["max_episode_steps"] == EPISODE_CAP and s["env"]["seed"] == 0
     assert s["probe"]["greedy_agreement"] == 1.0 and s["probe"]["max_abs_logit_err"] <= 1e-5
-    fp = json.loads((rollout_run / "fingerprint.json").read_text())
+    fp = json.loads((rollout_run / FINGERPRINT_FILE).read_text())
     assert fp["config"]["stage"] == "rollout"
-    assert len(pd.read_csv(rollout_run / "telemetry.csv")) >= 2
+    assert len(pd.read_csv(rollout_run / TELEMETRY_FILE)) >= 2
 
 
 def test_records_what_executed_the_policy(rollout_run: Path) -> None:
-    s = json.loads((rollout_run / "summary.json").read_text())
+    s = json.loads((rollout_run / SUMMARY_FILE).read_text())
     ex = s["executor"]
     assert ex["process"] == "driver" and ex["pid"] != os.getpid()
     assert ex["device"] == "cpu" and ex["torch_threads"] == 1
@@ -105,9 +114,9 @@ def test_records_what_executed_the_policy(rollout_run: Path) -> None:
 
 def test_greedy_actions_are_the_policys_argmax(rollout_run: Path, tiny_run: Path) -> None:
     """Replaying the recorded env with the plain torch policy gives every recorded action."""
-    steps = pd.read_csv(rollout_run / "steps.csv")
-    s = json.loads((rollout_run / "summary.json").read_text())
-    net = load_policy(tiny_run / "checkpoint")
+    steps = pd.read_csv(rollout_run / STEPS_FILE)
+    s = json.loads((rollout_run / SUMMARY_FILE).read_text())
+    net = load_policy(tiny_run / CHECKPOINT_DIR)
     env = make_atari_env(s["env"])
     try:
         for _, episode in steps.groupby("episode"):
@@ -121,9 +130,9 @@ def test_greedy_actions_are_the_policys_argmax(rollout_run: Path, tiny_run: Path
 
 def test_same_seed_same_greedy_actions(rollout_run: Path, tiny_run: Path, tmp_path: Path) -> None:
     again = rollout(tiny_run, tmp_path / "again", "workers=0")
-    a, b = (pd.read_csv(d / "steps.csv") for d in (rollout_run, again))
+    a, b = (pd.read_csv(d / STEPS_FILE) for d in (rollout_run, again))
     assert list(a["action"]) == list(b["action"])
-    ea, eb = (pd.read_csv(d / "episodes.csv") for d in (rollout_run, again))
+    ea, eb = (pd.read_csv(d / EPISODES_FILE) for d in (rollout_run, again))
     assert list(ea["return"]) == list(eb["return"])
 
 
@@ -140,10 +149,10 @@ def test_sweep_over_workers_shows_env_runners_unused(
     )
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
     cells = {}
-    for cell in sorted(p for p in sweep.iterdir() if (p / "summary.json").is_file()):
-        s = json.loads((cell / "summary.json").read_text())
+    for cell in sorted(p for p in sweep.iterdir() if (p / SUMMARY_FILE).is_file()):
+        s = json.loads((cell / SUMMARY_FILE).read_text())
         assert s["status"] == "completed", s["error"]
-        cells[s["env_runners"]["started"]] = (s, pd.read_csv(cell / "steps.csv"))
+        cells[s["env_runners"]["started"]] = (s, pd.read_csv(cell / STEPS_FILE))
     assert sorted(cells) == [0, 1]
     (s0, steps0), (s1, steps1) = cells[0], cells[1]
     assert (s0["algorithm_started"], s1["algorithm_started"]) == (False, True)
@@ -156,7 +165,7 @@ def test_sweep_over_workers_shows_env_runners_unused(
     assert s1["executor"]["policy_source"].startswith("Algorithm.get_module()")
     assert s1["learner"]["where"] == "driver" and s1["probe"]["greedy_agreement"] == 1.0
     # Same seed, same greedy actions: across the cells and against the single run.
-    reference = list(pd.read_csv(rollout_run / "steps.csv")["action"])
+    reference = list(pd.read_csv(rollout_run / STEPS_FILE)["action"])
     assert list(steps0["action"]) == list(steps1["action"]) == reference
     for s in (s0, s1):
         assert s["latency"]["action_ms"]["count"] == STEPS - WARMUP
@@ -177,10 +186,10 @@ def test_gpu_cell_is_skipped_without_a_gpu(tiny_run: Path, tmp_path: Path) -> No
     # A single run this machine cannot run: exit 2, one line (as training's, docs/exit-codes.md).
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("rlperf: gpu_layout=gpu0_driver needs")
-    s = json.loads((out / "summary.json").read_text())
+    s = json.loads((out / SUMMARY_FILE).read_text())
     assert s["status"] == "skipped"
     assert "gpu_layout=gpu0_driver needs GPU(s) [0]" in s["error"]
-    assert not (out / "steps.csv").exists()
+    assert not (out / STEPS_FILE).exists()
 
 
 @pytest.mark.gpu
@@ -188,7 +197,7 @@ def test_gpu_rollout_runs_the_policy_on_cuda(tiny_run: Path, tmp_path: Path) -> 
     if count_nvidia_gpus()[0] == 0 or not torch.cuda.is_available():
         pytest.skip("needs an NVIDIA GPU and a CUDA build of torch")
     out = rollout(tiny_run, tmp_path / "cuda", "workers=0", "gpu_layout=gpu0_driver")
-    s = json.loads((out / "summary.json").read_text())
+    s = json.loads((out / SUMMARY_FILE).read_text())
     assert s["status"] == "completed" and s["executor"]["device"] == "cuda:0"
     assert s["probe"]["greedy_agreement"] == 1.0
 
@@ -196,12 +205,12 @@ def test_gpu_rollout_runs_the_policy_on_cuda(tiny_run: Path, tmp_path: Path) -> 
 def test_broken_checkpoint_fails_naming_the_file(tiny_run: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
-    policy = run / "checkpoint" / POLICY_FILE
+    policy = run / CHECKPOINT_DIR / POLICY_FILE
     policy.write_bytes(policy.read_bytes()[:100])
     out = tmp_path / "broken"
     proc = run_rlperf([*ROLLOUT, f"run={run}", f"hydra.run.dir={out}"], cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr[-2000:]  # bad input: a user error
-    s = json.loads((out / "summary.json").read_text())
+    s = json.loads((out / SUMMARY_FILE).read_text())
     assert s["status"] == "invalid" and s["error"].startswith("CheckpointError")
     assert str(policy) in s["error"] and "truncated or not a torch file" in s["error"]
 
@@ -212,7 +221,7 @@ def test_broken_checkpoint_fails_naming_the_file(tiny_run: Path, tmp_path: Path)
 def test_connector_path_acts_like_the_saved_policy(tiny_run: Path) -> None:
     from rlperf.rollout.policy import DriverPolicy
 
-    probe = np.load(tiny_run / "checkpoint" / "probe.npz")
+    probe = np.load(tiny_run / CHECKPOINT_DIR / PROBE_FILE)
     policy = DriverPolicy.from_checkpoint(tiny_run / "checkpoint", torch.device("cpu"))
     actions = []
     for obs in probe["obs"]:
@@ -226,7 +235,7 @@ def test_connector_path_acts_like_the_saved_policy(tiny_run: Path) -> None:
 def test_sampling_is_seeded_and_differs_from_greedy(tiny_run: Path) -> None:
     from rlperf.rollout.policy import DriverPolicy
 
-    probe = np.load(tiny_run / "checkpoint" / "probe.npz")
+    probe = np.load(tiny_run / CHECKPOINT_DIR / PROBE_FILE)
     policy = DriverPolicy.from_checkpoint(tiny_run / "checkpoint", torch.device("cpu"), True)
 
     def sample(seed: int) -> list[int]:
@@ -246,7 +255,7 @@ def test_sampling_is_seeded_and_differs_from_greedy(tiny_run: Path) -> None:
 def test_truncated_rllib_module_names_the_path(tiny_run: Path, tmp_path: Path) -> None:
     from rlperf.rollout.policy import DriverPolicy
 
-    ckpt = tmp_path / "checkpoint"
+    ckpt = tmp_path / CHECKPOINT_DIR
     shutil.copytree(tiny_run / "checkpoint", ckpt)
     state = ckpt / "learner_group/learner/rl_module/default_policy/module_state.pkl"
     state.write_bytes(state.read_bytes()[:200])
@@ -261,9 +270,9 @@ def test_probe_mismatch_is_detected(tiny_run: Path, tmp_path: Path) -> None:
 
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
-    probe = dict(np.load(run / "checkpoint" / "probe.npz"))
+    probe = dict(np.load(run / CHECKPOINT_DIR / PROBE_FILE))
     probe["logits"] = probe["logits"] + 0.5
-    np.savez(run / "checkpoint" / "probe.npz", **probe)
+    np.savez(run / CHECKPOINT_DIR / PROBE_FILE, **probe)
     trained = load_trained_run(str(run), None)
     policy = DriverPolicy.from_checkpoint(trained.checkpoint_dir, torch.device("cpu"))
     with pytest.raises(CheckpointError, match="different trainings"):

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rlperf.layout import CHECKPOINT_DIR, STEPS_FILE, SUMMARY_FILE
 from rlperf.models.policy_file import load_policy
 from tests.conftest import run_rlperf
 
@@ -31,7 +32,7 @@ def test_sac_policy_rolls_out_with_the_reference_actor(sac_run: Path, tmp_path: 
         env={"PYTHONPATH": str(Path(__file__).parents[1])},
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    s = json.loads((out / "summary.json").read_text())
+    s = json.loads((out / SUMMARY_FILE).read_text())
     assert s["status"] == "completed" and s["steps"] == 120
     # Per-step latency exactly as for a Discrete policy.
     assert set(s["latency"]) == {"forward_ms", "action_ms", "env_step_ms"}
@@ -41,9 +42,9 @@ def test_sac_policy_rolls_out_with_the_reference_actor(sac_run: Path, tmp_path: 
     probe = s["probe"]
     assert probe["max_action_err_of_range"] <= 1e-5 and "greedy_agreement" not in probe
     # Every action the env got lies in the Box, one value per dimension.
-    net = load_policy(sac_run / "checkpoint")
+    net = load_policy(sac_run / CHECKPOINT_DIR)
     dims = len(net.action_spec["low"])
-    actions = pd.read_csv(out / "steps.csv")["action"].astype(str).str.split()
+    actions = pd.read_csv(out / STEPS_FILE)["action"].astype(str).str.split()
     values = np.array([[float(v) for v in a] for a in actions])
     assert values.shape == (120, dims)
     low, high = np.array(net.action_spec["low"]), np.array(net.action_spec["high"])

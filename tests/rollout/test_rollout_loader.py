@@ -16,7 +16,14 @@ from support.run_folders import TINY_FILTERS, make_run
 
 from rlperf.algos import plan_resources
 from rlperf.errors import CheckpointError, ConfigError, SkipCell
-from rlperf.layout import POLICY_FILE
+from rlperf.layout import (
+    CHECKPOINT_DIR,
+    EPISODES_FILE,
+    POLICY_FILE,
+    RLLIB_METADATA,
+    STEPS_FILE,
+    SUMMARY_FILE,
+)
 from rlperf.models.policy_file import save_policy
 from rlperf.models.vision_net import VisionNet
 from rlperf.resources.plan import Machine
@@ -40,7 +47,7 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def test_run_and_checkpoint_resolve_to_the_same_folders(run_dir: Path) -> None:
-    ckpt = run_dir / "checkpoint"
+    ckpt = run_dir / CHECKPOINT_DIR
     assert resolve_paths(str(run_dir), None) == (run_dir, ckpt)
     assert resolve_paths(None, str(ckpt)) == (run_dir, ckpt)
     assert resolve_paths(None, str(ckpt / POLICY_FILE)) == (run_dir, ckpt)
@@ -78,12 +85,12 @@ def test_missing_run_names_the_path(tmp_path: Path) -> None:
 
 
 def test_run_without_checkpoint_says_what_training_left(run_dir: Path) -> None:
-    shutil.rmtree(run_dir / "checkpoint")
-    (run_dir / "summary.json").write_text(json.dumps({"status": "interrupted"}))
+    shutil.rmtree(run_dir / CHECKPOINT_DIR)
+    (run_dir / SUMMARY_FILE).write_text(json.dumps({"status": "interrupted"}))
     with pytest.raises(CheckpointError) as err:
         load_trained_run(str(run_dir), None)
     msg = str(err.value)
-    assert str(run_dir / "checkpoint") in msg and "status=interrupted" in msg
+    assert str(run_dir / CHECKPOINT_DIR) in msg and "status=interrupted" in msg
 
 
 def test_checkpoint_moved_out_of_its_run_needs_the_run(run_dir: Path, tmp_path: Path) -> None:
@@ -97,7 +104,7 @@ def test_checkpoint_moved_out_of_its_run_needs_the_run(run_dir: Path, tmp_path: 
 
 
 def test_incomplete_checkpoint_lists_what_is_missing(run_dir: Path) -> None:
-    shutil.rmtree(run_dir / "checkpoint" / "env_runner")
+    shutil.rmtree(run_dir / CHECKPOINT_DIR / "env_runner")
     with pytest.raises(CheckpointError) as err:
         load_trained_run(str(run_dir), None)
     msg = str(err.value)
@@ -106,7 +113,7 @@ def test_incomplete_checkpoint_lists_what_is_missing(run_dir: Path) -> None:
 
 
 def test_truncated_policy_file(run_dir: Path) -> None:
-    path = run_dir / "checkpoint" / POLICY_FILE
+    path = run_dir / CHECKPOINT_DIR / POLICY_FILE
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError) as err:
@@ -115,7 +122,7 @@ def test_truncated_policy_file(run_dir: Path) -> None:
 
 
 def test_truncated_rllib_metadata(run_dir: Path) -> None:
-    path = run_dir / "checkpoint" / "rllib_checkpoint.json"
+    path = run_dir / CHECKPOINT_DIR / RLLIB_METADATA
     path.write_text(path.read_text()[:10])
     with pytest.raises(CheckpointError, match="rllib_checkpoint.json is truncated or not JSON"):
         load_trained_run(str(run_dir), None)
@@ -131,7 +138,7 @@ def test_truncated_run_config(run_dir: Path) -> None:
 
 def test_checkpoint_of_another_model(run_dir: Path) -> None:
     other = [[4, [8, 8], 4], [8, [4, 4], 2], [32, [6, 6], 1]]
-    save_policy(VisionNet((42, 42, 4), 6, other), run_dir / "checkpoint" / POLICY_FILE)
+    save_policy(VisionNet((42, 42, 4), 6, other), run_dir / CHECKPOINT_DIR / POLICY_FILE)
     with pytest.raises(CheckpointError) as err:
         load_trained_run(str(run_dir), None)
     msg = str(err.value)
@@ -147,7 +154,7 @@ def test_checkpoint_of_another_model(run_dir: Path) -> None:
     ],
 )
 def test_checkpoint_of_an_incompatible_rlperf(run_dir: Path, change: dict, fragment: str) -> None:
-    path = run_dir / "checkpoint" / POLICY_FILE
+    path = run_dir / CHECKPOINT_DIR / POLICY_FILE
     payload = torch.load(path, weights_only=True)
     payload.update(change)
     torch.save(payload, path)
@@ -159,7 +166,7 @@ def test_checkpoint_of_an_incompatible_rlperf(run_dir: Path, change: dict, fragm
 
 
 def test_checkpoint_of_an_incompatible_ray(run_dir: Path) -> None:
-    path = run_dir / "checkpoint" / "rllib_checkpoint.json"
+    path = run_dir / CHECKPOINT_DIR / RLLIB_METADATA
     path.write_text(json.dumps({"ray_version": "2.9.3"}))
     with pytest.raises(CheckpointError, match=r"written by Ray 2\.9\.3; .* Ray 2\.60\.x"):
         load_trained_run(str(run_dir), None)
@@ -312,7 +319,7 @@ def test_play_records_every_step_and_finished_episodes(tmp_path: Path) -> None:
     with LatencyRecorder(tmp_path, warmup_steps=5) as rec:
         counts = play(EchoPolicy(), env, rec, episodes=3, progress=lines.append)
     assert counts == {"steps": 21, "episodes_finished": 3} and env.resets == 3
-    steps = pd.read_csv(tmp_path / "steps.csv")
+    steps = pd.read_csv(tmp_path / STEPS_FILE)
     assert (
         list(steps["step"]) == list(range(21))
         and list(steps["episode"]) == [0] * 7 + [1] * 7 + [2] * 7
@@ -320,7 +327,7 @@ def test_play_records_every_step_and_finished_episodes(tmp_path: Path) -> None:
     warm = steps["excluded"].eq("warmup")
     assert warm.sum() == 5 and warm[:5].all()
     assert (steps["forward_ms"] == 0.001).all() and (steps["action_ms"] > 0).all()
-    eps = pd.read_csv(tmp_path / "episodes.csv")
+    eps = pd.read_csv(tmp_path / EPISODES_FILE)
     assert list(eps["return"]) == [1.0] * 3 and list(eps["length"]) == [7] * 3
     assert len(lines) == 3 and lines[0].startswith("episode 1/3: return +1, 7 steps")
 
@@ -330,8 +337,8 @@ def test_play_stops_after_steps_and_keeps_the_unfinished_episode(tmp_path: Path)
         counts = play(EchoPolicy(), CountingEnv(4), rec, episodes=1, steps=10)
         assert rec.latency_summary()["action_ms"]["count"] == 8
     assert counts == {"steps": 10, "episodes_finished": 2}
-    assert len(pd.read_csv(tmp_path / "steps.csv")) == 10  # the partial third episode too
-    assert len(pd.read_csv(tmp_path / "episodes.csv")) == 2
+    assert len(pd.read_csv(tmp_path / STEPS_FILE)) == 10  # the partial third episode too
+    assert len(pd.read_csv(tmp_path / EPISODES_FILE)) == 2
 
 
 def test_timer_overhead_is_measured() -> None:

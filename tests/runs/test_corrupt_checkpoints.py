@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from rlperf.layout import POLICY_FILE, SUMMARY_FILE
+from rlperf.layout import (
+    CHECKPOINT_DIR,
+    FINGERPRINT_FILE,
+    POLICY_FILE,
+    SUMMARY_FILE,
+    TELEMETRY_FILE,
+)
 from tests.conftest import run_rlperf
 from tests.support.run_folders import make_run
 
@@ -26,7 +32,7 @@ def test_a_corrupt_checkpoint_is_refused_before_work(
 ) -> None:
     name, damage, said = CORRUPTIONS[corruption]
     run = make_run(tmp_path)
-    broken = run / "checkpoint" / name
+    broken = run / CHECKPOINT_DIR / name
     broken.write_bytes(damage(broken.read_bytes()))
     out = tmp_path / "out"
     proc = run_rlperf([f"stage={stage}", f"run={run}", f"hydra.run.dir={out}"], cwd=tmp_path)
@@ -39,7 +45,7 @@ def test_a_corrupt_checkpoint_is_refused_before_work(
     # Nothing was measured: the job wrote only its summary, fingerprint and log.
     assert {p.name for p in out.iterdir() if not p.name.startswith(".")} <= {
         SUMMARY_FILE,
-        "fingerprint.json",
+        FINGERPRINT_FILE,
         "rlperf.log",
-        "telemetry.csv",
+        TELEMETRY_FILE,
     }

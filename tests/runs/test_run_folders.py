@@ -27,6 +27,7 @@ from rlperf.layout import (
     PROBE_ATOL,
     PROBE_FILE,
     RL_MODULE_DIR,
+    RLLIB_METADATA,
     STEPS_FILE,
     SUMMARY_FILE,
     TELEMETRY_FILE,
@@ -46,7 +47,7 @@ def _policy_only(root: Path) -> Path:
     """A run whose checkpoint holds rlperf's files but no RLlib part (what edge needs)."""
     run = make_run(root)
     ckpt = run / CHECKPOINT_DIR
-    for part in ("learner_group", "env_runner", "rllib_checkpoint.json"):
+    for part in ("learner_group", "env_runner", RLLIB_METADATA):
         target = ckpt / part
         shutil.rmtree(target) if target.is_dir() else target.unlink()
     return run
@@ -130,7 +131,7 @@ def test_edge_needs_the_policy_file_only(tmp_path: Path) -> None:
         load_trained_run(run, None, rllib=False)
     msg = str(err.value)
     assert f"checkpoint {ckpt} is incomplete: missing {POLICY_FILE};" in msg
-    assert "rllib_checkpoint.json" not in msg  # edge is not asked for RLlib parts
+    assert RLLIB_METADATA not in msg  # edge is not asked for RLlib parts
 
 
 def test_truncated_probe_names_the_file(tmp_path: Path) -> None:

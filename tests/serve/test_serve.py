@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from rlperf.errors import ConfigError, PayloadError
+from rlperf.layout import LEVELS_FILE, REQUESTS_FILE, SUMMARY_FILE
 from rlperf.serve.levels import level_row, max_rate_under_slo, quantile_ci
 from rlperf.serve.loadgen import Reply, Target, closed_loop, open_loop, poisson_schedule
 from rlperf.serve.payload import decode_observation, encode_observation
@@ -206,7 +207,7 @@ def test_too_many_replica_cpus_are_refused_before_ray_starts(compose_cfg, tmp_pa
 
     with pytest.raises(InfeasibleError, match="serve.replicas=.* asks Ray for"):
         execute_stage(cfg, tmp_path, never, in_trial=False)
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / SUMMARY_FILE).read_text())
     assert summary["status"] == "skipped" and summary["preflight"] is True
 
 
@@ -403,9 +404,9 @@ def test_stage_measures_levels_and_survives_a_killed_replica(
         "serve.observations=12", "serve.kill_replica_level=0", "serve.slo_ms=1000",
     )  # fmt: skip
     assert summary["status"] == "completed"
-    with (tmp_path / "levels.csv").open() as f:
+    with (tmp_path / LEVELS_FILE).open() as f:
         levels = list(csv.DictReader(f))
-    with (tmp_path / "requests.csv").open() as f:
+    with (tmp_path / REQUESTS_FILE).open() as f:
         requests = list(csv.DictReader(f))
     phases = [(r["phase"], r["transport"], r["target"]) for r in levels]
     assert phases[:5] == [("baseline", "inprocess", "policy"), ("baseline", "handle", "policy"),
@@ -494,16 +495,16 @@ def test_sigterm_mid_level_keeps_the_finished_levels_and_leaves_no_ray(
     with LiveRun(args, tmp_path, env, new_session=True) as run:
         # Level 7 is the open loop at 5 requests/s: 120 s unless stopped.
         assert run.wait_line(r"serve: level 7 ", 300), run.output[-3000:]
-        finished = csv_rows(out / "levels.csv")
+        finished = csv_rows(out / LEVELS_FILE)
         run.send(signal.SIGTERM, to="group")
         rc = run.finish(timeout=90)
     assert rc == 143, run.output[-3000:]
     lines = run.output.strip().splitlines()
     assert lines[-1] == "rlperf: interrupted (SIGTERM); completed rows and cells are kept"
     assert "Traceback" not in run.output, run.output[-3000:]
-    s = json.loads((out / "summary.json").read_text())
+    s = json.loads((out / SUMMARY_FILE).read_text())
     assert (s["status"], s["error"]) == ("interrupted", "interrupted (SIGTERM)")
-    with (out / "levels.csv").open() as f:
+    with (out / LEVELS_FILE).open() as f:
         levels = list(csv.DictReader(f))
     assert len(levels) == finished == 7 and [int(r["level"]) for r in levels] == list(range(7))
     left = subprocess.run(["pgrep", "-f", ray_tmp], capture_output=True, text=True)
@@ -536,7 +537,7 @@ def test_stage_serves_a_box_policy_and_checks_actions_against_the_range(
     assert checked["checked"] > 50 and checked["mismatches"] == 0
     assert checked["max_err_of_range"] <= checked["tolerance"] == 1e-4
     assert checked["distinct_actions"] > 10  # an actor whose action follows the state
-    rows = pd.read_csv(tmp_path / "requests.csv")
+    rows = pd.read_csv(tmp_path / REQUESTS_FILE)
     policy = rows[(rows["target"] == "policy") & (rows["status"] == "ok")]
     vectors = policy["action"].astype(str).str.split()
     assert (vectors.str.len() == 2).all() and policy["action_err"].notna().all()

@@ -37,6 +37,7 @@ from rlperf.layout import (
     EPISODES_FILE,
     FINGERPRINT_FILE,
     METRICS_FILE,
+    MULTIRUN_FILE,
     STEPS_FILE,
     SUMMARY_FILE,
     TELEMETRY_FILE,
@@ -454,9 +455,7 @@ def write_sweep(
         "_target_": "hydra_plugins.rlperf_ray_tune_launcher.RayTuneLauncher",
         "max_concurrent_trials": 1,
     }
-    (root / "multirun.yaml").write_text(
-        _yaml({"hydra": {"mode": "MULTIRUN", "launcher": launcher}})
-    )
+    (root / MULTIRUN_FILE).write_text(_yaml({"hydra": {"mode": "MULTIRUN", "launcher": launcher}}))
     return [write_cell(root / str(i), spec) for i, spec in enumerate(cells)]
 
 

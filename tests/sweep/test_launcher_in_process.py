@@ -40,7 +40,7 @@ from rlperf.config.schema import RlperfConfig, register_configs
 from rlperf.config.search_path import SHIPPED_CONF
 from rlperf.console import Console
 from rlperf.errors import SweepIncomplete
-from rlperf.layout import NON_IDENTITY_KEYS
+from rlperf.layout import CELL_FILE, INDEX_FILE, NON_IDENTITY_KEYS, SUMMARY_FILE
 from rlperf.resources.plan import Machine
 from rlperf.sweep.cells import cell_hash, identity_config
 from rlperf.sweep.index import CellRecord, SweepIndex, jsonable_return
@@ -450,7 +450,7 @@ def test_index_roundtrip_and_done_needs_the_folder_to_agree(tmp_path: Path) -> N
     assert again.subdir_owner("1") == "b" and again.subdir_owner("9") is None
     assert not again.is_done("a")  # no summary.json: not trusted
     (tmp_path / "0").mkdir()
-    (tmp_path / "0" / "summary.json").write_text(json.dumps({"status": "completed"}))
+    (tmp_path / "0" / SUMMARY_FILE).write_text(json.dumps({"status": "completed"}))
     assert again.is_done("a") and not again.is_done("b") and not again.is_done("zz")
     assert jsonable_return(float("nan")) is None and jsonable_return(3) == 3
     assert jsonable_return({"a": 1}) == "{'a': 1}"
@@ -473,7 +473,7 @@ class FakeGroups:
             failed = any(f in cell.record.overrides for f in self.fail)
             status = "failed" if failed else "completed"
             cell.out_dir.mkdir(parents=True, exist_ok=True)
-            (cell.out_dir / "summary.json").write_text(json.dumps({"status": status}))
+            (cell.out_dir / SUMMARY_FILE).write_text(json.dumps({"status": status}))
             cell.record.status, cell.record.runs = status, cell.record.runs + 1
             cell.record.reason = "RuntimeError: on purpose" if failed else None
             cell.record.return_value = None if failed else float(cell.record.job_num)
@@ -535,7 +535,7 @@ def test_cells_are_grouped_by_how_ray_starts(tmp_path: Path, fake_groups) -> Non
     ]
     assert len(fake.groups[0][1]) == 2
     assert [r.return_value for r in rets] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
-    index = json.loads((tmp_path / "sweep.json").read_text())
+    index = json.loads((tmp_path / INDEX_FILE).read_text())
     assert len(index["groups"]) == 5 and len(index["cells"]) == 6
     assert index["groups"][4]["ray_start"] == {
         "visible_gpus": [],
@@ -549,7 +549,7 @@ def test_cells_are_grouped_by_how_ray_starts(tmp_path: Path, fake_groups) -> Non
 def test_resume_keeps_completed_cells_by_hash(tmp_path: Path, fake_groups) -> None:
     fake = fake_groups()
     first = multirun(tmp_path, "seed=0,1", "workers=0")
-    hashes = {json.loads((tmp_path / d / "cell.json").read_text())["hash"]: d for d in ("0", "1")}
+    hashes = {json.loads((tmp_path / d / CELL_FILE).read_text())["hash"]: d for d in ("0", "1")}
     assert len(fake.groups) == 1 and [r.return_value for r in first] == [0.0, 1.0]
     # Reordered and extended: seed=2 is new; Hydra numbers it 0, a folder already taken.
     fake = fake_groups()
@@ -557,14 +557,14 @@ def test_resume_keeps_completed_cells_by_hash(tmp_path: Path, fake_groups) -> No
     assert [c for _, cells in fake.groups for c in cells] == [["seed=2", "workers=0"]]
     assert [r.overrides[0] for r in second] == ["seed=2", "seed=0", "seed=1"]
     assert [r.return_value for r in second] == [0.0, 0.0, 1.0]  # kept cells: their old value
-    index = json.loads((tmp_path / "sweep.json").read_text())
+    index = json.loads((tmp_path / INDEX_FILE).read_text())
     by_seed = {r["overrides"][0]: r for r in index["cells"].values()}
     assert by_seed["seed=0"]["subdir"] == "0"  # kept where it was
     assert by_seed["seed=1"]["runs"] == 1  # not run again
     new = by_seed["seed=2"]
     assert new["subdir"] == f"0-{new['hash'][:8]}" and new["status"] == "completed"
     assert set(hashes) < set(index["cells"])
-    assert json.loads((tmp_path / new["subdir"] / "cell.json").read_text())["job_num"] == 0
+    assert json.loads((tmp_path / new["subdir"] / CELL_FILE).read_text())["job_num"] == 0
 
 
 @pytest.mark.usefixtures("hydra_restore_singletons")
@@ -592,7 +592,7 @@ def test_resume_never_keeps_a_cell_whose_resolved_config_changed(
         ["experiment=mine", "seed=0", "workers=0"],
         ["experiment=mine", "seed=1", "workers=0"],
     ]
-    records = json.loads((sweep / "sweep.json").read_text())["cells"].values()
+    records = json.loads((sweep / INDEX_FILE).read_text())["cells"].values()
     # The old cells' records stay under their own hashes; the new cells got new folders.
     assert len(records) == 4 and len({r["subdir"] for r in records}) == 4
 
@@ -606,14 +606,14 @@ def test_failed_and_invalid_cells_fail_the_sweep_after_the_others(
         multirun(tmp_path, "workers=0,1,2", "model=tiny", "model.dim=100")
     assert invalid.value.exit_code == 2  # invalid cells only: a user error (docs/exit-codes.md)
     # model.dim=100 cannot reach 1x1 with the tiny model: invalid before anything runs.
-    index = json.loads((tmp_path / "sweep.json").read_text())
+    index = json.loads((tmp_path / INDEX_FILE).read_text())
     assert {tuple(r["overrides"])[0]: r["status"] for r in index["cells"].values()} == {
         "workers=0": "invalid",
         "workers=1": "invalid",
         "workers=2": "invalid",
     }
     assert fake.groups == []
-    summary = json.loads((tmp_path / "0" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "0" / SUMMARY_FILE).read_text())
     assert summary["status"] == "invalid" and summary["preflight"] is True
     assert "ConfigError" in summary["error"] and "1x1" in summary["error"]
     assert (tmp_path / "0" / ".hydra" / "overrides.yaml").is_file()
@@ -629,7 +629,7 @@ def test_failed_and_invalid_cells_fail_the_sweep_after_the_others(
         ["seed=1", "workers=0"],
         ["seed=2", "workers=0"],
     ]
-    statuses = [json.loads((other / d / "cell.json").read_text())["status"] for d in "012"]
+    statuses = [json.loads((other / d / CELL_FILE).read_text())["status"] for d in "012"]
     assert statuses == ["completed", "failed", "completed"]
 
 
@@ -643,7 +643,7 @@ def test_infeasible_cells_are_skipped_or_fail_strictly(tmp_path: Path, fake_grou
     fake = fake_groups()
     rets = multirun(tmp_path, "gpu_layout=none,gpu0_driver", "workers=0")
     assert [r.return_value for r in rets] == [0.0, None]  # skipped is not a failure
-    skipped = json.loads((tmp_path / "1" / "summary.json").read_text())
+    skipped = json.loads((tmp_path / "1" / SUMMARY_FILE).read_text())
     assert skipped["status"] == "skipped" and "GPU(s) [0]" in skipped["error"]
     assert skipped["preflight"] is True
     assert (tmp_path / "1" / ".hydra" / "config.yaml").is_file()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from rlperf.layout import CELL_FILE, METRICS_FILE, SEARCH_FILE, SUMMARY_FILE
 from rlperf.sweep.space import parse_space
 from tests.conftest import run_rlperf
 
@@ -52,7 +53,7 @@ FINAL = ("completed", "stopped_early", "skipped")
 
 def _trials(folder: Path) -> list[dict]:
     try:
-        return list(json.loads((folder / "search.json").read_text())["trials"])
+        return list(json.loads((folder / SEARCH_FILE).read_text())["trials"])
     except (OSError, ValueError, KeyError):
         return []
 
@@ -87,7 +88,7 @@ def _run_and_interrupt(args: list[str], cwd: Path, folder: Path) -> int:
 
 
 def _last(cell: Path, column: str) -> float:
-    with (cell / "metrics.csv").open() as f:
+    with (cell / METRICS_FILE).open() as f:
         return float(list(csv.DictReader(f))[-1][column])
 
 
@@ -100,18 +101,18 @@ def test_search_interrupt_resume_best_and_preset(tmp_path: Path) -> None:
     assert all(t["status"] != "running" for t in _trials(folder))
     before = {t["subdir"]: t for t in _trials(folder) if t["status"] in FINAL}
     assert len(before) >= 2
-    stamps = {s: (folder / s / "summary.json").stat().st_mtime_ns for s in before}
+    stamps = {s: (folder / s / SUMMARY_FILE).stat().st_mtime_ns for s in before}
 
     proc = run_rlperf(args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads((folder / "search.json").read_text())
+    data = json.loads((folder / SEARCH_FILE).read_text())
     trials = data["trials"]
     assert len(trials) == 5 and all(t["status"] in FINAL for t in trials), trials
 
     # Finished trials were kept, not run again.
     for subdir, stamp in stamps.items():
-        assert (folder / subdir / "summary.json").stat().st_mtime_ns == stamp
-        assert json.loads((folder / subdir / "cell.json").read_text())["runs"] == 1
+        assert (folder / subdir / SUMMARY_FILE).stat().st_mtime_ns == stamp
+        assert json.loads((folder / subdir / CELL_FILE).read_text())["runs"] == 1
 
     # Every trial's parameters lie in the declared space, and its folder ran them.
     space = parse_space(list(SPACE), "optuna")
@@ -125,7 +126,7 @@ def test_search_interrupt_resume_best_and_preset(tmp_path: Path) -> None:
 
     # Infeasible proposals (8 env runners on this machine) are skipped by the pre-flight.
     for t in trials:
-        summary = json.loads((folder / t["subdir"] / "summary.json").read_text())
+        summary = json.loads((folder / t["subdir"] / SUMMARY_FILE).read_text())
         assert summary["status"] == t["status"]
         if t["params"]["workers"] == 8:
             assert t["status"] == "skipped" and summary["preflight"] is True, t
@@ -140,11 +141,11 @@ def test_search_interrupt_resume_best_and_preset(tmp_path: Path) -> None:
             t["reason"],
         ), t
         cell = folder / t["subdir"]
-        summary = json.loads((cell / "summary.json").read_text())
+        summary = json.loads((cell / SUMMARY_FILE).read_text())
         # The job recorded the stop itself (Tune ends a stopped trial's thread with
         # SystemExit): no traceback; the scheduler's reason is the error.
         assert summary["error"] == t["reason"] and summary["traceback"] is None
-        with (cell / "metrics.csv").open() as f:
+        with (cell / METRICS_FILE).open() as f:
             assert 1 <= len(list(csv.DictReader(f))) < 3
 
     # The best trial is the best by the completed cells' own metrics.csv.
@@ -162,7 +163,7 @@ def test_search_interrupt_resume_best_and_preset(tmp_path: Path) -> None:
         [f"experiment={preset}", "train.iterations=1", f"hydra.run.dir={rerun}"], cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads((rerun / "summary.json").read_text())["status"] == "completed"
+    assert json.loads((rerun / SUMMARY_FILE).read_text())["status"] == "completed"
     cfg = OmegaConf.load(rerun / ".hydra" / "config.yaml")
     for key, value in data["best"]["params"].items():
         assert OmegaConf.select(cfg, key) == pytest.approx(value), key

@@ -10,6 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from rlperf.config.search_path import preset_file_overrides
+from rlperf.layout import METRICS_FILE, SEARCH_FILE, SUMMARY_FILE
 from rlperf.sweep.search_results import best_trial, trial_score, write_search_file
 from rlperf.sweep.space import (
     Axis,
@@ -137,8 +138,8 @@ def test_scores_best_and_preset(tmp_path: Path) -> None:
         cell = tmp_path / name
         (cell / ".hydra").mkdir(parents=True)
         rows = "\n".join(f"{i},{r}" for i, r in enumerate(returns, 1))
-        (cell / "metrics.csv").write_text(f"iteration,episode_return_mean\n{rows}\n")
-        (cell / "summary.json").write_text(json.dumps({"status": status, "time_to_target_s": ttt}))
+        (cell / METRICS_FILE).write_text(f"iteration,episode_return_mean\n{rows}\n")
+        (cell / SUMMARY_FILE).write_text(json.dumps({"status": status, "time_to_target_s": ttt}))
         (cell / ".hydra" / "config.yaml").write_text("algo:\n  lr: 0.001\nseed: 0\n")
         (cell / ".hydra" / "hydra.yaml").write_text(
             "hydra:\n  runtime:\n    choices:\n      env: cartpole\n      experiment: quickstart\n"
@@ -231,7 +232,7 @@ def test_report_search_section(tmp_path: Path) -> None:
         "space": {"algo.lr": "log float [0.0001, 0.01]", "model": "choice mlp64, mlp256"},
         "trials": trials, "best": {**trials[2], "preset": "x/experiment/search_best.yaml"},
     }  # fmt: skip
-    (tmp_path / "search.json").write_text(json.dumps(data))
+    (tmp_path / SEARCH_FILE).write_text(json.dumps(data))
     [search] = read_searches([tmp_path, tmp_path / "not-a-search"])
     assert best_so_far(search.trials, "max").tolist() == [20.0, 20.0, 35.0, 35.0]
     assert best_so_far(search.trials, "min").tolist() == [20.0, 20.0, 20.0, 20.0]

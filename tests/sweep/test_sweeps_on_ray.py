@@ -31,6 +31,14 @@ import pytest
 import yaml
 from support.live_run import LiveRun, command_starts, csv_rows, named
 
+from rlperf.layout import (
+    CELL_FILE,
+    FINGERPRINT_FILE,
+    INDEX_FILE,
+    METRICS_FILE,
+    SEARCH_FILE,
+    SUMMARY_FILE,
+)
 from tests.conftest import TESTS, run_rlperf
 
 pytestmark = pytest.mark.slow
@@ -96,7 +104,7 @@ def wait_gone(marker: str, timeout: float = 20.0) -> list[psutil.Process]:
         time.sleep(0.5)
 
 
-def cell(sweep: Path, subdir: str, name: str = "cell.json") -> dict[str, Any]:
+def cell(sweep: Path, subdir: str, name: str = CELL_FILE) -> dict[str, Any]:
     return json.loads((sweep / subdir / name).read_text())
 
 
@@ -184,32 +192,32 @@ def test_sweep_statuses_failure_and_skip(tmp_path: Path, ray_tmp: str) -> None:
     assert len({ok["hash"], fail["hash"], gpu["hash"]}) == 3
 
     # The completed cell holds the foundation's files and Hydra's snapshot.
-    summary = cell(sweep, "0", "summary.json")
+    summary = cell(sweep, "0", SUMMARY_FILE)
     assert summary["status"] == "completed" and summary["iterations"] == 1
-    metrics = pd.read_csv(sweep / "0" / "metrics.csv")
+    metrics = pd.read_csv(sweep / "0" / METRICS_FILE)
     assert list(metrics["iteration"]) == [1] and list(metrics["env_steps"]) == [256]
     overrides = yaml.safe_load((sweep / "0" / ".hydra" / "overrides.yaml").read_text())
     assert overrides == ["+testcell=ok", "cpu_affinity=ray_cpus", "cpu_affinity.num_cpus=2", *TINY]
     job_cfg = yaml.safe_load((sweep / "0" / ".hydra" / "config.yaml").read_text())
     assert job_cfg["workers"] == 1 and job_cfg["model"]["name"] == "tiny"
-    fingerprint = cell(sweep, "0", "fingerprint.json")
+    fingerprint = cell(sweep, "0", FINGERPRINT_FILE)
     assert fingerprint["config"]["workers"] == 1 and fingerprint["cuda_visible_devices"] == ""
 
     # The failed cell: status failed, the error and its traceback.
-    failed = cell(sweep, "1", "summary.json")
+    failed = cell(sweep, "1", SUMMARY_FILE)
     assert failed["status"] == "failed" and "breaks on purpose" in failed["error"]
     assert "FailsMidRun" in failed["traceback"] and "Traceback" in failed["traceback"]
     assert "breaks on purpose" in fail["reason"]
 
     # The GPU cell: skipped before it ran, with the reason; still a folder to find it by.
-    skipped = cell(sweep, "2", "summary.json")
+    skipped = cell(sweep, "2", SUMMARY_FILE)
     assert skipped["status"] == "skipped" and skipped["preflight"] is True
     assert "GPU(s) [0]" in skipped["error"] and "GPU(s) [0]" in gpu["reason"]
-    assert not (sweep / "2" / "metrics.csv").exists()
+    assert not (sweep / "2" / METRICS_FILE).exists()
     assert (sweep / "2" / ".hydra" / "config.yaml").is_file()
 
     # One Ray instance for the group, as big as asked.
-    index = json.loads((sweep / "sweep.json").read_text())
+    index = json.loads((sweep / INDEX_FILE).read_text())
     assert len(index["groups"]) == 1
     assert index["groups"][0]["capacity"] == {"CPU": 2.0, "GPU": 0.0}
     assert index["groups"][0]["ray_start_s"] > 0
@@ -292,14 +300,14 @@ def test_interrupt_then_resume_and_affinity_groups(tmp_path: Path, ray_tmp: str)
     first, second = cell(sweep, "0"), cell(sweep, "1")
     assert (first["status"], second["status"]) == ("completed", "interrupted"), err[-3000:]
     assert second["reason"] == "interrupted (SIGTERM)"
-    assert cell(sweep, "1", "summary.json")["status"] == "interrupted"
+    assert cell(sweep, "1", SUMMARY_FILE)["status"] == "interrupted"
     assert "interrupted (SIGTERM): completed cells are kept" in err
     assert "Traceback" not in err and "SIGTERM received" not in err, err[-3000:]
     left = wait_gone(ray_tmp)
     assert not left, f"Ray processes left behind: {[p.pid for p in left]}"
     kept_files = {
         name: (sweep / "0" / name).stat().st_mtime_ns
-        for name in ("summary.json", "metrics.csv", "fingerprint.json")
+        for name in (SUMMARY_FILE, METRICS_FILE, FINGERPRINT_FILE)
     }
 
     proc = run_rlperf(args, cwd=tmp_path, timeout=480)
@@ -310,12 +318,12 @@ def test_interrupt_then_resume_and_affinity_groups(tmp_path: Path, ray_tmp: str)
     assert (again_first["status"], again_first["runs"]) == ("completed", 1)  # not re-run
     assert (again_second["status"], again_second["runs"]) == ("completed", 2)
     assert {name: (sweep / "0" / name).stat().st_mtime_ns for name in kept_files} == kept_files
-    assert cell(sweep, "1", "summary.json")["status"] == "completed"
+    assert cell(sweep, "1", SUMMARY_FILE)["status"] == "completed"
 
     # Each cell ran under its own mask, seen by the trial process itself.
-    masks = [cell(sweep, d, "fingerprint.json")["affinity"] for d in ("0", "1")]
+    masks = [cell(sweep, d, FINGERPRINT_FILE)["affinity"] for d in ("0", "1")]
     assert masks == [[cpus[0]], [cpus[1]]]
-    index = json.loads((sweep / "sweep.json").read_text())
+    index = json.loads((sweep / INDEX_FILE).read_text())
     assert [g["ray_start"]["affinity"] for g in index["groups"]] == [
         [cpus[0]],
         [cpus[1]],
@@ -366,9 +374,9 @@ def test_learner_and_raylet_killed_mid_sweep_then_resume(tmp_path: Path, ray_tmp
         "ray.overcommit_cpus=true", f"hydra.sweep.dir={sweep}",
     ]  # fmt: skip
     with LiveRun(args, tmp_path, rlperf_env(ray_tmp)) as run:
-        assert run.wait_until(lambda: csv_rows(sweep / "0" / "metrics.csv") >= 2, 900), run.output
+        assert run.wait_until(lambda: csv_rows(sweep / "0" / METRICS_FILE) >= 2, 900), run.output
         learner = run.kill(command_starts("ray::_WrappedExecutable"))
-        assert run.wait_until(lambda: csv_rows(sweep / "1" / "metrics.csv") >= 1, 900), run.output
+        assert run.wait_until(lambda: csv_rows(sweep / "1" / METRICS_FILE) >= 1, 900), run.output
         raylet = run.kill(named("raylet"))
         rc = run.finish(timeout=300)
     err = run.output
@@ -380,9 +388,9 @@ def test_learner_and_raylet_killed_mid_sweep_then_resume(tmp_path: Path, ray_tmp
     assert second["reason"].startswith("Ray's node was lost while group 0 ran: its raylet (pid ")
     assert "was killed by SIGKILL" in second["reason"]
     for d, why in (("0", "a learner actor died"), ("1", "Ray's node was lost")):
-        summary = cell(sweep, d, "summary.json")
+        summary = cell(sweep, d, SUMMARY_FILE)
         assert summary["status"] == "failed" and why in summary["error"], summary
-        assert csv_rows(sweep / d / "metrics.csv") >= {"0": 2, "1": 1}[d]  # the rows are kept
+        assert csv_rows(sweep / d / METRICS_FILE) >= {"0": 2, "1": 1}[d]  # the rows are kept
     assert (first["group"], second["group"], third["group"]) == (0, 0, 1)
     assert "group 0: Ray's node was lost; 1 cell(s) not started go on in a new Ray (group 1)" in err
     assert err.strip().splitlines()[-1].startswith("rlperf: sweep of 3 cells: 2 failed (")
@@ -459,8 +467,8 @@ def test_sweep_on_an_existing_cluster(tmp_path: Path, ray_tmp: str) -> None:
     assert ran["status"] == "completed" and ran["ray_address"].endswith(f":{port}")
     assert skipped["status"] == "skipped" and "(Ray cluster)" in skipped["reason"]
     assert "GPU" in skipped["reason"]
-    assert cell(sweep, "0", "summary.json")["status"] == "completed"
-    index = json.loads((sweep / "sweep.json").read_text())
+    assert cell(sweep, "0", SUMMARY_FILE)["status"] == "completed"
+    index = json.loads((sweep / INDEX_FILE).read_text())
     assert index["groups"][0]["address"] == address
     assert index["groups"][0]["capacity"] == {"CPU": 2.0}
     assert index["groups"][0]["ray_start_s"] == 0.0  # joined, not started
@@ -478,7 +486,7 @@ def test_sweep_on_an_existing_cluster(tmp_path: Path, ray_tmp: str) -> None:
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=480,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    trials = json.loads((search / "search.json").read_text())["trials"]
+    trials = json.loads((search / SEARCH_FILE).read_text())["trials"]
     by_workers = {t["params"]["workers"]: t for t in trials}
     assert by_workers[0]["status"] == "completed"
     assert by_workers[8]["status"] == "skipped" and "(Ray cluster)" in by_workers[8]["reason"]

@@ -18,6 +18,7 @@ import pytest
 from fakes.pynvml import FakeGpu, FakePynvml, NVMLError_DriverNotLoaded
 from omegaconf import OmegaConf
 
+from rlperf.layout import FINGERPRINT_FILE
 from rlperf.telemetry.fingerprint import (
     FINGERPRINT_LIBRARIES,
     cgroup_cpu_limit,
@@ -223,10 +224,10 @@ def test_fingerprint_json_round_trip(tmp_path: Path) -> None:
     text = json.dumps(fp, allow_nan=False)  # strict JSON: no NaN, no objects
     assert json.loads(text) == fp
     assert fp["config"] == {"a": 1, "b": 1, "nested": {"x": [1.5, None]}}
-    path = write_fingerprint(tmp_path / "job" / "fingerprint.json", fp)
-    assert path == tmp_path / "job" / "fingerprint.json"
+    path = write_fingerprint(tmp_path / "job" / FINGERPRINT_FILE, fp)
+    assert path == tmp_path / "job" / FINGERPRINT_FILE
     assert json.loads(path.read_text()) == fp
-    assert sorted(p.name for p in path.parent.iterdir()) == ["fingerprint.json"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [FINGERPRINT_FILE]
 
 
 def test_fingerprint_gpus_from_nvml() -> None:

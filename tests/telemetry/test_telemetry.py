@@ -25,6 +25,7 @@ from fakes.pynvml import (
     NVMLError_LibraryNotFound,
 )
 
+from rlperf.layout import TELEMETRY_FILE
 from rlperf.telemetry.cpu import CpuWindow, cpu_util_between, process_tree_rss_mb
 from rlperf.telemetry.nvml import NvmlSession, nvml_unavailable_reason, open_nvml
 from rlperf.telemetry.sampler import (
@@ -207,7 +208,7 @@ def test_real_nvml_reads(tmp_path: Path) -> None:
         assert 0 <= values["util_pct"] <= 100
         assert 0 <= values["mem_used_mb"] <= info.memory_total_mb
         assert values["power_w"] > 0
-        path = tmp_path / "telemetry.csv"
+        path = tmp_path / TELEMETRY_FILE
         with TelemetrySampler(path, interval_s=0.1, gpu_indices=[0], nvml=session):
             time.sleep(0.5)
         _, rows = read_csv(path)
@@ -223,7 +224,7 @@ def test_real_nvml_reads(tmp_path: Path) -> None:
 def test_sampler_one_gpu_csv_rows_and_window_aggregates(tmp_path: Path) -> None:
     card = gpu(util_pct=0, power_w=0.0, energy_mj=1_000, mem_used_mb=512.0, mem_util_pct=5)
     fake = FakePynvml([card])
-    path = tmp_path / "run" / "telemetry.csv"
+    path = tmp_path / "run" / TELEMETRY_FILE
     # A long interval keeps the thread out of the way: samples come from sample_now().
     sampler = TelemetrySampler(path, interval_s=3600, pynvml_module=fake).start()
     assert sampler.gpu_indices == [0]
@@ -315,7 +316,7 @@ def test_sampler_two_gpus_all_or_subset(tmp_path: Path) -> None:
 
 def test_sampler_gpu_without_energy_counter_gives_nan_energy(tmp_path: Path) -> None:
     cards = [gpu(energy_mj=None, power_w=60.0), gpu(energy_mj=0, power_w=90.0)]
-    path = tmp_path / "telemetry.csv"
+    path = tmp_path / TELEMETRY_FILE
     with TelemetrySampler(path, interval_s=3600, pynvml_module=FakePynvml(cards)) as sampler:
         cards[1].energy_mj = 2_500
         sampler.sample_now()
@@ -334,7 +335,7 @@ def test_sampler_gpu_without_energy_counter_gives_nan_energy(tmp_path: Path) -> 
 @pytest.mark.timing
 def test_sampler_thread_appends_flushed_rows_while_running(tmp_path: Path) -> None:
     card = gpu(util_pct=64, energy_mj=0, energy_rate_w=250.0)
-    path = tmp_path / "telemetry.csv"
+    path = tmp_path / TELEMETRY_FILE
     sampler = TelemetrySampler(path, interval_s=0.05, pynvml_module=FakePynvml([card]))
     sampler.start()
     try:
@@ -370,7 +371,7 @@ def test_sampler_thread_appends_flushed_rows_while_running(tmp_path: Path) -> No
 
 
 def test_sampler_without_nvml_samples_cpu_and_ram_only(tmp_path: Path) -> None:
-    path = tmp_path / "telemetry.csv"
+    path = tmp_path / TELEMETRY_FILE
     fake = FakePynvml(init_error=NVMLError_DriverNotLoaded)
     with TelemetrySampler(path, interval_s=3600, gpu_indices=[0], pynvml_module=fake) as sampler:
         assert sampler.gpu_indices == []
@@ -524,7 +525,7 @@ def test_a_full_disk_during_sampling_is_one_line_not_a_traceback(tmp_path, caplo
     import logging
     import threading
 
-    sampler = TelemetrySampler(tmp_path / "telemetry.csv", interval_s=0.02).start()
+    sampler = TelemetrySampler(tmp_path / TELEMETRY_FILE, interval_s=0.02).start()
     failed = threading.Event()
 
     def full_disk() -> dict[str, float]:

@@ -22,6 +22,14 @@ from typing import Any
 import pytest
 from conftest import THESIS, TINY_TRAIN, run_rlperf
 
+from rlperf.layout import (
+    EPISODES_FILE,
+    FINGERPRINT_FILE,
+    INDEX_FILE,
+    METRICS_FILE,
+    STEPS_FILE,
+    SUMMARY_FILE,
+)
 from rlperf.results.csvlog import read_rows
 from rlperf.results.flat import flatten
 from rlperf.results.latency import episode_windows
@@ -83,7 +91,7 @@ def runs_of(uri: str, experiment: str) -> list[Any]:
 
 
 def metrics_rows(folder: Path) -> list[dict[str, float]]:
-    return [numbers(r) for r in read_rows(folder / "metrics.csv")]
+    return [numbers(r) for r in read_rows(folder / METRICS_FILE)]
 
 
 def cumulative_env_steps(rows: list[dict[str, float]]) -> list[int]:
@@ -127,17 +135,17 @@ def test_mlflow_holds_the_runs_rows_config_tags_and_files(
         history = sorted(c.get_metric_history(run.info.run_id, key), key=lambda m: m.step)
         expected = [(s, r[key]) for s, r in zip(steps, rows, strict=True)]
         assert [(m.step, m.value) for m in history] == expected
-    fingerprint = json.loads((out / "fingerprint.json").read_text())
+    fingerprint = json.loads((out / FINGERPRINT_FILE).read_text())
     expected = {k: param_text(v) for k, v in flatten(fingerprint["config"]).items()}
     assert run.data.params == expected  # the composed, resolved config, Hydra's key names
     assert run.data.params["train.iterations"] == "2" and run.data.params["model.name"] == "tiny"
     tags = run.data.tags
     assert tags[JOB_ID_TAG] == job_identity(fingerprint)
     assert tags["fingerprint.cpu_model"] == str(fingerprint["cpu_model"])
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / SUMMARY_FILE).read_text())
     assert tags["env_protocol.env_id"] == summary["env_protocol"]["env_id"]
     files = {a.path for a in c.list_artifacts(run.info.run_id)}
-    assert {"summary.json", "fingerprint.json", "metrics.csv", ".hydra"} <= files
+    assert {SUMMARY_FILE, FINGERPRINT_FILE, METRICS_FILE, ".hydra"} <= files
     assert summary["tracking"]["tools"] == ["tensorboard", "mlflow", "wandb"]
     assert summary["tracking"]["failed"] == [] and summary["incidents"] == []
 
@@ -166,7 +174,7 @@ def test_wandb_offline_run_holds_the_config_history_and_last_row(
     out = tracked_run["out"]
     (run_dir,) = (out / "wandb").glob("offline-run-*")
     run = read_offline_run(run_dir)
-    fingerprint = json.loads((out / "fingerprint.json").read_text())
+    fingerprint = json.loads((out / FINGERPRINT_FILE).read_text())
     config = {k: v for k, v in run.config.items() if k != "_wandb"}
     assert config == json.loads(json.dumps(fingerprint["config"]))
     rows = metrics_rows(out)
@@ -176,7 +184,7 @@ def test_wandb_offline_run_holds_the_config_history_and_last_row(
     summary = {k: v for k, v in run.summary.items() if not k.startswith("_")}
     assert summary == rows[-1]
     assert "stage:train" in run.tags and run.exit_code == 0
-    assert {"summary.json", "metrics.csv", ".hydra/config.yaml"} <= set(run.files)
+    assert {SUMMARY_FILE, METRICS_FILE, ".hydra/config.yaml"} <= set(run.files)
 
 
 def test_the_terminal_stays_quiet(tracked_run: dict[str, Any]) -> None:
@@ -222,7 +230,7 @@ def test_wandb_gets_each_row_at_its_step(
     incidents: list[Any] = []
     sinks = {"wandb": (lambda: WandbSink("p", None, "offline", tmp_path), "tracking.wandb")}
     tracking = Tracking(job, sinks, lambda *a: incidents.append(a))
-    for row in read_rows(tiny_run / "metrics.csv"):
+    for row in read_rows(tiny_run / METRICS_FILE):
         tracking.row(row)
     tracking.close(status, artifact_paths(tiny_run))
     assert incidents == []
@@ -234,7 +242,7 @@ def test_wandb_gets_each_row_at_its_step(
     logged = [v for k, v in fake.calls if k == "log"]
     rows = metrics_rows(tiny_run)
     assert logged == list(zip(cumulative_env_steps(rows), rows, strict=True))
-    assert {v for k, v in fake.calls if k == "save"} >= {"summary.json", ".hydra/config.yaml"}
+    assert {v for k, v in fake.calls if k == "save"} >= {SUMMARY_FILE, ".hydra/config.yaml"}
 
 
 def test_a_sweep_is_one_parent_run_and_its_resume_adds_nothing(
@@ -260,7 +268,7 @@ def test_a_sweep_is_one_parent_run_and_its_resume_adds_nothing(
         children[0].info.run_name.endswith("seed=0") and "tracking" not in children[0].info.run_name
     )
     assert {a.path for a in client(mlflow_server).list_artifacts(parent.info.run_id)} == {
-        "sweep.json"
+        INDEX_FILE
     }
     # The same command resumes: both cells are kept, nothing is sent twice.
     ok(run_rlperf(args, cwd=tmp_path))
@@ -278,7 +286,7 @@ def test_a_dead_server_costs_one_line_one_incident_and_no_secret(tmp_path: Path)
     proc = ok(run_rlperf(args, cwd=tmp_path, env={"WANDB_API_KEY": key}))
     said = [line for line in (proc.stdout + proc.stderr).splitlines() if "tracking:" in line]
     assert len(said) == 1 and "cannot connect" in said[0], proc.stderr[-2000:]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["status"] == "completed" and len(metrics_rows(out)) == 2
     (incident,) = summary["incidents"]
     assert incident["kind"] == "tracking_failed" and incident["setting"] == "tracking.mlflow.uri"
@@ -300,7 +308,7 @@ def test_a_rollout_sends_each_episodes_latency_window(tiny_run: Path, tmp_path: 
         "env.max_episode_steps=100", "workers=0", "tracking=tensorboard", f"hydra.run.dir={out}",
     ]  # fmt: skip
     ok(run_rlperf(args, cwd=tmp_path))
-    windows = episode_windows(read_rows(out / "steps.csv"), read_rows(out / "episodes.csv"))
+    windows = episode_windows(read_rows(out / STEPS_FILE), read_rows(out / EPISODES_FILE))
     assert [w["steps"] for w in windows] == [100, 200]
     events = EventAccumulator(str(out / "tensorboard"), size_guidance={"scalars": 0})
     events.Reload()

@@ -14,6 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from rlperf.errors import ConfigError
+from rlperf.layout import EPISODES_FILE, STEPS_FILE
 from rlperf.results.csvlog import read_rows
 from rlperf.results.latency import LatencyRecorder, episode_windows
 from rlperf.sweep.cells import cell_hash
@@ -134,7 +135,7 @@ def test_an_episode_window_live_equals_the_one_read_from_the_files(tmp_path: Pat
                 rec.record_step(episode, 0.1 * step, 0.2 + step, 1.5, step % 3)
                 step += 1
             live.append(rec.end_episode(episode, float(episode) - 1.0, length, 0.25 * length))
-    files = episode_windows(read_rows(tmp_path / "steps.csv"), read_rows(tmp_path / "episodes.csv"))
+    files = episode_windows(read_rows(tmp_path / STEPS_FILE), read_rows(tmp_path / EPISODES_FILE))
     assert files == live
     assert "action_ms_p50" not in live[0]  # its 2 steps are warm-up
     assert live[1]["action_ms_p50"] == pytest.approx(0.2 + 4.5)  # steps 3..6 (0..2: warm-up)

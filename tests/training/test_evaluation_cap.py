@@ -22,6 +22,7 @@ from rlperf.envs.check import check_env
 from rlperf.envs.factory import CAPPED_INFO, EVALUATION_CAP, make_env
 from rlperf.errors import ConfigError
 from rlperf.job_wrapper import Heartbeat
+from rlperf.layout import METRICS_FILE, SUMMARY_FILE
 from rlperf.training.target import StopCheck, evaluation_cap, evaluation_settings
 from rlperf.validation.validate import validate_config
 from tests.conftest import TESTS, run_rlperf
@@ -151,10 +152,10 @@ def test_a_greedy_policy_that_never_ends_an_episode_is_stopped_and_said(tmp_path
     assert "still running: " in err
     # Each round: both greedy episodes stopped at the cap, said once, in summary.json too.
     assert err.count("greedy evaluation episode(s) ran 200 agent steps without ending") == 1
-    m = pd.read_csv(out / "metrics.csv")
+    m = pd.read_csv(out / METRICS_FILE)
     assert list(m["eval_episodes"]) == [2, 2] and list(m["eval_capped_episodes"]) == [2, 2]
     assert (m["episodes"] > 0).all()  # exploring training episodes do end
-    s = json.loads((out / "summary.json").read_text())
+    s = json.loads((out / SUMMARY_FILE).read_text())
     assert s["status"] == "completed" and s["reached"] is False
     assert s["evaluation"]["capped_episodes"] == 4
     assert s["evaluation"]["max_episode_steps"] == 200

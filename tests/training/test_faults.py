@@ -27,7 +27,7 @@ from support.live_run import LiveRun, command_starts, csv_rows
 
 from rlperf import errors
 from rlperf.algos import plan_resources
-from rlperf.layout import EXCLUDED_COLUMN, Exclusion
+from rlperf.layout import EXCLUDED_COLUMN, METRICS_FILE, SUMMARY_FILE, Exclusion
 from rlperf.resources import node_watch
 from rlperf.resources.listeners import Listener, is_loopback, listeners
 from rlperf.training import faults
@@ -237,7 +237,7 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObservedRun
     ]  # fmt: skip
     seen = ObservedRun(-1, out, "")
     with LiveRun(args, root) as run:
-        if run.wait_until(lambda: csv_rows(out / "metrics.csv") >= 2, timeout=420):
+        if run.wait_until(lambda: csv_rows(out / METRICS_FILE) >= 2, timeout=420):
             tree = run.tree()
             seen.listeners = listeners(p.pid for p in tree)
             seen.ray_processes = sorted({p.name() for p in tree})
@@ -270,7 +270,7 @@ def test_killed_env_runner_leaves_excluded_fault_iterations(killed_run: Observed
     run = killed_run
     assert run.killed, run.output[-3000:]
     assert run.returncode == 0, run.output[-3000:]  # train.on_fault=continue (the default)
-    metrics = pd.read_csv(run.out / "metrics.csv", keep_default_na=False)
+    metrics = pd.read_csv(run.out / METRICS_FILE, keep_default_na=False)
     flags = list(metrics[EXCLUDED_COLUMN])
     assert flags[:2] == ["warmup", ""] and len(flags) == 5
     assert "fault" in flags[2:], metrics.to_string()
@@ -278,7 +278,7 @@ def test_killed_env_runner_leaves_excluded_fault_iterations(killed_run: Observed
     assert (fault_rows["env_runners_lost"] + fault_rows["env_runner_restarts"]).min() >= 1 or (
         fault_rows["env_steps"].eq(0).all()
     )
-    summary = json.loads((run.out / "summary.json").read_text())
+    summary = json.loads((run.out / SUMMARY_FILE).read_text())
     assert summary["status"] == "completed"
     assert [f["iteration"] for f in summary["faults"]] == list(fault_rows["iteration"])
     counted = metrics[metrics[EXCLUDED_COLUMN].eq("")]
@@ -313,7 +313,7 @@ def test_a_worker_killed_by_rays_memory_monitor_is_named(tmp_path: Path) -> None
         RAY_memory_monitor_refresh_ms="100",
     )
     with LiveRun(args, tmp_path, env) as run:
-        assert run.wait_until(lambda: csv_rows(out / "metrics.csv") >= 2, 300), run.output
+        assert run.wait_until(lambda: csv_rows(out / METRICS_FILE) >= 2, 300), run.output
         runners = [p.pid for p in run.tree() if command_starts("ray::SingleAgentEnvRunner")(p)]
         hog = np.ones(int((margin + 0.05) * vm.total) // 8)  # written, so resident
         try:  # until the memory monitor killed the env runner: else it kills every restart
@@ -326,11 +326,11 @@ def test_a_worker_killed_by_rays_memory_monitor_is_named(tmp_path: Path) -> None
     assert len(said) == 1, run.output[-3000:]  # once; the fault lines count the kills
     assert re.search(r"the node's memory was [\d.]+GB used / [\d.]+GB limit, over", said[0])
     assert rc == 0, run.output[-3000:]  # train.on_fault=continue
-    metrics = pd.read_csv(out / "metrics.csv", keep_default_na=False)
+    metrics = pd.read_csv(out / METRICS_FILE, keep_default_na=False)
     oom = metrics[metrics["oom_kills"] > 0]
     assert len(oom) >= 1 and set(oom[EXCLUDED_COLUMN]) == {"fault"}, metrics.to_string()
     assert metrics["oom_kills"].iloc[:2].eq(0).all()
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / SUMMARY_FILE).read_text())
     named = [f for f in summary["faults"] if f["oom_kills"]]
     assert named and "killed by Ray's memory monitor (out of memory)" in named[0]["what"]
     assert "killed by Ray's memory monitor (out of memory): excluded from the figures" in run.output

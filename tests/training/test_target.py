@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 
 from rlperf.errors import ConfigError
+from rlperf.layout import METRICS_FILE, SUMMARY_FILE
+from rlperf.results.columns import ITER_S, OTHER_S, PHASES, TIME_S
 from rlperf.training.target import StopCheck, evaluation_settings
 from rlperf.validation.validate import validate_config
 from tests.conftest import run_rlperf
@@ -149,8 +151,8 @@ def test_ppo_learns_cartpole_to_the_target(tmp_path) -> None:
         timeout=1800,  # about 2 minutes on an idle 2-core machine; far longer under load
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    s = json.loads((out / "summary.json").read_text())
-    m = pd.read_csv(out / "metrics.csv")
+    s = json.loads((out / SUMMARY_FILE).read_text())
+    m = pd.read_csv(out / METRICS_FILE)
     assert s["status"] == "completed" and s["reached"] is True, s["stop"]
     assert s["stop"]["stopped_by"] == "episode_return" and s["evaluation"]["enabled"] is True
     assert s["env_steps_to_target"] <= 300_000 and s["env_steps_to_target"] == m["env_steps"].sum()
@@ -171,7 +173,7 @@ def _target_cell(seed: int, lr: float, reached: bool, time_s: float, budget_s: f
 
     n = 4
     m = pd.DataFrame({"iteration": range(1, n + 1), "excluded": ["warmup", "", "", ""]})
-    for col in ("sample_s", "load_s", "learn_s", "sync_s", "iter_s", "other_s", "time_s"):
+    for col in (*PHASES, ITER_S, OTHER_S, TIME_S):
         m[col] = 1.0
     m["train_time_s"] = [budget_s * (i + 1) / n for i in range(n)]
     m["env_steps"], m["env_steps_per_s"] = 1000, 1000.0

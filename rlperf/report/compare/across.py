@@ -32,6 +32,7 @@ from rlperf.report.compare.findings import FamilyAnalysis, level
 from rlperf.report.read.fingerprints import differing_keys
 from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration
+from rlperf.results.columns import ENV_STEPS_PER_S, FRAMES_PER_S
 
 
 @dataclass
@@ -73,9 +74,9 @@ def across_workloads(analysis: FamilyAnalysis) -> AcrossTable | None:
         tp = analysis.throughput[conf.id]
         fps = frames_per_step(conf)
         row = {"configuration": conf.id, "workload": conf.workload,
-               "env_steps_per_s": tp.value, "env_steps_per_s_low": tp.low,
+               ENV_STEPS_PER_S: tp.value, "env_steps_per_s_low": tp.low,
                "env_steps_per_s_high": tp.high, "frames_per_step": fps,
-               "frames_per_s": tp.value * fps, "frames_per_s_low": tp.low * fps,
+               FRAMES_PER_S: tp.value * fps, "frames_per_s_low": tp.low * fps,
                "frames_per_s_high": tp.high * fps}  # fmt: skip
         if np.isfinite(fps) and np.isfinite(tp.value):
             frames[conf.id] = estimates.Estimate(tp.value * fps, tp.low * fps, tp.high * fps, tp.n)
@@ -85,7 +86,7 @@ def across_workloads(analysis: FamilyAnalysis) -> AcrossTable | None:
     if ranked:
         ranks = estimates.rank_with_ties(frames, lower_is_better=False)
         df["rank"] = df["configuration"].map(ranks).astype("Int64")
-    df = df.sort_values(["frames_per_s", "env_steps_per_s"], ascending=False, na_position="last")
+    df = df.sort_values([FRAMES_PER_S, ENV_STEPS_PER_S], ascending=False, na_position="last")
     caption = (
         f"{len(workloads)} workloads (they differ in what the headings of the tables below "
         "name) side by side on a work-normalised throughput: emulator frames per second = env "

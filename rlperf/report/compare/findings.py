@@ -18,11 +18,12 @@ import pandas as pd
 
 from rlperf.report.compare.axes import AxisPlan
 from rlperf.report.compare.study import legacy_text
-from rlperf.report.read.cells import ENV_FAMILY, Cell, included
+from rlperf.report.read.cells import ENV_FAMILY, PHASES, Cell, included
 from rlperf.report.stats import estimates
 from rlperf.report.stats.estimates import Estimate
 from rlperf.report.stats.objectives import OBJECTIVES, PER, Objective, choose, objective_of
 from rlperf.report.stats.repeats import Configuration
+from rlperf.results.columns import ENV_STEPS, ITER_S
 
 
 @dataclass
@@ -185,7 +186,7 @@ def analyse_family(
 def _throughput(out: FamilyAnalysis, confs: Sequence[Configuration], obj: Objective) -> None:
     """Every configuration's env steps per second (1 000 / its time per 1 000 env steps),
     reusing the objective's estimates where it is that time."""
-    per_env_step = OBJECTIVES["env_steps"]
+    per_env_step = OBJECTIVES[ENV_STEPS]
     for conf in confs:
         runs = {}
         for cell in conf.completed:
@@ -356,11 +357,11 @@ def _phase_shares(runs: Sequence[Cell]) -> str:
     if not frames:
         return ""
     kept = pd.concat(frames)
-    total = float(kept["iter_s"].mean())
+    total = float(kept[ITER_S].mean())
     if not np.isfinite(total) or total <= 0:
         return ""
     shares = {p.removesuffix("_s"): float(kept[p].mean()) / total
-              for p in ("sample_s", "load_s", "learn_s", "sync_s", "other_s")}  # fmt: skip
+              for p in PHASES}  # fmt: skip
     shares = {k: v for k, v in shares.items() if np.isfinite(v)}
     if not shares:
         return ""

@@ -27,6 +27,7 @@ import pandas as pd
 from rlperf.report.compare.comparison import Comparison
 from rlperf.report.stats.repeats import Configuration
 from rlperf.report.stats.robust import MIN_SEEDS, compare_returns, iqm, unit_of
+from rlperf.results.columns import EPISODE_RETURN_MEAN
 from rlperf.results.protocol import protocol_key, protocol_text
 from rlperf.specs.backends import BACKENDS
 
@@ -51,12 +52,12 @@ class ReturnComparison:
 
 
 def _final_return(cell_iterations: pd.DataFrame) -> float:
-    returns = cell_iterations["episode_return_mean"].dropna()
+    returns = cell_iterations[EPISODE_RETURN_MEAN].dropna()
     return float(returns.iloc[-1]) if len(returns) else float("nan")
 
 
 def _last_quarter(cell_iterations: pd.DataFrame) -> np.ndarray:
-    returns = cell_iterations["episode_return_mean"].dropna().to_numpy(dtype=float)
+    returns = cell_iterations[EPISODE_RETURN_MEAN].dropna().to_numpy(dtype=float)
     if returns.size == 0:
         return returns
     k = max(1, int(np.ceil(LAST_SHARE * returns.size)))
@@ -69,8 +70,8 @@ def training_comparisons(comparison: Comparison) -> list[ReturnComparison]:
     by_protocol: dict[str, list[Configuration]] = {}
     for conf in comparison.configurations.get("training", []):
         runs = [c for c in conf.completed if c.iterations is not None
-                and "episode_return_mean" in c.iterations
-                and c.iterations["episode_return_mean"].notna().any()]  # fmt: skip
+                and EPISODE_RETURN_MEAN in c.iterations
+                and c.iterations[EPISODE_RETURN_MEAN].notna().any()]  # fmt: skip
         if runs:
             key = protocol_key(runs[0].env_protocol) if runs[0].env_protocol else "?"
             by_protocol.setdefault(key, []).append(conf)

@@ -24,9 +24,10 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.read.cells import PHASES, Cell, included
+from rlperf.results.columns import LEARN_S, OTHER_S
 
 #: The phases RLlib 1.x timed with a window (``other_s`` is the remainder of ``iter_s``).
-WINDOWED = tuple(p for p in PHASES if p != "other_s")
+WINDOWED = tuple(p for p in PHASES if p != OTHER_S)
 
 
 def study_way_means(cell: Cell) -> dict[str, Any]:
@@ -96,7 +97,7 @@ def legacy_text(
         f"per iteration ({_pct(*means[p]):+.1f}%)"
         for p in phases
     )
-    learn = [_pct(*m["learn_s"]) for _, _, m in legacy]
+    learn = [_pct(*m[LEARN_S]) for _, _, m in legacy]
     return best, (
         f"{family.capitalize()}, {model}, legacy RLlib 1.x data both ways: for the fastest "
         f"configuration `{label}` (cell `{best}`), {both}. Across its {len(legacy)} legacy "

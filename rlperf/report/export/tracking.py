@@ -27,6 +27,7 @@ import pandas as pd
 
 from rlperf.report.read.cells import Cell
 from rlperf.report.read.load import read_json
+from rlperf.results.columns import ACTION_MS
 from rlperf.tracking.dispatch import first_line
 from rlperf.tracking.record import (
     SweepRef,
@@ -121,7 +122,7 @@ def _legacy_rows(cell: Cell) -> list[TrackedRow]:
     if cell.episodes is None or cell.latency is None:
         return []
     rows = cell.episodes.reset_index(drop=True).copy()
-    rows["action_ms_mean"] = pd.to_numeric(cell.latency["action_ms"], errors="coerce").values
+    rows["action_ms_mean"] = pd.to_numeric(cell.latency[ACTION_MS], errors="coerce").values
     rows["steps"] = pd.to_numeric(rows["length"], errors="coerce").cumsum()
     return place(cell.stage, rows.to_dict("records"))
 

@@ -32,6 +32,7 @@ from rlperf.report.figures.plot import (
     style,
     suptitle,
 )
+from rlperf.results.columns import ACTION_MS, FORWARD_MS
 
 
 def latency(ctx: FigureContext, out: Path) -> Path:
@@ -39,7 +40,7 @@ def latency(ctx: FigureContext, out: Path) -> Path:
     df = kept(ctx.latency) if not ctx.latency.empty else ctx.latency
     if df.empty:
         raise FigureNotApplicable("no completed rollout / edge cells")
-    metric = "action_ms" if df["action_ms"].notna().any() else "forward_ms"
+    metric = ACTION_MS if df[ACTION_MS].notna().any() else FORWARD_MS
     df = df[df[metric].notna()]
     models = models_of(df)
     pal = backend_palette(df["backend"].astype(str).unique())

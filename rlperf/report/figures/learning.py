@@ -39,18 +39,25 @@ import pandas as pd
 from rlperf.errors import FigureNotApplicable
 from rlperf.report.figures.plot import FigureContext, config_palette, save, style, suptitle, wrap
 from rlperf.report.stats.estimates import CONFIDENCE
+from rlperf.results.columns import (
+    ENV_STEPS,
+    EPISODE_RETURN_MEAN,
+    EVAL_RETURN_MEAN,
+    ITERATION,
+    TIME_S,
+)
 
 #: Most points a mean curve is evaluated at (the union of the runs' x values, else evenly
 #: spaced): enough for a smooth line, few enough for 100 configurations in one figure.
 GRID_POINTS = 300
 
 #: The two x axes: learning-table column -> axis label.
-X_AXES = {"env_steps_total": "env steps sampled", "time_s": "wall-clock time (s)"}
+X_AXES = {"env_steps_total": "env steps sampled", TIME_S: "wall-clock time (s)"}
 
 #: The returns drawn: iterations-table column -> (legend text, line style, marker).
 RETURNS: dict[str, tuple[str, Any, str]] = {
-    "episode_return_mean": ("training return", "-", ""),
-    "eval_return_mean": ("greedy evaluation return", "--", "o"),
+    EPISODE_RETURN_MEAN: ("training return", "-", ""),
+    EVAL_RETURN_MEAN: ("greedy evaluation return", "--", "o"),
 }
 
 Y_LABEL = "episode return (mean over the iteration's episodes)"
@@ -139,21 +146,21 @@ def learning_table(ctx: FigureContext) -> pd.DataFrame:
     ``cell``; without them a run is its own configuration and its model its workload.
     """
     it = ctx.iterations
-    if it.empty or "cell" not in it or "iteration" not in it:
+    if it.empty or "cell" not in it or ITERATION not in it:
         return pd.DataFrame()
     if "status" in it:
         it = it[it["status"].astype(str) == "completed"]
     meta = _run_identity(ctx, it)
-    it = it.sort_values(["cell", "iteration"], kind="stable")
-    steps = pd.to_numeric(it["env_steps"], errors="coerce") if "env_steps" in it else None
+    it = it.sort_values(["cell", ITERATION], kind="stable")
+    steps = pd.to_numeric(it[ENV_STEPS], errors="coerce") if ENV_STEPS in it else None
     out = pd.DataFrame({
         "cell": it["cell"].astype(str).to_numpy(),
-        "iteration": it["iteration"].to_numpy(),
+        ITERATION: it[ITERATION].to_numpy(),
         # A NaN env_steps leaves that iteration's x unknown; the sum carries on after it.
         "env_steps_total": (steps.groupby(it["cell"], sort=False).cumsum().to_numpy()
                             if steps is not None else np.nan),
-        "time_s": pd.to_numeric(it["time_s"], errors="coerce").to_numpy()
-        if "time_s" in it else np.nan,
+        TIME_S: pd.to_numeric(it[TIME_S], errors="coerce").to_numpy()
+        if TIME_S in it else np.nan,
         **{col: pd.to_numeric(it[col], errors="coerce").to_numpy() if col in it else np.nan
            for col in RETURNS},
     })  # fmt: skip

@@ -23,20 +23,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlperf.layout import EXCLUDED_COLUMN
+from rlperf.results.columns import LEARN_S, LOAD_S, OTHER_S, SAMPLE_S, SYNC_S
+
 PHASE_NAMES = {
-    "sample_s": "sample",
-    "load_s": "load",
-    "learn_s": "learn",
-    "sync_s": "sync",
-    "other_s": "other",
+    SAMPLE_S: "sample",
+    LOAD_S: "load",
+    LEARN_S: "learn",
+    SYNC_S: "sync",
+    OTHER_S: "other",
 }
 
 PHASE_COLORS = {
-    "sample_s": "#0173b2",
-    "load_s": "#de8f05",
-    "learn_s": "#029e73",
-    "sync_s": "#d55e00",
-    "other_s": "#949494",
+    SAMPLE_S: "#0173b2",
+    LOAD_S: "#de8f05",
+    LEARN_S: "#029e73",
+    SYNC_S: "#d55e00",
+    OTHER_S: "#949494",
 }
 
 BACKEND_ORDER = ["rllib", "tflite_fp32", "tflite_fp16", "tflite_dynamic", "tflite_int8", "edgetpu"]
@@ -78,7 +81,7 @@ def models_of(df: pd.DataFrame) -> list[str]:
 
 
 def kept(df: pd.DataFrame) -> pd.DataFrame:
-    return df.loc[df["excluded"].eq("") & (df["status"] == "completed")]
+    return df.loc[df[EXCLUDED_COLUMN].eq("") & (df["status"] == "completed")]
 
 
 def config_palette(configs: Sequence[str]) -> dict[str, Any]:

@@ -53,6 +53,7 @@ from rlperf.report.read import energy
 from rlperf.report.read.collect import Progress
 from rlperf.report.stats.repeats import Configuration
 from rlperf.report.tables.tidy import Tables
+from rlperf.results.columns import TIME_S
 
 
 def _runs_label(config: str, runs: Any) -> str:
@@ -118,7 +119,7 @@ def gpu_power(ctx: FigureContext, out: Path) -> Path:
             sub = df[(df["family"] == fam) & (df["model"].astype(str) == model)]
             for label, run in sub.groupby("label", observed=True, sort=True):
                 color = ctx.config_colors.get(str(run["config"].iloc[0]), "#0173b2")
-                ax.plot(run["time_s"], run["gpu_power_w"], color=color, linewidth=1.0,
+                ax.plot(run[TIME_S], run["gpu_power_w"], color=color, linewidth=1.0,
                         label=str(label))  # fmt: skip
             ax.set_xlabel("time since the job started (s)")
             ax.set_ylabel("GPU power (W)")

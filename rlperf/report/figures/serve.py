@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlperf.layout import is_excluded
+from rlperf.layout import EXCLUDED_COLUMN, is_excluded
 from rlperf.report.figures.plot import DPI, save
 from rlperf.report.tables.serve import ServeTables
 
@@ -59,8 +59,8 @@ def latency_vs_load(levels: pd.DataFrame, out: Path) -> Path:
 def _counted(sub: pd.DataFrame) -> np.ndarray:
     """Levels that count: the generator kept the schedule and no replica was killed."""
     kept = sub["on_schedule"].astype(str).str.lower().isin(["true", "1", "1.0"]).to_numpy()
-    if "excluded" in sub:
-        kept = kept & ~sub["excluded"].map(is_excluded).to_numpy(dtype=bool)
+    if EXCLUDED_COLUMN in sub:
+        kept = kept & ~sub[EXCLUDED_COLUMN].map(is_excluded).to_numpy(dtype=bool)
     return kept
 
 

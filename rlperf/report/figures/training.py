@@ -40,6 +40,7 @@ from rlperf.report.figures.plot import (
     suptitle,
     wrap,
 )
+from rlperf.results.columns import CPU_UTIL_PCT, PHASES, RAM_UTIL_PCT
 
 
 def phase_times(ctx: FigureContext, out: Path) -> Path:
@@ -198,10 +199,7 @@ def phase_breakdown(ctx: FigureContext, out: Path) -> Path:
     df = kept(ctx.iterations) if not ctx.iterations.empty else ctx.iterations
     if df.empty:
         raise FigureNotApplicable("no completed training cells")
-    cols = [
-        (p, f"{PHASE_NAMES[p]} time (s)", PHASE_COLORS[p])
-        for p in ("sample_s", "load_s", "learn_s", "sync_s")
-    ]
+    cols = [(p, f"{PHASE_NAMES[p]} time (s)", PHASE_COLORS[p]) for p in PHASES]
     return _bar_grid(
         ctx,
         out,
@@ -221,8 +219,8 @@ def utilisation(ctx: FigureContext, out: Path) -> Path:
     if df.empty:
         raise FigureNotApplicable("no completed training cells")
     cols: list[tuple[str, str, Any]] = [
-        ("cpu_util_pct", "CPU utilisation (%)", RESOURCE_COLORS["CPU"]),
-        ("ram_util_pct", "RAM in use (%)", RESOURCE_COLORS["RAM"]),
+        (CPU_UTIL_PCT, "CPU utilisation (%)", RESOURCE_COLORS["CPU"]),
+        (RAM_UTIL_PCT, "RAM in use (%)", RESOURCE_COLORS["RAM"]),
     ]
     gpus = sorted(
         {c.split("_")[0] for c in df.columns if re.fullmatch(r"gpu\d+_.*_pct", c)},

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlperf.layout import EXCLUDED_COLUMN
+from rlperf.results.columns import ITERATION, OTHER_S, TIME_S, TRAIN_COLUMNS
 from rlperf.results.columns import PHASES as TIMED_PHASES
-from rlperf.results.columns import TRAIN_COLUMNS
 from rlperf.specs.stages import STAGE_FAMILY, STAGE_SPECS
 
 if TYPE_CHECKING:
@@ -35,10 +35,10 @@ PRIMARY_AXES = (
 )
 
 #: Training phases, in the order they are stacked in figures.
-PHASES = (*TIMED_PHASES, "other_s")
+PHASES = (*TIMED_PHASES, OTHER_S)
 
 #: Training columns summarised per cell (in addition to per-GPU columns).
-TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in ("iteration", "time_s", "excluded"))
+TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in (ITERATION, TIME_S, EXCLUDED_COLUMN))
 
 #: The comparison family of ``stage=env`` cells: an env's raw throughput, ranked on time per
 #: 1 000 env steps like training (its windows are metrics.csv rows: rlperf.report.tables.env).

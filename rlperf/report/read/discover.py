@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlperf.errors import NoRunsFoundError
-from rlperf.layout import CELL_FILE, CONFIG_FILE, METRICS_FILE, STEPS_FILE, SUMMARY_FILE
+from rlperf.layout import (
+    CELL_FILE,
+    CONFIG_FILE,
+    METRICS_FILE,
+    MULTIRUN_FILE,
+    STEPS_FILE,
+    SUMMARY_FILE,
+)
 
 RESULT_FILES = (SUMMARY_FILE, METRICS_FILE, STEPS_FILE)
 # A sweep cell also has the launcher's cell.json (status pending / skipped / ...).
@@ -162,7 +169,7 @@ def _walk(top: Path, result: Discovery, seen: set[Path]) -> None:
     for dirpath, dirnames, filenames in os.walk(top):
         here = Path(dirpath)
         names = set(filenames)
-        if "multirun.yaml" in names and here not in result.sweeps:
+        if MULTIRUN_FILE in names and here not in result.sweeps:
             result.sweeps.append(here)
         if (here / CONFIG_FILE).is_file():
             dirnames[:] = []

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.read.cells import Cell, included
+from rlperf.results.columns import ENV_STEPS, ITER_S, TIME_S, TRAINED_STEPS
 
 COUNTER = "counter"
 POWER_TIME = "power × time"
@@ -44,7 +45,7 @@ def add_energy_columns(df: pd.DataFrame) -> pd.DataFrame:
     indices = gpu_indices(df)
     if not indices:
         return df
-    iter_s = pd.to_numeric(df["iter_s"], errors="coerce")
+    iter_s = pd.to_numeric(df[ITER_S], errors="coerce")
     power = pd.DataFrame({i: pd.to_numeric(df[f"gpu{i}_power_w"], errors="coerce")
                           for i in indices})  # fmt: skip
     counter = pd.DataFrame({i: pd.to_numeric(df.get(f"gpu{i}_energy_j"), errors="coerce")
@@ -89,8 +90,8 @@ def energy_summary(cell: Cell) -> dict[str, Any]:
         return {"energy_unavailable": reason}
     kept = included(df)
     energy = float(kept["gpu_energy_j"].sum(min_count=1))
-    env_steps = float(kept["env_steps"].sum())
-    trained = float(kept["trained_steps"].sum())
+    env_steps = float(kept[ENV_STEPS].sum())
+    trained = float(kept[TRAINED_STEPS].sum())
     sources = sorted({s for s in kept["gpu_energy_source"] if s})
     return {
         "gpu_power_w_mean": float(kept["gpu_power_w"].mean()),
@@ -117,10 +118,10 @@ def job_energy(telemetry: pd.DataFrame | None) -> float:
 def power_timeline(telemetry: pd.DataFrame | None) -> pd.DataFrame:
     """``time_s`` and ``gpu_power_w`` (the monitored GPUs summed) of ``telemetry.csv``."""
     if telemetry is None or telemetry.empty:
-        return pd.DataFrame(columns=["time_s", "gpu_power_w"])
+        return pd.DataFrame(columns=[TIME_S, "gpu_power_w"])
     power = telemetry[[f"gpu{i}_power_w" for i in gpu_indices(telemetry)]]
     total = power.apply(pd.to_numeric, errors="coerce").sum(axis=1, min_count=1)
-    out = pd.DataFrame({"time_s": pd.to_numeric(telemetry["time_s"], errors="coerce"),
+    out = pd.DataFrame({TIME_S: pd.to_numeric(telemetry[TIME_S], errors="coerce"),
                         "gpu_power_w": total})  # fmt: skip
     return out.dropna()
 

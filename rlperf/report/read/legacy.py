@@ -78,6 +78,27 @@ from rlperf.report.read.load import (
     read_csv,
     read_json,
 )
+from rlperf.results.columns import (
+    ACTION_MS,
+    CPU_UTIL_PCT,
+    ENV_STEP_MS,
+    ENV_STEPS,
+    ENV_STEPS_PER_S,
+    EPISODE_RETURN_MEAN,
+    EPISODES,
+    FORWARD_MS,
+    ITER_S,
+    ITERATION,
+    LEARN_S,
+    LOAD_S,
+    OTHER_S,
+    RAM_UTIL_PCT,
+    SAMPLE_S,
+    SYNC_S,
+    TIME_S,
+    TRAINED_STEPS,
+    TRAINED_STEPS_PER_S,
+)
 from rlperf.results.protocol import STUDY_ENV_ID, legacy_env_protocol
 from rlperf.specs.backends import backend_spec
 from rlperf.specs.stages import Stage
@@ -117,10 +138,10 @@ LEGACY_NOTE = (
 )
 
 _TIMERS = {
-    "sample_s": "timers/sample_time_ms",
-    "load_s": "timers/load_time_ms",
-    "learn_s": "timers/learn_time_ms",
-    "sync_s": "timers/update_time_ms",
+    SAMPLE_S: "timers/sample_time_ms",
+    LOAD_S: "timers/load_time_ms",
+    LEARN_S: "timers/learn_time_ms",
+    SYNC_S: "timers/update_time_ms",
 }
 
 _BACKENDS = {
@@ -272,9 +293,9 @@ def _tune_iterations(
     p = progress
     it = pd.DataFrame(
         {
-            "iteration": p["training_iteration"].astype(int),
-            "time_s": p.get("time_total_s"),
-            "iter_s": p["time_this_iter_s"].astype(float),
+            ITERATION: p["training_iteration"].astype(int),
+            TIME_S: p.get("time_total_s"),
+            ITER_S: p["time_this_iter_s"].astype(float),
         }
     )
     for canon, col in _TIMERS.items():
@@ -282,7 +303,7 @@ def _tune_iterations(
         it[f"{canon}_win10"] = win
         it[canon] = dewindow(win.to_numpy())
     phases = it[list(_TIMERS)]
-    rest = it["iter_s"] - phases.sum(axis=1, min_count=1)
+    rest = it[ITER_S] - phases.sum(axis=1, min_count=1)
     ok = bool((phases.fillna(0) >= -1e-3).all().all() and (rest.dropna() >= -0.05).all())
     if ok:
         notes.append(
@@ -293,19 +314,19 @@ def _tune_iterations(
         for canon in _TIMERS:
             it[canon] = it[f"{canon}_win10"]
         notes.append("window inversion failed its check: phase times are window means")
-    it["other_s"] = it["iter_s"] - it[list(_TIMERS)].sum(axis=1, min_count=1)
+    it[OTHER_S] = it[ITER_S] - it[list(_TIMERS)].sum(axis=1, min_count=1)
     total = pd.to_numeric(p.get("timesteps_total"), errors="coerce")
-    it["env_steps"] = total.diff().fillna(total)
-    it["env_steps_per_s"] = it["env_steps"] / it["iter_s"]
+    it[ENV_STEPS] = total.diff().fillna(total)
+    it[ENV_STEPS_PER_S] = it[ENV_STEPS] / it[ITER_S]
     if "info/num_steps_trained" in p:
         trained = pd.to_numeric(p["info/num_steps_trained"], errors="coerce")
         epochs = float(params.get("num_sgd_iter") or 1)
-        it["trained_steps"] = trained.diff().fillna(trained) * epochs
-        it["trained_steps_per_s"] = it["trained_steps"] / it["learn_s"]
-    it["episodes"] = p.get("episodes_this_iter")
-    it["episode_return_mean"] = pd.to_numeric(p.get("episode_reward_mean"), errors="coerce")
-    it["cpu_util_pct"] = p.get("perf/cpu_util_percent")
-    it["ram_util_pct"] = p.get("perf/ram_util_percent")
+        it[TRAINED_STEPS] = trained.diff().fillna(trained) * epochs
+        it[TRAINED_STEPS_PER_S] = it[TRAINED_STEPS] / it[LEARN_S]
+    it[EPISODES] = p.get("episodes_this_iter")
+    it[EPISODE_RETURN_MEAN] = pd.to_numeric(p.get("episode_reward_mean"), errors="coerce")
+    it[CPU_UTIL_PCT] = p.get("perf/cpu_util_percent")
+    it[RAM_UTIL_PCT] = p.get("perf/ram_util_percent")
     for col in p.columns:
         m = re.fullmatch(r"perf/(gpu|vram)_util_percent(\d+)", col)
         if m:
@@ -313,7 +334,7 @@ def _tune_iterations(
             it[f"gpu{m.group(2)}_{kind}_pct"] = pd.to_numeric(p[col], errors="coerce") * 100.0
     it = canonical_iterations(it)
     it[EXCLUDED_COLUMN] = flags_to_exclusion(
-        first_episode_warmup(it["episode_return_mean"]), it.index
+        first_episode_warmup(it[EPISODE_RETURN_MEAN]), it.index
     )
     return it
 
@@ -353,8 +374,8 @@ def load_rollout_csv(ref: CellRef) -> Cell:
         host = path.parent.parent.name
     read = _run_mean_rollout if ref.variant == "run_mean" else _episode_means_rollout
     rollout = read(df, path, notes)
-    rollout.latency["forward_ms"] = np.nan
-    rollout.latency["env_step_ms"] = np.nan
+    rollout.latency[FORWARD_MS] = np.nan
+    rollout.latency[ENV_STEP_MS] = np.nan
     fp = _host_fingerprint(host)
     # The study's rollout files hold timings and returns only: its env, assumed.
     notes.append(STUDY_ENV_NOTE.format(where="the rollout file"))
@@ -404,7 +425,7 @@ def _run_mean_rollout(df: pd.DataFrame, path: Path, notes: list[str]) -> _Rollou
             "episode": [np.nan],
             "step": [np.nan],
             EXCLUDED_COLUMN: [""],
-            "action_ms": [per_step_s * 1000.0],
+            ACTION_MS: [per_step_s * 1000.0],
             "n_steps": [float(row["num_steps"])],
             "granularity": ["run_mean"],
         }
@@ -438,7 +459,7 @@ def _episode_means_rollout(df: pd.DataFrame, path: Path, notes: list[str]) -> _R
             "episode": df["episode"],
             "step": np.nan,
             EXCLUDED_COLUMN: "",
-            "action_ms": per_step_ms,
+            ACTION_MS: per_step_ms,
             "n_steps": steps,
             "granularity": "episode_mean",
         }

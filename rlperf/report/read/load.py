@@ -38,7 +38,17 @@ from rlperf.report.read import fingerprints
 from rlperf.report.read.cells import PHASES, TRAIN_METRICS, Cell
 from rlperf.report.read.discover import CellRef
 from rlperf.report.read.energy import add_energy_columns
-from rlperf.results.columns import LATENCY_COLUMNS
+from rlperf.results.columns import (
+    ACTION_MS,
+    EPISODE_RETURN_MEAN,
+    FORWARD_MS,
+    ITER_S,
+    ITERATION,
+    LATENCY_COLUMNS,
+    OTHER_S,
+    TIME_S,
+    WALL_S,
+)
 from rlperf.results.flat import flatten
 from rlperf.results.protocol import env_protocol
 from rlperf.specs.backends import Backend
@@ -158,11 +168,11 @@ def exclusion_column(df: pd.DataFrame) -> pd.Series | None:
 def canonical_iterations(df: pd.DataFrame) -> pd.DataFrame:
     """Make sure every canonical training column exists (NaN where unknown) with float dtype."""
     df = df.copy()
-    for col in ("iteration", "time_s", *TRAIN_METRICS):
+    for col in (ITERATION, TIME_S, *TRAIN_METRICS):
         if col not in df.columns:
             df[col] = np.nan
-    if df["other_s"].isna().all() and df["iter_s"].notna().any():
-        df["other_s"] = df["iter_s"] - df[list(PHASES[:-1])].sum(axis=1, min_count=1)
+    if df[OTHER_S].isna().all() and df[ITER_S].notna().any():
+        df[OTHER_S] = df[ITER_S] - df[list(PHASES[:-1])].sum(axis=1, min_count=1)
     for col in df.columns:
         if col not in (EXCLUDED_COLUMN, "warmup") and df[col].dtype == object:
             df[col] = pd.to_numeric(df[col], errors="coerce")
@@ -396,12 +406,12 @@ def _place_in_time(cell: Cell, record: dict[str, Any]) -> None:
     The launcher's record, which saw the whole trial, wins over the fingerprint's
     start time plus the job's wall time.
     """
-    wall = cell.summary.get("wall_s")
+    wall = cell.summary.get(WALL_S)
     iterations, episodes = cell.iterations, cell.episodes
-    if wall is None and iterations is not None and iterations["time_s"].notna().any():
-        wall = float(iterations["time_s"].max())
-    if wall is None and episodes is not None and "wall_s" in episodes:
-        wall = float(pd.to_numeric(episodes["wall_s"], errors="coerce").sum())
+    if wall is None and iterations is not None and iterations[TIME_S].notna().any():
+        wall = float(iterations[TIME_S].max())
+    if wall is None and episodes is not None and WALL_S in episodes:
+        wall = float(pd.to_numeric(episodes[WALL_S], errors="coerce").sum())
     if cell.started_at is not None and wall is not None:
         cell.ended_at = cell.started_at + float(wall)
     launched, finished = _timestamp(record.get("started_at")), _timestamp(record.get("finished_at"))
@@ -413,7 +423,7 @@ def _place_in_time(cell: Cell, record: dict[str, Any]) -> None:
 
 def _read_metrics(path: Path, summary: dict[str, Any], cell: Cell) -> pd.DataFrame:
     df = read_csv(path, cell.notes)
-    if "iteration" not in df.columns or "iter_s" not in df.columns:
+    if ITERATION not in df.columns or ITER_S not in df.columns:
         raise CellError("metrics.csv: missing the iteration / iter_s columns")
     if df.empty:
         cell.notes.append("metrics.csv has no rows yet")
@@ -425,7 +435,7 @@ def _read_metrics(path: Path, summary: dict[str, Any], cell: Cell) -> pd.DataFra
         cell.warmup_rule = f"flagged in metrics.csv (rule: {rule or 'as configured'})"
     else:
         df[EXCLUDED_COLUMN] = flags_to_exclusion(
-            first_episode_warmup(df["episode_return_mean"]), df.index
+            first_episode_warmup(df[EPISODE_RETURN_MEAN]), df.index
         )
         cell.warmup_rule = "first finished episode (no excluded column in metrics.csv)"
     return add_energy_columns(df)
@@ -436,14 +446,14 @@ def _read_telemetry(path: Path, notes: list[str]) -> pd.DataFrame | None:
     and only those are parsed); a telemetry file that does not parse is noted, never fatal."""
 
     def wanted(col: str) -> bool:
-        return col == "time_s" or re.fullmatch(r"gpu\d+_(power_w|energy_j)", col) is not None
+        return col == TIME_S or re.fullmatch(r"gpu\d+_(power_w|energy_j)", col) is not None
 
     try:
         df = read_csv(path, notes, usecols=wanted)
     except CellError as exc:
         notes.append(f"{exc} (ignored)")
         return None
-    if "time_s" not in df or len(df.columns) == 1:
+    if TIME_S not in df or len(df.columns) == 1:
         return None
     return df.apply(pd.to_numeric, errors="coerce")
 
@@ -453,7 +463,7 @@ def _read_steps(path: Path, notes: list[str]) -> pd.DataFrame | None:
     if df.empty:
         notes.append("steps.csv has no rows")
         return None
-    if "action_ms" not in df.columns and "forward_ms" not in df.columns:
+    if ACTION_MS not in df.columns and FORWARD_MS not in df.columns:
         raise CellError("steps.csv: neither action_ms nor forward_ms present")
     for col in LATENCY_COLUMNS:
         if col not in df.columns:

@@ -11,6 +11,7 @@ from rlperf.report.export import render
 from rlperf.report.sections.base import Inputs, Section
 from rlperf.report.sections.families import fmt_ci, fmt_count
 from rlperf.report.stats import estimates
+from rlperf.results.columns import ENV_STEPS_PER_S, FRAMES_PER_S
 
 
 def collect(inputs: Inputs) -> list[AcrossTable]:
@@ -43,13 +44,13 @@ def _workloads_table(rows: pd.DataFrame, labels: dict[str, str], ranked: bool) -
         "configuration": [labels.get(c, c) for c in rows["configuration"]],
         "workload": rows["workload"].to_numpy(),
         f"emulator frames/s [{level()} CI]": [
-            fmt_ci(v, a, b) for v, a, b in zip(rows["frames_per_s"], rows["frames_per_s_low"],
+            fmt_ci(v, a, b) for v, a, b in zip(rows[FRAMES_PER_S], rows["frames_per_s_low"],
                                                rows["frames_per_s_high"], strict=True)]
         if frames else None,
         "frames per env step": [fmt_ci(v, None, None) for v in rows["frames_per_step"]]
         if frames else None,
         f"env steps/s [{level()} CI]": [
-            fmt_ci(v, a, b) for v, a, b in zip(rows["env_steps_per_s"],
+            fmt_ci(v, a, b) for v, a, b in zip(rows[ENV_STEPS_PER_S],
                                                rows["env_steps_per_s_low"],
                                                rows["env_steps_per_s_high"], strict=True)],
     }  # fmt: skip

@@ -19,6 +19,14 @@ from rlperf.report.read.cells import ENV_FAMILY, PHASES, SERVE_FAMILY, Cell
 from rlperf.report.read.fingerprints import FingerprintGroup, differing_keys
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Inputs, Section
+from rlperf.results.columns import (
+    ACTION_MS,
+    FORWARD_MS,
+    FRAMES_PER_S,
+    ITER_S,
+    STEP_MS_P50,
+    STEP_MS_P99,
+)
 
 _FAMILY_TITLES = {
     "training": "Training",
@@ -208,7 +216,7 @@ def _training_table(rows: pd.DataFrame, objective: Any) -> pd.DataFrame:
     if _col(rows, "s_per_1k_trained_steps").notna().any():  # replay, epochs: other work
         out["s per 1 000 trained steps"] = _fmt_col(rows, "s_per_1k_trained_steps")
         out["trained per env step"] = _fmt_col(rows, "trained_per_env_step")
-    if objective is None or objective.key != "iter_s":
+    if objective is None or objective.key != ITER_S:
         out["time/iter s"] = _fmt_col(rows, "iter_s_mean")
     for p in PHASES:
         out[p.removesuffix("_s") + " s"] = _fmt_col(rows, f"{p}_mean")
@@ -238,9 +246,9 @@ def _env_table(rows: pd.DataFrame, objective: Any) -> pd.DataFrame:
             "threads": _fmt_col(rows, "engine_threads"),
             f"env steps/s [{level()} CI]": _ci_col(rows, "throughput"),
             f"{name} [{level()} CI]": _ci_col(rows, "objective"),
-            "frames/s": _fmt_col(rows, "frames_per_s"),
-            "step p50 ms": _fmt_col(rows, "step_ms_p50"),
-            "step p99 ms": _fmt_col(rows, "step_ms_p99"),
+            "frames/s": _fmt_col(rows, FRAMES_PER_S),
+            "step p50 ms": _fmt_col(rows, STEP_MS_P50),
+            "step p99 ms": _fmt_col(rows, STEP_MS_P99),
             "CPU cores": _fmt_col(rows, "process_cores", 2),
             "busy % per core": _col(rows, "per_core_busy_pct").fillna("").astype(str).to_numpy(),
             "RSS MB": _fmt_col(rows, "rss_mb_max"),
@@ -253,7 +261,7 @@ def _env_table(rows: pd.DataFrame, objective: Any) -> pd.DataFrame:
 
 
 def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
-    m = "action_ms" if _col(rows, "action_ms_p50").notna().any() else "forward_ms"
+    m = ACTION_MS if _col(rows, "action_ms_p50").notna().any() else FORWARD_MS
     out = pd.DataFrame(
         {
             **_identity(rows),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlperf.errors import CellError
+from rlperf.layout import EXCLUDED_COLUMN, MULTIRUN_FILE
 from rlperf.report.compare.findings import FamilyAnalysis, level
 from rlperf.report.export import render
 from rlperf.report.read.cells import Cell
@@ -82,7 +83,7 @@ def methods_section(res: ReportResult, sweeps: Sequence[Path]) -> list[render.Bl
 
 def _excluded_text(df: pd.DataFrame) -> str:
     """``"12 (warmup 10, fault 2)"``: excluded rows in all and per reason."""
-    reasons = df.loc[df["excluded"].ne(""), "excluded"].value_counts()
+    reasons = df.loc[df[EXCLUDED_COLUMN].ne(""), EXCLUDED_COLUMN].value_counts()
     if reasons.empty:
         return "0"
     return f"{int(reasons.sum())} (" + ", ".join(f"{k} {v}" for k, v in reasons.items()) + ")"
@@ -165,7 +166,7 @@ def _launchers(sweeps: Sequence[Path]) -> list[str]:
     out = []
     for sweep in sweeps:
         try:
-            cfg = read_yaml(sweep / "multirun.yaml")
+            cfg = read_yaml(sweep / MULTIRUN_FILE)
         except CellError:
             continue
         launcher = ((cfg or {}).get("hydra") or {}).get("launcher") or {}

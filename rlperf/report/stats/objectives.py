@@ -30,6 +30,16 @@ from rlperf.errors import ObjectiveError
 from rlperf.report.read.cells import ENV_FAMILY, Cell, included
 from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration
+from rlperf.results.columns import (
+    ACTION_MS,
+    ENV_STEPS,
+    FORWARD_MS,
+    ITER_S,
+    TIME_TO_TARGET,
+    TRAIN_TIME_S,
+    TRAINED_STEPS,
+    TRAINING_OBJECTIVES,
+)
 from rlperf.specs.stages import FAMILY_OBJECTIVE  # each family's default (its stages' specs)
 
 #: Work units of the per-work objectives (per 1 000 of them).
@@ -49,7 +59,7 @@ def _included(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             return np.full(len(kept), np.nan)
         return kept[name].to_numpy(dtype=float)
 
-    return col("iter_s"), col("env_steps"), col("trained_steps")
+    return col(ITER_S), col(ENV_STEPS), col(TRAINED_STEPS)
 
 
 def training_samples(cell: Cell) -> np.ndarray:
@@ -77,8 +87,8 @@ def time_to_target_samples(cell: Cell) -> np.ndarray:
     if s.get("reached") and s.get("time_to_target_s") is not None:
         return np.array([float(s["time_to_target_s"])])
     df = cell.iterations
-    if df is not None and "train_time_s" in df and df["train_time_s"].notna().any():
-        return np.array([float(df["train_time_s"].max())])
+    if df is not None and TRAIN_TIME_S in df and df[TRAIN_TIME_S].notna().any():
+        return np.array([float(df[TRAIN_TIME_S].max())])
     return np.array([])
 
 
@@ -88,7 +98,7 @@ def latency_samples(cell: Cell) -> np.ndarray:
     if df is None:
         return np.array([])
     kept = included(df)
-    col = "action_ms" if kept["action_ms"].notna().any() else "forward_ms"
+    col = ACTION_MS if kept[ACTION_MS].notna().any() else FORWARD_MS
     return kept[col].to_numpy(dtype=float)
 
 
@@ -167,21 +177,18 @@ def _runs(_: Cell) -> str:
 
 #: Every objective, by the name ``--objective`` takes.
 OBJECTIVES: dict[str, Objective] = {
-    "env_steps": Objective("env_steps", "s_per_1k_env_steps", "ratio", "s",
+    ENV_STEPS: Objective(ENV_STEPS, "s_per_1k_env_steps", "ratio", "s",
                            "time per 1 000 env steps", _iterations, pairs=env_step_pairs),
-    "trained_steps": Objective("trained_steps", "s_per_1k_trained_steps", "ratio", "s",
+    TRAINED_STEPS: Objective(TRAINED_STEPS, "s_per_1k_trained_steps", "ratio", "s",
                                "time per 1 000 trained steps", _iterations,
                                pairs=trained_step_pairs),
-    "iter_s": Objective("iter_s", "iter_s", "mean", "s", "time per training iteration",
+    ITER_S: Objective(ITER_S, ITER_S, "mean", "s", "time per training iteration",
                         _iterations, samples=training_samples),
-    "time_to_target": Objective("time_to_target", "time_to_target_s", "mean", "s",
+    TIME_TO_TARGET: Objective(TIME_TO_TARGET, "time_to_target_s", "mean", "s",
                                 "time to target", _runs, samples=time_to_target_samples),
-    "latency": Objective("latency", "action_ms", "median", "ms", "latency per action",
+    "latency": Objective("latency", ACTION_MS, "median", "ms", "latency per action",
                          latency_sample_word, samples=latency_samples),
 }  # fmt: skip
-
-#: The objectives of the training family (``--objective`` chooses among them).
-TRAINING_OBJECTIVES = ("env_steps", "trained_steps", "iter_s", "time_to_target")
 
 
 def _windows(_: Cell) -> str:
@@ -192,9 +199,9 @@ def objective_of(family: str) -> Objective:
     """The family's default objective (a new stage's family is ranked like training; an env
     cell's samples are its windows)."""
     if family == ENV_FAMILY:
-        return replace(OBJECTIVES["env_steps"], sample_word=_windows)
+        return replace(OBJECTIVES[ENV_STEPS], sample_word=_windows)
     key = FAMILY_OBJECTIVE.get(family)
-    return OBJECTIVES[key] if key else replace(OBJECTIVES["env_steps"], name=family)
+    return OBJECTIVES[key] if key else replace(OBJECTIVES[ENV_STEPS], name=family)
 
 
 def has_target(cell: Cell) -> bool:
@@ -245,11 +252,11 @@ def choose(
         check_requested(requested, configurations, where)
         objective = OBJECTIVES[requested]
         why = "chosen with --objective"
-        if requested == "iter_s":
+        if requested == ITER_S:
             why += f"; every iteration sampled {steps[0]:,.0f} env steps"
         return objective, why
     if completed and all(has_target(c) for c in completed):
-        return OBJECTIVES["time_to_target"], "the runs have a target return"
+        return OBJECTIVES[TIME_TO_TARGET], "the runs have a target return"
     if len(steps) == 1:
         why = (f"every iteration sampled {steps[0]:,.0f} env steps, so time per iteration "
                "would rank the same")  # fmt: skip
@@ -258,7 +265,7 @@ def choose(
                "per iteration is not the same work")  # fmt: skip
     else:
         why = "no iteration recorded its env steps"
-    return OBJECTIVES["env_steps"], why
+    return OBJECTIVES[ENV_STEPS], why
 
 
 def check_requested(requested: str, configurations: Sequence[Configuration], where: str) -> None:
@@ -269,7 +276,7 @@ def check_requested(requested: str, configurations: Sequence[Configuration], whe
             f"--objective {requested!r} is not a training objective; choose one of "
             + ", ".join(TRAINING_OBJECTIVES)
         )
-    if requested == "iter_s" and not same_work_per_iteration(configurations):
+    if requested == ITER_S and not same_work_per_iteration(configurations):
         steps = env_steps_per_iteration(configurations)
         seen = ", ".join(f"{s:,.0f}" for s in steps[:6]) + (" ..." if len(steps) > 6 else "")
         raise ObjectiveError(
@@ -277,7 +284,7 @@ def check_requested(requested: str, configurations: Sequence[Configuration], whe
             f"({seen}), so time per iteration is not the same work; use env_steps "
             "(time per 1 000 env steps) instead"
         )
-    if requested == "time_to_target":
+    if requested == TIME_TO_TARGET:
         completed = [c for conf in configurations for c in conf.completed]
         if not any(has_target(c) for c in completed):
             raise ObjectiveError(

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.read.cells import Cell
+from rlperf.results.columns import ENV_STEPS, TIME_S, TRAIN_TIME_S
 
 #: targets.csv columns, in order.
 TARGET_COLUMNS = (
@@ -35,17 +36,17 @@ def _run_record(c: Cell) -> dict[str, Any] | None:
     if c.family != "training" or stop.get("episode_return") is None or not c.completed:
         return None
     df = c.iterations
-    it_time = df["train_time_s"] if df is not None and "train_time_s" in df else pd.Series()
+    it_time = df[TRAIN_TIME_S] if df is not None and TRAIN_TIME_S in df else pd.Series()
     budget_s = float(it_time.max()) if it_time.notna().any() else float("nan")
-    steps = float(df["env_steps"].sum()) if df is not None and "env_steps" in df else np.nan
+    steps = float(df[ENV_STEPS].sum()) if df is not None and ENV_STEPS in df else np.nan
     reached = bool(s.get("reached"))
     return {
         "cell": c.id,
         "target": float(stop["episode_return"]),
         "judge": stop.get("judge"),
         "reached": reached,
-        "time_s": float(s["time_to_target_s"]) if reached else budget_s,
-        "env_steps": float(s["env_steps_to_target"]) if reached else steps,
+        TIME_S: float(s["time_to_target_s"]) if reached else budget_s,
+        ENV_STEPS: float(s["env_steps_to_target"]) if reached else steps,
     }
 
 
@@ -72,8 +73,8 @@ def targets_table(cells: Sequence[Cell], runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (conf, target), g in df.groupby(["configuration", "target"], sort=False):
         reached = g["reached"].tolist()
-        t, t_cens = censored_median(g["time_s"].tolist(), reached)
-        st, st_cens = censored_median(g["env_steps"].tolist(), reached)
+        t, t_cens = censored_median(g[TIME_S].tolist(), reached)
+        st, st_cens = censored_median(g[ENV_STEPS].tolist(), reached)
         rows.append({
             "configuration": conf, "label": g["label"].iloc[0], "target": target,
             "judge": g["judge"].iloc[0], "runs": len(g), "reached": int(sum(reached)),

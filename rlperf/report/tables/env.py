@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlperf.report.read.cells import Cell, included
+from rlperf.results.columns import ENV_STEPS, ENV_STEPS_PER_S, FRAMES_PER_S, RSS_MB
 
 
 def env_summary(c: Cell) -> dict[str, Any]:
@@ -34,19 +35,19 @@ def env_summary(c: Cell) -> dict[str, Any]:
         row.update(
             iterations=int(len(df)),
             warmup_iterations=int(len(df) - len(kept)),
-            total_env_steps=float(kept["env_steps"].sum()),
+            total_env_steps=float(kept[ENV_STEPS].sum()),
         )
     step = (s.get("latency") or {}).get("step_ms") or {}
     cpu = s.get("cpu") or {}
     row.update(
-        env_steps_per_s=s.get("env_steps_per_s"),
-        frames_per_s=s.get("frames_per_s"),
+        env_steps_per_s=s.get(ENV_STEPS_PER_S),
+        frames_per_s=s.get(FRAMES_PER_S),
         wall_steps_per_s=s.get("wall_steps_per_s"),
         step_ms_p50=step.get("p50"),
         step_ms_p99=step.get("p99"),
         process_cores=cpu.get("process_cores"),
         per_core_busy_pct=" ".join(f"{v:g}" for v in cpu.get("per_core_busy_pct") or []),
-        rss_mb_max=(s.get("rss_mb") or {}).get("max"),
+        rss_mb_max=(s.get(RSS_MB) or {}).get("max"),
         episodes=s.get("episodes_ended"),
     )
     return row

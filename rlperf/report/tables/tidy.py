@@ -24,7 +24,22 @@ from rlperf.report.read.energy import energy_summary
 from rlperf.report.read.load import as_text
 from rlperf.report.stats.estimates import Estimate
 from rlperf.report.tables.env import env_summary
-from rlperf.results.columns import ENV_WINDOW_COLUMNS, LATENCY_COLUMNS
+from rlperf.results.columns import (
+    CPU_UTIL_PCT,
+    ENV_STEPS,
+    ENV_STEPS_PER_S,
+    ENV_WINDOW_COLUMNS,
+    EPISODE_RETURN_MEAN,
+    EPISODES,
+    ITER_S,
+    ITERATION,
+    LATENCY_COLUMNS,
+    RAM_UTIL_PCT,
+    TIME_S,
+    TRAINED_STEPS,
+    TRAINED_STEPS_PER_S,
+    WALL_S,
+)
 
 _ID_COLUMNS = ("cell", "label", "config")
 
@@ -134,7 +149,7 @@ def iterations_table(
     """One row per training cell and iteration; canonical columns, then extras."""
     training = [c for c in cells if c.family != ENV_FAMILY]
     return _long_table(training, "iterations", plans, fps,
-                       ["iteration", EXCLUDED_COLUMN, "time_s", *TRAIN_METRICS])  # fmt: skip
+                       [ITERATION, EXCLUDED_COLUMN, TIME_S, *TRAIN_METRICS])  # fmt: skip
 
 
 def env_windows_table(
@@ -169,28 +184,28 @@ def _train_summary(c: Cell) -> dict[str, Any]:
         "excluded_iterations": int(len(df) - len(kept)),
     }
     for col in [
-        "iter_s",
+        ITER_S,
         *PHASES,
-        "env_steps_per_s",
-        "trained_steps_per_s",
-        "cpu_util_pct",
-        "ram_util_pct",
+        ENV_STEPS_PER_S,
+        TRAINED_STEPS_PER_S,
+        CPU_UTIL_PCT,
+        RAM_UTIL_PCT,
     ]:
         row[f"{col}_mean"] = float(kept[col].mean()) if col in kept else np.nan
     for col in sorted(k for k in df.columns if k.startswith("gpu") and k.endswith("_pct")):
         row[f"{col}_mean"] = float(kept[col].mean())
     # Per 1 000 trained steps where the learner trains on more (replay) or fewer steps than
     # were sampled: the time per unit of learner work (rlperf.report.stats.objectives).
-    if "trained_steps" in kept and kept["trained_steps"].notna().any():
-        trained = float(kept["trained_steps"].sum())
-        sampled = float(kept["env_steps"].sum()) if "env_steps" in kept else np.nan
+    if TRAINED_STEPS in kept and kept[TRAINED_STEPS].notna().any():
+        trained = float(kept[TRAINED_STEPS].sum())
+        sampled = float(kept[ENV_STEPS].sum()) if ENV_STEPS in kept else np.nan
         if trained > 0 and not np.isclose(trained, sampled):
-            row["s_per_1k_trained_steps"] = 1000 * float(kept["iter_s"].sum()) / trained
+            row["s_per_1k_trained_steps"] = 1000 * float(kept[ITER_S].sum()) / trained
             row["trained_per_env_step"] = trained / sampled if sampled > 0 else np.nan
-    returns = df["episode_return_mean"].dropna()
+    returns = df[EPISODE_RETURN_MEAN].dropna()
     row["episode_return_last"] = float(returns.iloc[-1]) if len(returns) else np.nan
-    row["total_env_steps"] = float(df["env_steps"].sum())
-    row["wall_s"] = float(df["time_s"].max()) if df["time_s"].notna().any() else np.nan
+    row["total_env_steps"] = float(df[ENV_STEPS].sum())
+    row[WALL_S] = float(df[TIME_S].max()) if df[TIME_S].notna().any() else np.nan
     if c.summary.get("model_params") is not None:
         row["model_params"] = c.summary.get("model_params")
     row.update(energy_summary(c))
@@ -217,7 +232,7 @@ def _inference_summary(c: Cell) -> dict[str, Any]:
                 row[f"{col}_p{q}"] = float(s.quantile(q / 100))
             row[f"{col}_max"] = float(s.max())
     if c.episodes is not None and "return" in c.episodes:
-        row["episodes"] = int(c.episodes["return"].notna().sum())
+        row[EPISODES] = int(c.episodes["return"].notna().sum())
         row["return_mean"] = float(pd.to_numeric(c.episodes["return"], errors="coerce").mean())
     fid = c.summary.get("fidelity") or {}
     for key in ("agreement", "decisive_agreement", "max_abs_logit_err", "mean_abs_logit_err",
@@ -331,7 +346,7 @@ def _typed(out: pd.DataFrame) -> pd.DataFrame:
 
 #: Per-run columns that add up over the runs of a configuration (the others are averaged).
 SUMMED = ("iterations", "warmup_iterations", "excluded_iterations", "samples", "warmup_samples",
-          "steps", "episodes", "total_env_steps", "gpu_energy_j", "job_gpu_energy_j")  # fmt: skip
+          "steps", EPISODES, "total_env_steps", "gpu_energy_j", "job_gpu_energy_j")  # fmt: skip
 
 #: runs.csv columns that describe one run only (not carried into configurations.csv).
 _PER_RUN = ("cell", "label", "status", "group", "notes", "warmup_rule", "objective_value",

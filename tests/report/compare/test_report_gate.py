@@ -16,6 +16,7 @@ import pytest
 from support import synthetic
 
 from rlperf.errors import GateError
+from rlperf.layout import METRICS_FILE, STEPS_FILE
 from rlperf.report import build_report
 from rlperf.report.cli import main
 from rlperf.report.compare.gate import DEFAULT_TOLERANCE, parse_tolerance
@@ -37,7 +38,7 @@ def _scaled(baseline: Path, dest: Path, factors: dict[str, float]) -> Path:
     iteration (every phase scaled)."""
     shutil.copytree(baseline, dest)
     for name, factor in factors.items():
-        path = dest / name / "metrics.csv"
+        path = dest / name / METRICS_FILE
         df = pd.read_csv(path, keep_default_na=False, na_values=[""])
         for col in (*PHASES, "other_s", "iter_s"):
             df[col] *= factor
@@ -139,8 +140,8 @@ def test_inference_latency_regression(tmp_path):
     shutil.copytree(base, cand)
     slow = next(p.parent.parent for p in cand.glob("*/.hydra/config.yaml")
                 if "name: edgetpu" in p.read_text())  # fmt: skip
-    steps = pd.read_csv(slow / "steps.csv")
-    steps.assign(action_ms=steps["action_ms"] * 1.5).to_csv(slow / "steps.csv", index=False)
+    steps = pd.read_csv(slow / STEPS_FILE)
+    steps.assign(action_ms=steps["action_ms"] * 1.5).to_csv(slow / STEPS_FILE, index=False)
     res = build_report([cand], tmp_path / "out", gate=base, figures=False)
     assert res.gate is not None and res.gate.failed
     (regression,) = [r for r in res.gate.rows if r.verdict == "regression"]

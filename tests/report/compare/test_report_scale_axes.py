@@ -12,12 +12,13 @@ from support import synthetic
 from rlperf.report.compare.axes import plan_axes
 from rlperf.report.read.collect import load_cells
 from rlperf.report.read.discover import discover
+from rlperf.results.columns import PHASES
 
 
 def _metrics(iter_s: float) -> pd.DataFrame:
     n = 3
     out = pd.DataFrame({"iteration": np.arange(1, n + 1), "excluded": ["warmup", "", ""]})
-    for col in ("sample_s", "load_s", "learn_s", "sync_s"):
+    for col in PHASES:
         out[col] = iter_s / 5
     out["iter_s"], out["other_s"] = iter_s, iter_s / 5
     out["time_s"] = out["iter_s"].cumsum()

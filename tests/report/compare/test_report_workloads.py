@@ -17,6 +17,7 @@ from rlperf.errors import ObjectiveError
 from rlperf.report.build import build_report
 from rlperf.report.cli import main
 from rlperf.report.stats.robust import iqm
+from rlperf.results.columns import OTHER_S, PHASES
 from tests.conftest import THESIS
 
 STUDY = THESIS / "ray_results" / "volta1_def"
@@ -29,7 +30,7 @@ def _metrics(iter_s: float, env_steps: float, n: int = 6, trained: float | None 
     rng = np.random.default_rng(seed)
     t = iter_s * (1 + 0.02 * rng.standard_normal(n))
     out = pd.DataFrame({"iteration": np.arange(1, n + 1), "excluded": ["warmup"] + [""] * (n - 1)})
-    for col in ("sample_s", "load_s", "learn_s", "sync_s", "other_s"):
+    for col in (*PHASES, OTHER_S):
         out[col] = t / 5
     out["iter_s"], out["time_s"] = t, np.cumsum(t)
     out["train_time_s"] = out["time_s"]

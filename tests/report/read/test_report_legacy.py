@@ -12,6 +12,7 @@ from rlperf.report.read.cells import STUDY_MODELS, match_model
 from rlperf.report.read.collect import dedupe, load_cells
 from rlperf.report.read.discover import CellRef, discover
 from rlperf.report.read.legacy import cpu_affinity_from, dewindow, load_rollout_csv, load_tune_run
+from rlperf.results.columns import PHASES
 from tests.conftest import THESIS
 
 RUNS = THESIS / "ray_results"
@@ -104,7 +105,7 @@ def test_reconstructed_phases_add_up_to_the_iteration():
     it = cell.iterations
     # Phase times per iteration: non-negative, and the remainder (other_s) is the
     # few hundred ms of bookkeeping per iteration, in every one of the 20 iterations.
-    assert (it[["sample_s", "load_s", "learn_s", "sync_s"]] >= 0).all().all()
+    assert (it[list(PHASES)] >= 0).all().all()
     assert it["other_s"].between(0.1, 0.5).all()
     # The last window mean is the mean of the last 10 reconstructed values.
     assert it["learn_s"].iloc[-10:].mean() == pytest.approx(it["learn_s_win10"].iloc[-1])
