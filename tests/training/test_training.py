@@ -47,9 +47,9 @@ def test_metrics_are_exact_per_iteration(tiny_run) -> None:
     ]:
         assert col in m.columns, col
     # The phases account for the iteration: what is left (bookkeeping) is small.
-    phase_sum = m[PHASES].sum(axis=1)
+    phase_sum = m[list(PHASES)].sum(axis=1)
     assert (phase_sum <= m["iter_s"] + 1e-6).all()
-    assert ((m["iter_s"] - phase_sum) <= 0.10 * m["iter_s"] + 0.05).all(), m[PHASES + ["iter_s"]]
+    assert ((m["iter_s"] - phase_sum) <= 0.10 * m["iter_s"] + 0.05).all(), m[[*PHASES, "iter_s"]]
     assert np.allclose(m["other_s"], m["iter_s"] - phase_sum, atol=1e-9)
     assert (m[list(PHASES)] >= 0).all().all() and (m[SAMPLE_S] > 0).all() and (m[LEARN_S] > 0).all()
     # Exactly one train batch of env steps per iteration; SGD sees it num_epochs (1) times,
