@@ -3,7 +3,7 @@
 Every table about stages is derived from :data:`STAGE_SPECS`: the entry point the job
 wrapper runs (:mod:`rlperf.stages`), the validator (:mod:`rlperf.validation.validate`), the
 keys only some stages read (``rlperf.cli``'s warning), the pre-flight
-(:func:`rlperf.resources.plan.check_stage_feasible`), what a sweep's trial asks Tune for
+(:func:`rlperf.resources.plan.check_feasibility`), what a sweep's trial asks Tune for
 (:mod:`rlperf.sweep.resources`), the terminal's header and summary
 (:mod:`rlperf.console.text`), the rows tracking sends (:mod:`rlperf.tracking.record`)
 and the report's comparison family and default objective.
@@ -35,7 +35,7 @@ class Stage(StrEnum):
 
 class Feasibility(StrEnum):
     """What a stage asks of the machine, checked before it starts
-    (:func:`rlperf.resources.plan.check_stage_feasible`)."""
+    (:func:`rlperf.resources.plan.check_feasibility`)."""
 
     env_runners = auto()  # the resource plan's env runners and learners
     engine_threads = auto()  # the env engine's threads alone (no env runners start)
