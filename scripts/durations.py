@@ -40,10 +40,8 @@ def _marker(name: str) -> Rule:
 #: (group, rule), first match wins: what a test mostly pays for.
 GROUPS: tuple[tuple[str, Rule], ...] = (
     ("an MLflow server", _fixtures("mlflow_server")),
-    (
-        "a Serve start",
-        lambda node, entry: _fixtures("served")(node, entry) or node.startswith("tests/serve/"),
-    ),
+    ("a Serve start", _fixtures("served")),
+    ("a Serve start", _paths("tests/serve/")),
     (
         "a Ray of its own (sweeps, clusters, faults, signals)",
         _paths(

@@ -33,7 +33,7 @@ import gymnasium as gym
 from rlperf.envs.atari import _DefaultSeed, _instance_seed, make_atari_env
 from rlperf.envs.atari import env_spaces as atari_spaces
 from rlperf.envs.entry_point import load_entry_point
-from rlperf.specs.engines import ENGINE_KEYS, VECTOR_ENGINES, engine_of
+from rlperf.specs.engines import ENGINE_KEYS, engine_of
 
 #: Name under which :func:`register_rllib_env` registers :func:`make_env`.
 RLLIB_ENV_NAME = "rlperf_env"
@@ -143,7 +143,7 @@ def make_env(env_config: Mapping[str, Any] | None = None) -> gym.Env:
     instance gets its own derived default seed (:func:`rlperf.envs.atari.derive_seed`).
     """
     env_config = env_config if env_config is not None else {}
-    if "num_envs" in env_config and engine_of(env_config).name in VECTOR_ENGINES:
+    if "num_envs" in env_config and engine_of(env_config).vector:
         # RLlib's vector_entry_point: the config plus num_envs, one vector env for all.
         from rlperf.envs.vector import make_vector_env
 

@@ -170,10 +170,6 @@ class PrecisionRule:
         iv = self.interval(values)
         return Look(n, iv, iv.within(self.precision))
 
-    @property
-    def cap(self) -> int:
-        return self.looks[-1]
-
 
 @dataclass(frozen=True)
 class RaceResult:

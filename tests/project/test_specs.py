@@ -50,11 +50,8 @@ def name_comparisons(source: str) -> list[tuple[int, str]]:
                         continue
                     text = (ast.get_source_segment(source, other) or "").lower()
                     # cfg.backend.name, a stage variable, or a spec's own name (spec.name)
-                    named = (word in text or text.endswith("name") for word in NAMES)
-                    if any(
-                        names <= valid and hit
-                        for valid, hit in zip(NAMES.values(), named, strict=True)
-                    ):
+                    held = text.endswith("name")
+                    if any(names <= valid and (held or w in text) for w, valid in NAMES.items()):
                         found.append((node.lineno, ast.get_source_segment(source, node) or ""))
         elif isinstance(node, ast.Dict):
             keys = [k for k in node.keys if k is not None]
