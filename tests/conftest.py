@@ -13,6 +13,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
+from support.one_run import one_run
 
 from rlperf.config.schema import register_configs
 from rlperf.console.deprecations import OWN_DEPRECATION, watching
@@ -97,11 +98,12 @@ def run_rlperf(
     """Run the ``rlperf`` entry point in a subprocess (its own Ray, its own process).
 
     ``env``: variables set on top of this process's environment. Fails when the
-    run reports a deprecated API reached from rlperf's own calls.
+    run reports a deprecated API reached from rlperf's own calls. A sweep runs each
+    configuration once unless ``args`` set ``hydra.sweeper.repeats`` (:func:`one_run`).
     """
     env = dict(os.environ, PYTHONUNBUFFERED="1", RAY_DEDUP_LOGS="0", **(env or {}))
     proc = subprocess.run(
-        [sys.executable, "-m", "rlperf", *args],
+        [sys.executable, "-m", "rlperf", *one_run(args)],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
 from rlperf.errors import SearchSpaceError
+from rlperf.sweep.design import Design
 from rlperf.sweep.space import check_search_options, parse_space, with_params
 from rlperf.sweep.upstream import expand_batch
 
@@ -37,6 +38,33 @@ def search(
             f"not {type(launcher).__name__}"
         )
     return run_search(launcher.sweep_setup(), space, options)
+
+
+def check_grid_design(config: DictConfig) -> None:
+    """Refuse repeats that cannot run (:class:`rlperf.sweep.design.Design`), before anything
+    is made or run."""
+    Design.of(config)
+
+
+def check_search_design(repeats: Any, race: bool) -> None:
+    """A search runs each trial once: ``hydra.sweeper.repeats`` and ``race`` are a grid's
+    (``num_samples`` with ``algorithm=grid`` repeats the grid instead)."""
+    plain = OmegaConf.to_container(repeats) if OmegaConf.is_config(repeats) else repeats or {}
+    assert isinstance(plain, dict)
+    # min=1 is what a search does anyway (a test suite's sweeps say it everywhere).
+    given = [
+        f"hydra.sweeper.repeats.{k!s}={v!s}"
+        for k, v in plain.items()
+        if v is not None and not (k == "min" and v == 1)
+    ]
+    if race:
+        given.append("hydra.sweeper.race=true")
+    if given:
+        raise SearchSpaceError(
+            f"{', '.join(given)}: repeats and racing are for grids; a search "
+            "(hydra.sweeper.search.algorithm) runs each trial once and stops trials with its "
+            "scheduler (with algorithm=grid, hydra.sweeper.search.num_samples repeats the grid)"
+        )
 
 
 def job_batch(

@@ -53,6 +53,21 @@ class SearchConf:
 
 
 @dataclass
+class RepeatsConf:
+    """``hydra.sweeper.repeats``: independent runs of every configuration of a grid, in
+    interleaved rounds (docs/sweeps.md#repeats)."""
+
+    # Runs every configuration gets (null: 2; 1: one run, whose run-to-run spread is not
+    # measured).
+    min: Optional[int] = None  # noqa: UP045
+    # Runs at most (null: min). Between min and max, a configuration gets another round
+    # until its run-to-run interval is within ±precision (or, with race, it is eliminated).
+    max: Optional[int] = None  # noqa: UP045
+    # 0.05: stop once the 95 % interval of the objective is within ±5 % of its estimate.
+    precision: Optional[float] = None  # noqa: UP045
+
+
+@dataclass
 class RlperfSweeperConf:
     """``hydra.sweeper``: Hydra's basic sweeper's options, and ``search`` (docs/search.md)."""
 
@@ -63,6 +78,11 @@ class RlperfSweeperConf:
     params: Optional[Dict[str, str]] = None  # noqa: UP006, UP045
     # A search instead of a grid when search.algorithm is set (docs/search.md).
     search: SearchConf = field(default_factory=SearchConf)
+    # Independent runs of every configuration of a grid (docs/sweeps.md#repeats).
+    repeats: RepeatsConf = field(default_factory=RepeatsConf)
+    # After each round, close the configurations separated from the best of their
+    # comparison set (docs/sweeps.md#racing). Grids only.
+    race: bool = False
 
 
 ConfigStore.instance().store(

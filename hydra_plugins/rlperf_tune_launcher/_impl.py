@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from hydra.core.utils import JobReturn
 
+from rlperf.report.compare.rounds import judge_runs
 from rlperf.sweep.launch import launch as launch_cells
 
 if TYPE_CHECKING:
@@ -21,5 +22,7 @@ if TYPE_CHECKING:
 def launch(
     launcher: RlperfTuneLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> Sequence[JobReturn]:
-    """Every cell of the batch as a Tune trial; one JobReturn per override list, in order."""
-    return launch_cells(launcher.sweep_setup(), job_overrides, initial_job_idx)
+    """Every cell of the batch as a Tune trial; one JobReturn per override list, in order.
+    Between the rounds of repeats, the report's reading judges the runs (the sweep engine
+    sits below the report)."""
+    return launch_cells(launcher.sweep_setup(), job_overrides, initial_job_idx, judge_runs)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
@@ -115,12 +116,36 @@ def t_interval(values: Sequence[float] | np.ndarray, alpha: float) -> Interval:
     return Interval(mean, mean - half, mean + half, n)
 
 
+def log_interval(values: Sequence[float] | np.ndarray, alpha: float) -> Interval:
+    """The geometric mean of positive independent ``values`` with the t interval of their
+    logarithms, taken back: ``exp(m)``, ``exp(m ± t s / sqrt(n))``."""
+    x = np.asarray(values, dtype=float)
+    if np.any(x <= 0):
+        raise ValueError("a log interval needs positive values")
+    iv = t_interval(np.log(x), alpha)
+    return Interval(math.exp(iv.estimate), math.exp(iv.low), math.exp(iv.high), iv.n)
+
+
 def look_alpha(looks: int, confidence: float = CONFIDENCE) -> float:
     """The error rate one look may spend so that all ``looks`` together spend ``1 -
     confidence`` (Bonferroni)."""
     if looks < 1:
         raise ValueError(f"looks={looks} must be >= 1")
     return (1.0 - confidence) / looks
+
+
+@dataclass(frozen=True)
+class RunValue:
+    """One completed run's objective value, as a sweep's rounds judge it: the run's folder,
+    its configuration (runs of one configuration pooled, seeds apart), the comparison set
+    it is ranked in, and the value (lower is better: a time)."""
+
+    path: Path
+    configuration: str
+    comparison: str
+    objective: str
+    value: float
+    label: str = ""  # the configuration's name in sentences (the axes that vary)
 
 
 @dataclass(frozen=True)
@@ -138,7 +163,9 @@ class PrecisionRule:
     ``looks``: the planned sample sizes (:func:`look_schedule`); :meth:`look` is asked
     after every value and answers only at a planned size. ``batched``: the values are a
     run's successive iterations or windows (interval over :func:`batch_means`), else
-    independent values such as one per run.
+    independent values such as one per run. ``log``: the interval is over the values'
+    logarithms and taken back (a geometric mean with a ratio interval: how the report pools
+    runs, :func:`rlperf.report.stats.estimates.across_runs`).
     """
 
     def __init__(
@@ -147,12 +174,14 @@ class PrecisionRule:
         looks: Sequence[int],
         batched: bool,
         confidence: float = CONFIDENCE,
+        log: bool = False,
     ) -> None:
         if not 0 < precision < 1:
             raise ValueError(f"precision={precision} must be in (0, 1) (0.05: ±5 %)")
         self.precision = precision
         self.looks = tuple(sorted(set(int(n) for n in looks)))
         self.batched = batched
+        self.log = log
         self.alpha = look_alpha(len(self.looks), confidence)
 
     def interval(self, values: Sequence[float] | np.ndarray) -> Interval:
@@ -160,6 +189,8 @@ class PrecisionRule:
         batch means of a run's values (its estimate is their mean: the values that fill
         whole batches), or over independent values."""
         x = np.asarray(values, dtype=float)
+        if self.log:
+            return log_interval(x, self.alpha)
         return t_interval(batch_means(x) if self.batched else x, self.alpha)
 
     def look(self, values: Sequence[float] | np.ndarray) -> Look | None:
@@ -185,6 +216,7 @@ def race(
     looks: int,
     confidence: float = CONFIDENCE,
     already_closed: Sequence[str] = (),
+    log: bool = False,
 ) -> RaceResult:
     """One round of a race among configurations whose objective is lower-is-better (a time).
 
@@ -193,12 +225,15 @@ def race(
     the best's lies wholly above 0, at level ``1 - alpha / (looks * (k - 1))`` for ``k``
     configurations (Bonferroni over every look of the race and every pair with the best),
     so that over the whole race the true best is closed with probability at most
-    ``1 - confidence``. Configurations with fewer than 2 runs stay open.
+    ``1 - confidence``. Configurations with fewer than 2 runs stay open. ``log``: the
+    values' logarithms are compared (geometric means, as the report pools runs); a closed
+    one's loss is then the interval of the ratio of the geometric means.
     """
     names = [n for n in values if n not in already_closed]
     if not names:
         raise ValueError("race needs at least one open configuration")
-    means = {n: float(np.mean(values[n])) for n in names}
+    data = {n: np.log(np.asarray(values[n], dtype=float)) if log else values[n] for n in values}
+    means = {n: float(np.mean(data[n])) for n in names}
     best = min(names, key=lambda n: means[n])
     k = len(values)
     alpha = (1.0 - confidence) / (max(1, looks) * max(1, k - 1))
@@ -206,11 +241,17 @@ def race(
     for name in names:
         if name == best or len(values[name]) < 2 or len(values[best]) < 2:
             continue
-        low, high = welch_difference(values[name], values[best], alpha)
-        if low > 0:
+        low, high = welch_difference(data[name], data[best], alpha)
+        if low <= 0:
+            continue
+        n = len(values[name])
+        if log:
+            diff = means[name] - means[best]
+            closed[name] = Interval(math.exp(diff), math.exp(low), math.exp(high), n)
+        else:
             ratio = means[name] / means[best] if means[best] else math.inf
             base = means[best] if means[best] else 1.0
-            closed[name] = Interval(ratio, 1.0 + low / base, 1.0 + high / base, len(values[name]))
+            closed[name] = Interval(ratio, 1.0 + low / base, 1.0 + high / base, n)
     open_names = tuple(n for n in names if n not in closed)
     return RaceResult(best, open_names, closed)
 

@@ -27,25 +27,68 @@ from rlperf.resources.node_watch import NodeLost, watch_node
 from rlperf.resources.ray_session import applied_placement, init_ray
 from rlperf.sweep.callback import SweepCallback, mark_interrupted, mark_running
 from rlperf.sweep.index import now_iso
+from rlperf.sweep.resources import RayStart
 from rlperf.sweep.state import TUNE_DIR, Group, Sweep
 from rlperf.sweep.trial import cell_trial
 
 
-def run_group(sweep: Sweep, group: Group, existing: bool) -> None:
-    """One Tune experiment over the group's cells, in a Ray started for it (or the cluster)."""
+class LocalRay:
+    """The local Ray a sweep's group runs in, kept for the next group that starts Ray the
+    same way (the rounds of a one-group sweep share one Ray); ``None`` in :func:`run_group`
+    is a Ray that was already there (a cluster, a notebook)."""
+
+    def __init__(self, sweep: Sweep) -> None:
+        self.sweep = sweep
+        self.start: RayStart | None = None
+        self.gid: int | None = None
+        self._cm: contextlib.AbstractContextManager[float] | None = None
+
+    def keeps(self, group: Group) -> bool:
+        """Whether ``group`` runs in the Ray already started."""
+        return self._cm is not None and self.start == group.start
+
+    def ensure(self, group: Group) -> float | None:
+        """Ray started for ``group`` (the seconds it took), or None when the one running
+        already fits it."""
+        if self.keeps(group):
+            return None
+        self.close()
+        cm = _local_ray(self.sweep, group)
+        seconds = cm.__enter__()
+        self._cm, self.start, self.gid = cm, group.start, group.gid
+        return seconds
+
+    def close(self, exc: BaseException | None = None) -> None:
+        """Shut the Ray down; with ``exc``, as :func:`_local_ray` does for that exception
+        (running cells marked) before the caller raises it."""
+        cm, self._cm, self.start, self.gid = self._cm, None, None, None
+        if cm is None:
+            return
+        if exc is None:
+            cm.__exit__(None, None, None)
+            return
+        with contextlib.suppress(type(exc)):
+            cm.__exit__(type(exc), exc, exc.__traceback__)
+
+
+def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = "") -> None:
+    """One Tune experiment over the group's cells, in ``ray_`` (started for it, or kept from
+    the group before) or, with None, in the Ray already there. ``label``: the round."""
     opts = sweep.options
     gcells = group.cells
     info = sweep.index.groups[group.gid]
-    info["started_at"] = now_iso()
-    ray_cm = contextlib.nullcontext(0.0) if existing else _local_ray(sweep, group)
-    with ray_cm as ray_start_s:
-        info["ray_start_s"] = ray_start_s
-        sweep.index.save()
-        if not existing:
+    info["started_at"] = info.get("started_at") or now_iso()
+    try:
+        seconds = ray_.ensure(group) if ray_ is not None else None
+        if seconds is not None:
+            info["ray_start_s"] = seconds
             sweep.progress.say(
-                f"group {group.gid}: Ray started in {ray_start_s:.1f} s with "
+                f"group {group.gid}: Ray started in {seconds:.1f} s with "
                 f"{group.start.describe()} for {len(gcells)} cell(s)"
             )
+        elif ray_ is None:
+            info.setdefault("ray_start_s", 0.0)
+        sweep.index.save()
         payload = {
             "cells": {c.record.hash: c.sweep_config for c in gcells},
             "task_function": sweep.setup.task_function,
@@ -73,7 +116,7 @@ def run_group(sweep: Sweep, group: Group, existing: bool) -> None:
                 reuse_actors=False,
             ),
             run_config=tune.RunConfig(
-                name=f"group{group.gid}-{stamp}",
+                name=f"group{group.gid}{label}-{stamp}",
                 storage_path=str(sweep.sweep_dir / TUNE_DIR),
                 failure_config=tune.FailureConfig(max_failures=int(opts.max_failures)),
                 verbose=0,
@@ -85,6 +128,10 @@ def run_group(sweep: Sweep, group: Group, existing: bool) -> None:
         if any(c.record.status in ("pending", "running") for c in gcells):
             # Tune ends early only when stopped (its SIGINT handler: Ctrl-C).
             raise KeyboardInterrupt
+    except BaseException as exc:
+        if ray_ is not None:
+            ray_.close(exc)
+        raise
 
 
 @contextlib.contextmanager

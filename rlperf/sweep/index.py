@@ -48,6 +48,12 @@ class CellRecord:
     # A downstream cell: the training job it reads, "3 (model=tiny, workers=0)"
     # (rlperf.sweep.upstream.upstream_label; its folder is the cell's `run`).
     upstream: str | None = None
+    # Repeats (rlperf.sweep.rounds): this cell is run `repeat` of its configuration; a
+    # repeat's `base` is the hash of its run 0 (the grid's own cell). `closed`: on run 0,
+    # why the configuration got no more runs (round, why, runs, text).
+    repeat: int = 0
+    base: str | None = None
+    closed: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CellRecord:
@@ -76,6 +82,8 @@ class SweepIndex:
     groups: list[dict[str, Any]] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
     created_at: str = field(default_factory=now_iso)
+    # Repeats: the design, each round's order (cell hashes) and what closed after each.
+    rounds: dict[str, Any] = field(default_factory=dict)
 
     @property
     def path(self) -> Path:
@@ -94,6 +102,7 @@ class SweepIndex:
             groups=list(data.get("groups", [])),
             options=dict(data.get("options", {})),
             created_at=str(data.get("created_at", now_iso())),
+            rounds=dict(data.get("rounds", {})),
         )
 
     def save(self) -> None:
@@ -105,6 +114,7 @@ class SweepIndex:
                 "created_at": self.created_at,
                 "updated_at": now_iso(),
                 "options": self.options,
+                "rounds": self.rounds,
                 "groups": self.groups,
                 "cells": {h: r.to_json() for h, r in self.cells.items()},
             },

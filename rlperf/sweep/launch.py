@@ -36,7 +36,7 @@ from rlperf.layout import RunStatus
 from rlperf.resources.node_watch import NodeLost
 from rlperf.resources.ray_session import init_ray
 from rlperf.sweep.callback import mark_interrupted
-from rlperf.sweep.groups import run_group
+from rlperf.sweep.groups import LocalRay, run_group
 from rlperf.sweep.index import SweepIndex
 from rlperf.sweep.preflight import (
     announce,
@@ -48,6 +48,7 @@ from rlperf.sweep.preflight import (
 )
 from rlperf.sweep.prepare import prepare_cells
 from rlperf.sweep.progress import SweepProgress, format_table
+from rlperf.sweep.rounds import Design, Judge, Rounds
 from rlperf.sweep.state import (
     Group,
     Sweep,
@@ -61,24 +62,32 @@ log = logging.getLogger(__name__)
 
 
 def launch(
-    setup: SweepSetup, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    setup: SweepSetup,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+    judge: Judge | None = None,
 ) -> Sequence[JobReturn]:
     """Run every cell as a Tune trial; one JobReturn per override list, in order.
+
+    With repeats (``hydra.sweeper.repeats``, :mod:`rlperf.sweep.rounds`), each list's
+    further runs go in rounds after it; ``judge`` reads the runs' objective values between
+    rounds (needed for ``precision`` and ``race``).
 
     An rlperf sweep in which cells failed or were invalid raises
     :class:`~rlperf.errors.SweepIncomplete` after the final table instead
     (docs/exit-codes.md); other Hydra apps get their failed JobReturns.
     """
+    Design.of(setup.config)  # a design that cannot run is refused before anything starts
     with sweep_session(setup) as (sweep_dir, console):
         sweep = _new_sweep(setup, job_overrides, initial_job_idx, sweep_dir, console)
         with watching():
-            _run_sweep(sweep)
+            _run_sweep(sweep, judge)
         outcome = _outcome(sweep)
         if outcome is not None:
             log.error("%s", outcome, extra={TERMINAL: False})
     if outcome is not None:
         raise outcome
-    return [job_return(c) for c in sweep.cells]
+    return [job_return(c) for c in sweep.cells if c.record.repeat == 0]
 
 
 def _new_sweep(
@@ -99,12 +108,13 @@ def _new_sweep(
     return sweep
 
 
-def _run_sweep(sweep: Sweep) -> None:
-    """Pre-flight, then each group of cells in its Ray; the final table in any case."""
+def _run_sweep(sweep: Sweep, judge: Judge | None) -> None:
+    """Pre-flight, then each round's cells group by group; the final table in any case."""
     progress, index, cells = sweep.progress, sweep.index, sweep.cells
     # An address, or a Ray this process already runs (a notebook, a test): join, never start.
     existing = sweep.ray_cfg.address is not None or ray.is_initialized()
     joined = False
+    local = None if existing else LocalRay(sweep)
     try:
         groups = preflight(sweep, existing)
         if existing and not ray.is_initialized():
@@ -117,10 +127,16 @@ def _run_sweep(sweep: Sweep) -> None:
         register_groups(sweep, groups)
         record_not_run(sweep)
         announce(sweep, groups, existing)
+        rounds = Rounds(sweep, groups, judge)
         progress.start_live([c.record for c in cells if not c.kept])
-        for group in groups:
-            _run_to_end(sweep, group, existing)
+        for r in range(rounds.design.rounds):
+            for group in rounds.groups_of_round(r, local):
+                _run_to_end(sweep, group, local, rounds.label(r))
+            if not rounds.decide(r):
+                break
     except KeyboardInterrupt:
+        if local is not None:
+            local.close()
         if joined:  # the cluster ends this driver's trials when it disconnects
             ray.shutdown()
             joined = False
@@ -132,19 +148,21 @@ def _run_sweep(sweep: Sweep) -> None:
         raise
     finally:
         progress.stop_live()
+        if local is not None:
+            local.close()
         if joined:
             ray.shutdown()
         index.save()
-        if any(c.record.status != "pending" or c.kept for c in cells):
+        if any(c.record.status != "pending" or c.kept for c in sweep.cells):
             progress.say("cells:\n" + format_table(sweep.records))
 
 
-def _run_to_end(sweep: Sweep, group: Group, existing: bool) -> None:
+def _run_to_end(sweep: Sweep, group: Group, local: LocalRay | None, label: str) -> None:
     """:func:`run_group`; when the group's Ray loses its node (the raylet died), the cell that
     ran fails with the reason, and the group's cells not started go on in a fresh Ray."""
     while group.cells:
         try:
-            run_group(sweep, group, existing)
+            run_group(sweep, group, local, label)
             return
         except NodeLost:
             rest = [c for c in group.cells if c.record.status == RunStatus.pending]

@@ -35,18 +35,19 @@ from rlperf.sweep.state import Cell, Group, Sweep
 from rlperf.validation.validate import validate_config
 
 
-def preflight(sweep: Sweep, existing: bool) -> list[Group]:
+def preflight(sweep: Sweep, existing: bool, cells: list[Cell] | None = None) -> list[Group]:
     """Validate, take each cell's request, skip what can never run locally, group the rest.
 
     ``existing``: the cells run on a Ray that is already there; the settings it
     cannot honour (affinity, CPU count, named GPUs) are an error before anything
-    runs, and every cell goes into one group.
+    runs, and every cell goes into one group. ``cells``: these (a round's repeats)
+    instead of the sweep's.
     """
     overcommit = bool(sweep.ray_cfg.overcommit_cpus)
     machine = detect_machine()
     by_start: dict[RayStart, list[Cell]] = {}
     axis_errors: list[str] = []
-    for cell in sweep.cells:
+    for cell in sweep.cells if cells is None else cells:
         if cell.kept:
             continue
         rec = cell.record
@@ -150,14 +151,15 @@ def strict_check(sweep: Sweep) -> None:
         )
 
 
-def record_not_run(sweep: Sweep) -> None:
-    """Write every cell's record; give the cells that will not run their folder.
+def record_not_run(sweep: Sweep, cells: list[Cell] | None = None) -> None:
+    """Write every cell's record (``cells``: these only); give the cells that will not run
+    their folder.
 
     A skipped or invalid cell still gets what a run would leave for it to be
     found by: the ``.hydra/`` snapshot, ``summary.json`` (status and reason) and
     ``cell.json``. Cells to run are recorded ``pending`` until their trial starts.
     """
-    for cell in sweep.cells:
+    for cell in sweep.cells if cells is None else cells:
         if cell.kept:
             continue
         rec = cell.record

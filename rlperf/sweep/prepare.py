@@ -78,50 +78,70 @@ def prepare_cells(
     index: SweepIndex,
 ) -> list[Cell]:
     """Load each cell's sweep config, hash it, choose its folder, find the ones already done."""
-    previous_hydra = HydraConfig.instance().cfg
     cells: list[Cell] = []
     seen: dict[str, int] = {}
     taken: set[str] = set()
+    for i, overrides in enumerate(job_overrides):
+        cell = prepare_cell(setup, overrides, initial_job_idx + i, sweep_dir, index, seen, taken)
+        cells.append(cell)
+    return cells
+
+
+def prepare_cell(
+    setup: SweepSetup,
+    overrides: Sequence[str],
+    job_num: int,
+    sweep_dir: Path,
+    index: SweepIndex,
+    seen: dict[str, int],
+    taken: set[str],
+    repeat: tuple[Cell, int] | None = None,
+) -> Cell:
+    """One cell: its sweep config, hash and folder, kept when the index says it completed.
+
+    ``seen`` and ``taken`` (hashes and folders of the sweep so far) keep the same config
+    twice distinct and folders apart. ``repeat``: the cell is repeat ``r`` of the base
+    cell, in the folder ``<base folder>-r<r>``.
+    """
+    previous_hydra = HydraConfig.instance().cfg
     try:
-        for i, overrides in enumerate(job_overrides):
-            job_num = initial_job_idx + i
-            sweep_config = load_cell_config(setup.config, setup.hydra_context, overrides, job_num)
-            HydraConfig.instance().set_config(sweep_config)
-            default_subdir = str(OmegaConf.select(sweep_config, "hydra.sweep.subdir"))
-            task_cfg = task_config(sweep_config)
-            h = cell_hash(task_cfg)
-            # The same config twice in one sweep (repeats): distinct cells.
-            seen[h] = seen.get(h, 0) + 1
-            if seen[h] > 1:
-                h = f"{h}~{seen[h]}"
-            prev = index.cells.get(h)
-            subdir = prev.subdir if prev is not None else default_subdir
-            if prev is None and (
-                _folder_owned_by_other(sweep_dir, index, subdir, h) or subdir in taken
-            ):
-                subdir = f"{default_subdir}-{h[:8]}"
-            taken.add(subdir)
-            out_dir = freeze_folder(sweep_config, sweep_dir, subdir)
-            record = CellRecord(
-                hash=h,
-                overrides=[str(o) for o in overrides],
-                subdir=subdir,
-                job_num=job_num,
-                concurrent_cells=int(setup.options.max_concurrent_trials),
-                upstream=upstream_label(task_cfg),
-            )
-            kept = prev is not None and index.is_done(h)
-            if prev is not None:
-                record.runs = prev.runs
-                if kept:
-                    for name in _KEPT_FIELDS:
-                        setattr(record, name, getattr(prev, name))
-            cells.append(
-                Cell(record, sweep_config, task_cfg, out_dir, is_rlperf_config(task_cfg), kept=kept)
-            )
+        sweep_config = load_cell_config(setup.config, setup.hydra_context, overrides, job_num)
+        HydraConfig.instance().set_config(sweep_config)
+        default_subdir = str(OmegaConf.select(sweep_config, "hydra.sweep.subdir"))
+        if repeat is not None:
+            default_subdir = f"{repeat[0].record.subdir}-r{repeat[1]}"
+        task_cfg = task_config(sweep_config)
+        h = cell_hash(task_cfg)
+        # The same config twice in one sweep: distinct cells.
+        seen[h] = seen.get(h, 0) + 1
+        if seen[h] > 1:
+            h = f"{h}~{seen[h]}"
+        prev = index.cells.get(h)
+        subdir = prev.subdir if prev is not None else default_subdir
+        owned = _folder_owned_by_other(sweep_dir, index, subdir, h)
+        if prev is None and (owned or subdir in taken):
+            subdir = f"{default_subdir}-{h[:8]}"
+        taken.add(subdir)
+        out_dir = freeze_folder(sweep_config, sweep_dir, subdir)
     finally:
         HydraConfig.instance().cfg = previous_hydra
-    return cells
+    record = CellRecord(
+        hash=h,
+        overrides=[str(o) for o in overrides],
+        subdir=subdir,
+        job_num=job_num,
+        concurrent_cells=int(setup.options.max_concurrent_trials),
+        upstream=upstream_label(task_cfg),
+        repeat=0 if repeat is None else repeat[1],
+        base=None if repeat is None else repeat[0].record.hash,
+    )
+    kept = prev is not None and index.is_done(h)
+    if prev is not None:
+        record.runs = prev.runs
+        if kept:
+            for name in _KEPT_FIELDS:
+                setattr(record, name, getattr(prev, name))
+    return Cell(record, sweep_config, task_cfg, out_dir, is_rlperf_config(task_cfg), kept=kept)
 
 
 def _folder_owned_by_other(sweep_dir: Path, index: SweepIndex, subdir: str, h: str) -> bool:

@@ -24,9 +24,15 @@ __all__ = ["SweepProgress", "cell_label", "format_duration", "format_table", "sh
 
 
 def cell_label(record: CellRecord) -> str:
-    """``#3 model=model1 workers=2`` (Hydra's job number and the cell's overrides)."""
+    """``#3 model=model1 workers=2`` (Hydra's job number and the cell's overrides); a repeat:
+    ``#3 r1 model=model1 workers=2 seed=...`` (run 1 of that configuration)."""
     shown = " ".join(o for o in record.overrides if not o.startswith("hydra.")) or "(no overrides)"
-    return f"#{record.job_num} {shown}"
+    return f"#{cell_number(record)} {shown}"
+
+
+def cell_number(record: CellRecord) -> str:
+    """``3``, or ``3 r1`` for run 1 of cell 3's configuration."""
+    return f"{record.job_num}" + (f" r{record.repeat}" if record.repeat else "")
 
 
 class SweepProgress:
@@ -118,6 +124,13 @@ class SweepProgress:
         self._live.start()
         self._update_live(None, records)
 
+    def add_live(self, records: Sequence[CellRecord]) -> None:
+        """More cells to run (a round's repeats): the live display's total grows."""
+        if self._live is not None and records:
+            task = self._tasks["sweep"]
+            total = next(t.total for t in self._live.tasks if t.id == task) or 0
+            self._live.update(task, total=total + len(records))
+
     def stop_live(self) -> None:
         if self._live is not None:
             self._live.stop()
@@ -144,10 +157,10 @@ def format_table(records: Sequence[CellRecord], reason_width: int = 90) -> str:
     upstream = any(r.upstream for r in records)
     head = ("#", "status", "wall", "overrides", *(("upstream",) if upstream else ()), "reason")
     rows = [head]
-    for r in sorted(records, key=lambda r: r.job_num):
+    for r in sorted(records, key=lambda r: (r.job_num, r.repeat)):
         rows.append(
             (
-                str(r.job_num),
+                cell_number(r),
                 r.status,
                 format_duration(r.wall_s) if r.wall_s is not None else "-",
                 " ".join(o for o in r.overrides if not o.startswith("hydra.")) or "-",

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.one_run import ONE_RUN
 
 from rlperf.errors import EdgeTpuModelOnCpuError, SkipCell
 from rlperf.layout import (
@@ -320,7 +321,7 @@ def test_sweep_through_entry_point_reuses_cache(trained_run, tmp_path) -> None:
     """``rlperf -m stage=edge run=... backend=a,b``: the second cell reuses the first's export."""
     sweep = tmp_path / "sweep"
     cmd = [
-        sys.executable, "-m", "rlperf", "-m", "stage=edge", f"run={trained_run['path']}",
+        sys.executable, "-m", "rlperf", "-m", ONE_RUN, "stage=edge", f"run={trained_run['path']}",
         "backend=tflite_int8,tflite_dynamic", f"edge.cache_dir={tmp_path / 'cache'}",
         "edge.episodes=1", "edge.warmup_steps=5", "edge.calibration_size=60",
         "edge.fidelity_observations=60", "env.max_episode_steps=30", "telemetry.enabled=false",

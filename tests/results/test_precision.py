@@ -19,6 +19,7 @@ from rlperf.results.precision import (
     Interval,
     PrecisionRule,
     batch_means,
+    log_interval,
     look_alpha,
     look_schedule,
     race,
@@ -102,11 +103,12 @@ def test_the_naive_rule_fails_the_same_coverage_test() -> None:
     assert _within_run(0.5, np.random.default_rng(5), naive=True) < 0.85
 
 
-def _across_runs(rng: np.random.Generator, naive: bool) -> tuple[float, float]:
+def _across_runs(rng: np.random.Generator, naive: bool, log: bool = False) -> tuple[float, float]:
     """Four configurations (true means 1, 1.1, 1.3, 2), 2 to 5 runs each in interleaved,
     shuffled rounds, each stopped once its runs' interval is within ±5 %: the coverage of
-    the stopped intervals, and how often the target was met."""
-    rule = PrecisionRule(0.05, look_schedule(2, 5), batched=False)
+    the stopped intervals, and how often the target was met. ``log``: the sweep's rule
+    (geometric means, the report's pooling)."""
+    rule = PrecisionRule(0.05, look_schedule(2, 5), batched=False, log=log)
     means = (1.0, 1.1, 1.3, 2.0)
     covered = reached = total = 0
     for _ in range(SWEEPS // 4):
@@ -134,8 +136,9 @@ def _across_runs(rng: np.random.Generator, naive: bool) -> tuple[float, float]:
     return covered / total, reached / total
 
 
-def test_configurations_stopped_across_runs_keep_their_coverage() -> None:
-    coverage, reached = _across_runs(np.random.default_rng(1), naive=False)
+@pytest.mark.parametrize("log", [False, True], ids=["arithmetic", "geometric"])
+def test_configurations_stopped_across_runs_keep_their_coverage(log: bool) -> None:
+    coverage, reached = _across_runs(np.random.default_rng(1), naive=False, log=log)
     assert coverage >= COVERAGE
     # With an 8 % spread, ±5 % is seldom met within 5 runs: "not decided" is an answer.
     assert reached < 0.2
@@ -146,7 +149,7 @@ def test_the_naive_rule_fails_across_runs_too() -> None:
     assert coverage < COVERAGE
 
 
-def _race(rng: np.random.Generator, means: tuple[float, ...]) -> np.ndarray:
+def _race(rng: np.random.Generator, means: tuple[float, ...], log: bool = False) -> np.ndarray:
     """How often each configuration is closed over a race of up to 5 rounds (5 % spread)."""
     k = len(means)
     closed_count = np.zeros(k)
@@ -158,15 +161,16 @@ def _race(rng: np.random.Generator, means: tuple[float, ...]) -> np.ndarray:
                 if f"c{i}" not in closed:
                     runs[f"c{i}"].append(means[i] * (1 + rng.normal(0.0, 0.05)))
             if r >= 1:  # looks after rounds 2..5
-                closed |= set(race(runs, looks=4, already_closed=tuple(closed)).closed)
+                closed |= set(race(runs, 4, already_closed=tuple(closed), log=log).closed)
         closed_count += [f"c{i}" in closed for i in range(k)]
     return closed_count / SWEEPS
 
 
-def test_a_race_rarely_closes_the_true_best() -> None:
+@pytest.mark.parametrize("log", [False, True], ids=["arithmetic", "geometric"])
+def test_a_race_rarely_closes_the_true_best(log: bool) -> None:
     """The best (c0) is closed in at most 5 % of races, over every look; a configuration 30 %
     slower is closed in nearly every race (measured: 0.05 % and 99 %)."""
-    rate = _race(np.random.default_rng(3), (1.0, 1.03, 1.15, 1.3))
+    rate = _race(np.random.default_rng(3), (1.0, 1.03, 1.15, 1.3), log=log)
     assert rate[0] <= 0.05
     assert rate[3] >= 0.9
 
@@ -182,6 +186,17 @@ def test_a_closed_configuration_says_by_how_much_it_lost() -> None:
     lost = result.closed["slow"]
     assert lost.estimate == pytest.approx(2.0, rel=0.01)
     assert lost.low < 2.0 < lost.high and lost.low > 1.9
+    geometric = race(runs, looks=1, log=True).closed["slow"]
+    assert geometric.estimate == pytest.approx(2.0, rel=0.01)
+    assert 1.9 < geometric.low < 2.0 < geometric.high
+
+
+def test_a_log_interval_is_a_ratio_interval_around_the_geometric_mean() -> None:
+    iv = log_interval([1.0, 4.0], 0.05)
+    assert iv.estimate == pytest.approx(2.0)
+    assert iv.low * iv.high == pytest.approx(4.0)  # symmetric on the log scale
+    with pytest.raises(ValueError, match="positive"):
+        log_interval([1.0, 0.0], 0.05)
 
 
 def test_runs_needed_from_the_measured_spread() -> None:

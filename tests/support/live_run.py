@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 
 import psutil
+from support.one_run import one_run
 
 
 class LiveRun:
@@ -37,7 +38,7 @@ class LiveRun:
         new_session: bool = False,
     ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rlperf", *args],
+            [sys.executable, "-m", "rlperf", *one_run(args)],
             cwd=cwd,
             env=dict(env if env is not None else os.environ, PYTHONUNBUFFERED="1"),
             stdout=subprocess.DEVNULL,

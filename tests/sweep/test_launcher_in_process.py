@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_module
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra._internal.hydra import Hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -37,7 +36,6 @@ from support.search import search_corners
 from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
 from rlperf.algos import plan_resources
 from rlperf.config.schema import RlperfConfig, register_configs
-from rlperf.config.search_path import SHIPPED_CONF
 from rlperf.console import Console
 from rlperf.errors import SweepIncomplete
 from rlperf.layout import CELL_FILE, INDEX_FILE, NON_IDENTITY_KEYS, SUMMARY_FILE
@@ -56,6 +54,7 @@ from rlperf.sweep.resources import (
 )
 from rlperf.validation.validate import validate_config
 from tests.conftest import REPO, group_options
+from tests.sweep.conftest import multirun
 
 # ------------------------------------------------------------------------ fixtures
 
@@ -457,58 +456,6 @@ def test_index_roundtrip_and_done_needs_the_folder_to_agree(tmp_path: Path) -> N
 
 
 # ------------------------------ the sweep engine in-process, Tune part faked
-
-
-class FakeGroups:
-    """Stands in for :func:`rlperf.sweep.groups.run_group`: records each group and
-    completes its cells."""
-
-    def __init__(self, fail: tuple[str, ...] = ()) -> None:
-        self.groups: list[tuple[RayStart, list[list[str]]]] = []
-        self.fail = fail
-
-    def __call__(self, sweep: Any, group: Any, existing: bool) -> None:
-        self.groups.append((group.start, [c.record.overrides for c in group.cells]))
-        for cell in group.cells:
-            failed = any(f in cell.record.overrides for f in self.fail)
-            status = "failed" if failed else "completed"
-            cell.out_dir.mkdir(parents=True, exist_ok=True)
-            (cell.out_dir / SUMMARY_FILE).write_text(json.dumps({"status": status}))
-            cell.record.status, cell.record.runs = status, cell.record.runs + 1
-            cell.record.reason = "RuntimeError: on purpose" if failed else None
-            cell.record.return_value = None if failed else float(cell.record.job_num)
-            sweep.save(cell)
-
-
-def multirun(sweep_dir: Path, *overrides: str) -> list[Any]:
-    """``rlperf -m <overrides>`` in this process; the JobReturns of its one batch."""
-    register_configs()
-    GlobalHydra.instance().clear()
-    try:
-        hydra_ = Hydra.create_main_hydra_file_or_module(
-            calling_file=None, calling_module="rlperf.cli", config_path=SHIPPED_CONF, job_name="cli"
-        )
-        batches = hydra_.multirun(
-            config_name="config",
-            task_function=lambda cfg: 0.0,
-            overrides=[*overrides, f"hydra.sweep.dir={sweep_dir}"],
-            with_log_configuration=False,
-        )
-    finally:
-        GlobalHydra.instance().clear()
-    return list(batches[0])
-
-
-@pytest.fixture
-def fake_groups(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeGroups]:
-    from rlperf.sweep import launch
-
-    def _install(**kwargs: Any) -> FakeGroups:
-        fake = FakeGroups(**kwargs)
-        monkeypatch.setattr(launch, "run_group", fake)
-        return fake
-
-    return _install
 
 
 @pytest.mark.usefixtures("hydra_restore_singletons")

@@ -30,6 +30,7 @@ import psutil
 import pytest
 import yaml
 from support.live_run import LiveRun, command_starts, csv_rows, named
+from support.one_run import ONE_RUN, one_run
 
 from rlperf.layout import (
     CELL_FILE,
@@ -174,7 +175,7 @@ def test_sweep_statuses_failure_and_skip(tmp_path: Path, ray_tmp: str) -> None:
     ]
     env_before = dict(os.environ)
     proc = subprocess.run(
-        [sys.executable, "-m", "rlperf", *args],
+        [sys.executable, "-m", "rlperf", *one_run(args)],
         cwd=tmp_path,
         env=rlperf_env(ray_tmp, PYTHONPATH=TESTS_PATH),
         capture_output=True,
@@ -249,7 +250,7 @@ def _run_until_second_cell_starts(
     """Run ``rlperf`` and send SIGTERM to its PID (as Kubernetes and ``timeout`` do) once cell
     #1's trial has started."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlperf", *args],
+        [sys.executable, "-m", "rlperf", *one_run(args)],
         cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -449,6 +450,7 @@ def test_sweep_on_an_existing_cluster(tmp_path: Path, ray_tmp: str) -> None:
             "-m",
             "rlperf",
             "-m",
+            ONE_RUN,
             *TINY,
             "workers=0",
             "gpu_layout=none,gpu0_driver",

@@ -1,0 +1,63 @@
+"""What a sweep's rounds are judged on: each completed run's objective value, read the way
+the report reads it, so that a sweep stops on the same numbers its report then shows.
+
+The sweep engine (:mod:`rlperf.sweep.rounds`) sits below the report and cannot import it;
+the launcher plugin hands it :func:`judge_runs`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from rlperf.report.compare.comparison import compare_cells, configuration_labels
+from rlperf.report.read.cells import SERVE_FAMILY
+from rlperf.report.read.collect import load_cells
+from rlperf.report.read.discover import discover
+from rlperf.report.stats.objectives import choose
+from rlperf.report.stats.repeats import Configuration
+from rlperf.results.precision import RunValue
+
+
+def judge_runs(paths: Sequence[Path]) -> list[RunValue]:
+    """The objective value of every completed run among the cell folders ``paths``.
+
+    Runs are pooled into configurations and ranked within comparison sets (one family, one
+    workload) as the report does; each comparison's objective is the report's default
+    (:func:`rlperf.report.stats.objectives.choose`), one value per run (its within-run
+    estimate). Serve cells, judged by their rate under a latency bound, have none.
+    """
+    if not paths:
+        return []
+    cells, _ = load_cells(discover(list(paths)).refs)
+    if not cells:
+        return []
+    comparison = compare_cells(cells, strict=False)
+    labels = configuration_labels(comparison)
+    out: list[RunValue] = []
+    for family, confs in comparison.configurations.items():
+        if family == SERVE_FAMILY:
+            continue
+        sets: dict[str, list[Configuration]] = {}
+        for conf in confs:
+            sets.setdefault(conf.workload, []).append(conf)
+        for workload, members in sets.items():
+            name = f"{family}: {workload}"
+            objective, _ = choose(family, members, None, name)
+            for conf in members:
+                for cell in conf.completed:
+                    value = objective.within_run(cell).value
+                    if not math.isfinite(value) or value <= 0:
+                        continue
+                    out.append(
+                        RunValue(
+                            path=Path(cell.path).resolve(),
+                            configuration=f"{family}:{conf.key}:{conf.fingerprint}",
+                            comparison=name,
+                            objective=objective.key,
+                            value=float(value),
+                            label=labels.get(conf.id, conf.id),
+                        )
+                    )
+    return out

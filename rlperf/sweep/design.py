@@ -1,0 +1,92 @@
+"""The design of a grid's repeats: ``hydra.sweeper.repeats`` and ``hydra.sweeper.race``
+(docs/sweeps.md#repeats), checked before anything runs.
+
+Light (OmegaConf and the statistics only): the sweeper checks it before Hydra makes the
+sweep folder; :mod:`rlperf.sweep.rounds` runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlperf.errors import SweepError
+from rlperf.results.precision import CONFIDENCE, look_schedule
+
+
+@dataclass(frozen=True)
+class Design:
+    """How many runs each configuration gets, and when it stops getting more."""
+
+    min: int = 1
+    max: int = 1
+    precision: float | None = None
+    race: bool = False
+
+    @classmethod
+    def of(cls, config: DictConfig) -> Design:
+        """The design of ``hydra.sweeper.repeats`` and ``hydra.sweeper.race`` (one run each
+        for another sweeper, and for a config without a ``seed``: Hydra's own apps)."""
+        node = OmegaConf.select(config, "hydra.sweeper.repeats")
+        if node is None or "seed" not in config:
+            return cls()
+        given_min, given_max = node.get("min"), node.get("max")
+        low = 2 if given_min is None else int(given_min)
+        high = low if given_max is None else int(given_max)
+        precision = node.get("precision")
+        racing = bool(OmegaConf.select(config, "hydra.sweeper.race", default=False))
+        design = cls(low, high, None if precision is None else float(precision), racing)
+        design.check()
+        return design
+
+    def check(self) -> None:
+        """Refuse a design that cannot run as asked (before anything runs)."""
+        where = "hydra.sweeper.repeats"
+        if self.min < 1:
+            raise SweepError(f"{where}.min={self.min} must be >= 1 (1: one run each)")
+        if self.max < self.min:
+            raise SweepError(f"{where}.max={self.max} must be >= {where}.min={self.min}")
+        if self.precision is not None and not 0 < self.precision < 1:
+            raise SweepError(
+                f"{where}.precision={self.precision} must be in (0, 1): 0.05 stops at ±5 %"
+            )
+        adaptive = [
+            f"{where}.precision={self.precision}" if self.precision is not None else "",
+            "hydra.sweeper.race=true" if self.race else "",
+        ]
+        asked = " and ".join(a for a in adaptive if a)
+        if asked and self.max == self.min:
+            raise SweepError(
+                f"{asked} decide(s) between {where}.min and {where}.max runs, but both are "
+                f"{self.min}: set {where}.max (e.g. {where}.max={self.min + 3})"
+            )
+        if asked and self.max < 2:
+            raise SweepError(f"{asked} need(s) {where}.max >= 2 (a run-to-run interval)")
+
+    @property
+    def rounds(self) -> int:
+        return self.max
+
+    @property
+    def one_run(self) -> bool:
+        return self.max == 1
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        """The run counts at which a configuration's interval may be looked at."""
+        return look_schedule(max(2, self.min), self.max) if self.max >= 2 else ()
+
+    def describe(self) -> str:
+        """``2 to 5 runs per configuration until ±5 %, racing``."""
+        runs = f"{self.min}" if self.min == self.max else f"{self.min} to {self.max}"
+        text = f"{runs} run(s) per configuration in interleaved rounds"
+        if self.precision is not None:
+            text += f", until its {CONFIDENCE:.0%} interval is within ±{self.precision:.0%}"
+        if self.race:
+            text += ", racing within each comparison set"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {"min": self.min, "max": self.max, "precision": self.precision, "race": self.race}
