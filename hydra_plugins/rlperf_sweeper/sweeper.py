@@ -38,7 +38,7 @@ class RlperfSweeper(BasicSweeper):
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         # The grid's repeats and race are read by the launcher from the sweep's config
-        # (hydra.sweeper.*: rlperf.sweep.rounds.Design.of); a search refuses them here.
+        # (hydra.sweeper.*: rlperf.sweep.design.Design.of); a search refuses them here.
         self.repeats, self.race = repeats, race
         plain = (
             OmegaConf.to_container(search, resolve=True) if OmegaConf.is_config(search) else search
@@ -48,16 +48,14 @@ class RlperfSweeper(BasicSweeper):
             self.search = OmegaConf.create(plain)
 
     def sweep(self, arguments: list[str]) -> Any:
-        if self.search is None or self.search.algorithm is None:
-            from hydra_plugins.rlperf_sweeper import _impl
-
-            assert self.config is not None
-            _impl.check_grid_design(self.config)  # before Hydra makes the sweep folder
-            return super().sweep(arguments)
         # rlperf's modules: deferred, Hydra's plugin discovery imports this module for every
         # app (a search then imports Ray and Tune).
         from hydra_plugins.rlperf_sweeper import _impl
 
+        if self.search is None or self.search.algorithm is None:
+            assert self.config is not None
+            _impl.check_grid_design(self.config)  # before Hydra makes the sweep folder
+            return super().sweep(arguments)
         _impl.check_search_design(self.repeats, self.race)
         return _impl.search(self.launcher, self.params, arguments, self.search)
 

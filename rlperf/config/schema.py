@@ -197,6 +197,9 @@ class StopConfig:
     episode_return: float | None = None  # the target: a mean episode return
     env_steps: int | None = None  # budget of sampled env steps
     time_s: float | None = None  # budget of training seconds since the algorithm was built
+    # 0.05: stop once the 95 % interval of the time per 1 000 env steps (over batch means of
+    # the counted iterations, looked at after 8, 12, 18, ... of them) is within ±5 %.
+    precision: float | None = None
     # eval: the mean return of greedy evaluation episodes (train.evaluation);
     # train: RLlib's smoothed return of the exploring training episodes.
     judge: TargetJudge = TargetJudge.eval

@@ -202,6 +202,59 @@ class PrecisionRule:
         return Look(n, iv, iv.within(self.precision))
 
 
+#: The first look of a within-run rule: fewer values make batch means of 1-2 values whose
+#: t quantile (at the per-look level) is too wide to stop on.
+FIRST_LOOK = 8
+#: Each within-run look at least this many times the last (8, 12, 18, 27, ...).
+LOOK_GROWTH = 1.5
+
+
+class WithinRun:
+    """A run's stopping rule over its successive values (iterations, windows): stop once the
+    interval of their mean, over batch means, is within ``±precision``; looks at
+    :data:`FIRST_LOOK`, then each :data:`LOOK_GROWTH` times the last, up to ``cap`` values.
+
+    ``add(value, at)`` after each value (``at``: the iteration or window it belongs to);
+    True when the run may stop there. :meth:`summary` is what ``summary.json`` records
+    under ``precision``.
+    """
+
+    def __init__(self, precision: float, cap: int) -> None:
+        first = min(FIRST_LOOK, cap)
+        self.rule = PrecisionRule(precision, look_schedule(first, cap, LOOK_GROWTH), batched=True)
+        self.values: list[float] = []
+        self.last: Look | None = None
+        self.at: int | None = None
+
+    def add(self, value: float, at: int) -> bool:
+        self.values.append(float(value))
+        look = self.rule.look(self.values)
+        if look is None:
+            return False
+        self.last = look
+        if look.reached:
+            self.at = at
+        return look.reached
+
+    def summary(self) -> dict[str, object]:
+        """``target``, ``reached``, ``at`` (where it was reached), the last look's interval
+        (``estimate``, ``low``, ``high``, ``relative_half_width``, over ``values`` values),
+        the planned ``looks`` and the ``confidence``."""
+        iv = self.last.interval if self.last is not None else None
+        return {
+            "target": self.rule.precision,
+            "reached": self.at is not None,
+            "at": self.at,
+            "values": len(self.values),
+            "estimate": iv.estimate if iv else None,
+            "low": iv.low if iv else None,
+            "high": iv.high if iv else None,
+            "relative_half_width": iv.relative_half_width if iv else None,
+            "looks": list(self.rule.looks),
+            "confidence": CONFIDENCE,
+        }
+
+
 @dataclass(frozen=True)
 class RaceResult:
     """After a round: who is still racing, and what each closed one lost by."""
@@ -283,3 +336,26 @@ def runs_needed(values: Sequence[float], precision: float, alpha: float) -> int 
             return max(need, 2)
         n = need
     return n
+
+
+def runs_to_separate(
+    a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
+) -> int | None:
+    """About how many runs of each of two configurations would separate them: the smallest
+    ``n`` at which Welch's interval of the difference of their mean logarithms, with the
+    spread measured so far, excludes 0. ``None``: fewer than 2 runs of either (no spread to
+    go by), or equal means."""
+    x, y = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
+    if x.size < 2 or y.size < 2:
+        return None
+    d = abs(float(x.mean() - y.mean()))
+    var = (float(x.var(ddof=1)) + float(y.var(ddof=1))) / 2.0
+    if d == 0:
+        return None
+    if var == 0:
+        return max(x.size, y.size)
+    for n in range(2, 10_001):
+        half = float(stats.t.ppf(1 - (1 - confidence) / 2, 2 * n - 2)) * math.sqrt(2 * var / n)
+        if half < d:
+            return n
+    return None

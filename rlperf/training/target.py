@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 
 from rlperf.envs.check import DEFAULT_EVALUATION_CAP
 from rlperf.envs.factory import CAPPED_INFO, EVALUATION_CAP, time_limit
+from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.results.columns import (
     ENV_STEPS,
     EPISODE_RETURN_MEAN,
@@ -36,16 +37,21 @@ from rlperf.results.columns import (
     EVAL_EPISODES,
     EVAL_RETURN_MEAN,
     EVAL_S,
+    ITER_S,
     ITERATION,
     TRAIN_TIME_S,
     WALL_S,
 )
+from rlperf.results.precision import WithinRun
 
 #: The key RLlib's evaluation results count capped episodes under (:func:`count_capped`).
 CAPPED_METRIC = "rlperf_capped_episodes"
 
+#: The precision target's objective is per this many env steps.
+PER_1K = 1000.0
+
 #: Criteria of ``train.stop`` in the order they are checked (``iterations`` is the cap).
-STOP_KEYS = ("episode_return", "env_steps", "time_s")
+STOP_KEYS = ("episode_return", "env_steps", "time_s", "precision")
 
 
 def evaluates(cfg: DictConfig) -> bool:
@@ -164,6 +170,9 @@ class StopCheck:
         self.env_steps = 0
         self.stopped_by = "iterations"
         self.reached_row: dict[str, Any] | None = None
+        counted = self.cap - int(cfg.train.warmup_iterations)
+        precision = self.stop.get("precision")
+        self.precision = None if precision is None else WithinRun(float(precision), counted)
 
     def observe(self, row: dict[str, Any]) -> str | None:
         self.eval_s += float(row.get(EVAL_S) or 0.0)
@@ -172,6 +181,10 @@ class StopCheck:
         wall = time.perf_counter() - self.built_at
         row[TRAIN_TIME_S] = wall - self.eval_s
         hit = self._criterion(row)
+        if self.precision is not None and not row[EXCLUDED_COLUMN] and row[ENV_STEPS] > 0:
+            value = PER_1K * float(row[ITER_S]) / float(row[ENV_STEPS])
+            if self.precision.add(value, int(row[ITERATION])) and hit is None:
+                hit = "precision"
         if hit == "episode_return":
             self.reached_row = {
                 ITERATION: row[ITERATION],
@@ -203,6 +216,7 @@ class StopCheck:
         return float(value) if value is not None else math.nan
 
     def _criterion(self, row: dict[str, Any]) -> str | None:
+        """The budget or target ``row`` reached (the precision target is checked apart)."""
         target = self.stop.episode_return
         if target is not None and self._judged_return(row) >= float(target):
             return "episode_return"
@@ -233,4 +247,12 @@ class StopCheck:
             "wall_s_to_target": hit.get(WALL_S),
             "return_at_target": hit.get("return"),
             "evaluation": {**self.settings, EVAL_S: self.eval_s, "capped_episodes": self.capped},
+            **({} if self.precision is None else {"precision": self._precision()}),
         }
+
+    def _precision(self) -> dict[str, Any]:
+        """``summary.json`` ``precision``: the target, whether and at which iteration it was
+        reached, and the last look's interval of the time per 1 000 env steps."""
+        assert self.precision is not None
+        out = self.precision.summary()
+        return {"objective": "s_per_1k_env_steps", "at_iteration": out.pop("at"), **out}

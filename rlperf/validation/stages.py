@@ -42,11 +42,37 @@ def validate_stop(cfg: DictConfig) -> None:
     for key in ("env_steps", "time_s"):
         if stop[key] is not None:
             positive(f"train.stop.{key}", stop[key])
+    if stop.precision is not None:
+        counted = int(cfg.train.iterations) - int(cfg.train.warmup_iterations)
+        check_precision("train.stop.precision", stop.precision, counted, "counted iterations")
+        if ret is not None:
+            raise ConfigError(
+                f"train.stop.precision={stop.precision} with train.stop.episode_return={ret}: "
+                "the objective is then the time to target, one value per run, which has no "
+                "within-run precision (repeats give its run-to-run precision: "
+                "hydra.sweeper.repeats.precision); drop one of them"
+            )
     if str(stop.judge) == "eval" and ret is not None:
         positive("train.evaluation.interval", cfg.train.evaluation.interval)
         positive("train.evaluation.episodes", cfg.train.evaluation.episodes)
         if cfg.train.evaluation.max_episode_steps is not None:
             positive("train.evaluation.max_episode_steps", cfg.train.evaluation.max_episode_steps)
+
+
+#: Fewer values than this make no within-run interval worth stopping on.
+MIN_PRECISION_VALUES = 4
+
+
+def check_precision(key: str, value: float, cap: int, what: str) -> None:
+    """A within-run precision target: in (0, 1), and at least
+    :data:`MIN_PRECISION_VALUES` values (``cap``, named ``what``) to judge it on."""
+    if not 0 < float(value) < 1:
+        raise ConfigError(f"{key}={value} must be in (0, 1): 0.05 stops at ±5 %, or null")
+    if cap < MIN_PRECISION_VALUES:
+        raise ConfigError(
+            f"{key}={value} needs at least {MIN_PRECISION_VALUES} {what} to judge a run's "
+            f"interval on, and this run has at most {cap}; raise the cap or drop {key}"
+        )
 
 
 def validate_rollout(cfg: DictConfig) -> None:

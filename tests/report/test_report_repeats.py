@@ -182,7 +182,8 @@ def test_a_configuration_run_once_keeps_its_within_run_interval(seeds_report):
     runs = seeds_report.runs.set_index("cell")
     once = confs.loc["sweep/2"]  # its seed=1 run (cell 5) was removed
     counted = runs.loc["sweep/2", "iterations"] - runs.loc["sweep/2", "warmup_iterations"]
-    assert (once["repeats"], once["interval"], once["objective_n"]) == (1, "within run", counted)
+    one_run = "one run: run-to-run spread not measured"
+    assert (once["repeats"], once["interval"], once["objective_n"]) == (1, one_run, counted)
     for col in ("objective_value", "objective_ci_low", "objective_ci_high"):
         assert once[col] == runs.loc["sweep/2", col]
     assert once["label"] == "model1 · all CPUs" == runs.loc["sweep/2", "label"]
@@ -204,6 +205,6 @@ def test_a_repeat_without_counted_iterations_leaves_the_other_runs_interval(seed
     res = build_report([sweep], tmp_path / "report", figures=False)
     pinned = res.configurations.set_index("configuration").loc["sweep/1"]
     own = res.runs.set_index("cell").loc["sweep/1"]
-    assert (pinned["repeats"], pinned["interval"]) == (2, "within run")
+    assert (pinned["repeats"], pinned["interval"]) == (2, "one run: run-to-run spread not measured")
     assert pinned["objective_ci_high"] == own["objective_ci_high"]
     assert pd.isna(res.runs.set_index("cell").loc["sweep/4", "objective_value"])

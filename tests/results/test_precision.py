@@ -24,6 +24,7 @@ from rlperf.results.precision import (
     look_schedule,
     race,
     runs_needed,
+    runs_to_separate,
     t_interval,
 )
 
@@ -208,3 +209,16 @@ def test_runs_needed_from_the_measured_spread() -> None:
     assert need is not None and 8 <= need <= 40
     assert runs_needed(values, 0.05, 0.05) == pytest.approx((1.96 * cv / 0.05) ** 2, rel=0.15)
     assert runs_needed([1.0], 0.05, 0.05) is None
+
+
+def test_runs_to_separate_two_configurations_from_their_spread() -> None:
+    """5 % apart with a 5 % spread: some 2 (1.96 x 0.05 / 0.05)^2 = 8 runs each separate them;
+    2 % apart, some 6 times as many; equal means or one run each: no estimate."""
+    rng = np.random.default_rng(7)
+    a = np.exp(rng.normal(0.0, 0.05, 4))
+    a = np.exp((np.log(a) - np.log(a).mean()) / np.log(a).std(ddof=1) * 0.05)  # spread 5 %
+    near = runs_to_separate(a, a * 1.05)
+    assert near is not None and 7 <= near <= 10
+    far = runs_to_separate(a, a * 1.02)
+    assert far is not None and far > 4 * near
+    assert runs_to_separate(a, a) is None and runs_to_separate([1.0], [2.0, 2.1]) is None

@@ -34,7 +34,7 @@ class FakeGroups:
     """Stands in for :func:`rlperf.sweep.groups.run_group`: records each group and
     completes its cells (``fail``: cells with one of these overrides fail).
 
-    ``s_per_1k(overrides, seed)``: each cell's true time per 1 000 env steps; the cell is
+    ``s_per_1k(overrides, repeat)``: each cell's true time per 1 000 env steps; the cell is
     then written as a training job whose iterations scatter 0.5 % around it, and its
     ``fingerprint.json`` starts a minute after the last one (distinct runs)."""
 
@@ -70,9 +70,9 @@ class FakeGroups:
 
     def _write_training(self, cell: Any) -> None:
         assert self.s_per_1k is not None
-        seed = int(cell.task_cfg.seed)
-        mean = self.s_per_1k(list(cell.record.overrides), seed)
-        rng = np.random.default_rng(seed)
+        repeat = int(cell.record.repeat)
+        mean = self.s_per_1k(list(cell.record.overrides), repeat)
+        rng = np.random.default_rng(repeat)
         n = ITERATIONS + 1
         iter_s = mean * (1 + rng.normal(0.0, 0.005, n))
         metrics = pd.DataFrame({
@@ -82,7 +82,9 @@ class FakeGroups:
         })  # fmt: skip
         config = yaml.safe_load(OmegaConf.to_yaml(cell.task_cfg))
         start = f"2026-12-01T{10 + self.ran // 60:02d}:{self.ran % 60:02d}:00+00:00"
-        summary = {"status": "completed", "stage": "train", "warmup": {"rule": "first 1"}}
+        summary = {"status": "completed", "stage": "train", "warmup": {"rule": "first 1"},
+                   "iterations": n, "wall_s": float(iter_s.sum()) + 5.0,
+                   "total_env_steps": 1000 * n}  # fmt: skip
         spec = CellSpec(config, list(cell.record.overrides), fingerprint(start_time=start),
                         summary, metrics)  # fmt: skip
         write_cell(cell.out_dir, spec)

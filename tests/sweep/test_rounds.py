@@ -22,6 +22,7 @@ from hydra_plugins.rlperf_sweeper._impl import check_search_design
 from rlperf.config.schema import register_configs
 from rlperf.errors import SearchSpaceError, SweepError
 from rlperf.layout import INDEX_FILE
+from rlperf.report import build_report
 from rlperf.sweep.rounds import Design, derive_seed, round_order, with_seed
 from tests.sweep.conftest import multirun
 
@@ -48,11 +49,12 @@ def _runs_of(index: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def _spread(workers_time: dict[str, float], spread: float) -> Callable[[list[str], int], float]:
-    """A cell's true time: its ``workers=`` value's, times run-to-run noise from its seed."""
+    """A cell's true time: its ``workers=`` value's, times run-to-run noise drawn from the
+    configuration and the repeat (the same in every test folder)."""
 
-    def s_per_1k(overrides: list[str], seed: int) -> float:
+    def s_per_1k(overrides: list[str], repeat: int) -> float:
         workers = next(o for o in overrides if o.startswith("workers="))
-        rng = np.random.default_rng(zlib.crc32(f"{seed}".encode()))
+        rng = np.random.default_rng(zlib.crc32(f"{workers}:{repeat}".encode()))
         return workers_time[workers] * float(np.exp(rng.normal(0.0, spread)))
 
     return s_per_1k
@@ -130,8 +132,25 @@ def test_a_race_eliminates_the_slow_configuration(tmp_path: Path, fake_groups):
     assert len(runs["workers=1"]) == 2 and len(runs["workers=0"]) == 4
     lost = runs["workers=1"][0]["closed"]
     assert lost["why"] == "eliminated" and lost["round"] == 1
-    assert lost["text"].startswith("eliminated in round 2: 2.0") and "slower than" in lost["text"]
+    assert lost["text"].startswith("eliminated in round 2: ") and "x slower than" in lost["text"]
+    assert 1.8 < float(lost["text"].split(": ")[1].split("x")[0]) < 2.2
     assert len(_ran(fake)) == 6
+
+
+def test_the_report_says_what_the_race_decided_and_what_it_cost(tmp_path: Path, fake_groups):
+    fake_groups(s_per_1k=_spread({"workers=0": 1.0, "workers=1": 2.0}, 0.03))
+    multirun(tmp_path, "workers=0,1", "hydra.sweeper.repeats.max=4", "hydra.sweeper.race=true",
+             "ray.overcommit_cpus=true")  # fmt: skip
+    report = build_report([tmp_path], tmp_path / "report", figures=False)
+    md = report.markdown.read_text()
+    answers = md[md.index("## Answers") :]
+    assert "decided. `model1 · 0 workers` is best (±" in answers and "over 4 runs)" in answers
+    assert "`model1 · 1 worker`: eliminated in round 2: 1.96x slower than" in answers
+    assert "Cost: 6 training run(s)" in answers
+    assert "a fixed design of 4 run(s) of train.iterations each would have spent" in answers
+    confs = report.configurations.set_index("label")
+    repeats = confs["repeats"].to_dict()
+    assert repeats == {"model1 · 0 workers": 4, "model1 · 1 worker": 2}
 
 
 def test_a_failed_configuration_gets_no_more_runs(tmp_path: Path, fake_groups):

@@ -56,7 +56,9 @@ def test_train_judge_and_budgets(compose_cfg) -> None:
     # (300 of 250, capped at 1), not the cap of 20 iterations.
     assert check.budget_fraction(3, train_time_s=1.0) == 1.0
     assert s["stop"] == {"episode_return": 100.0, "env_steps": 250, "time_s": None,
-                         "judge": "train", "iterations": 3, "stopped_by": "env_steps"}  # fmt: skip
+                         "precision": None, "judge": "train", "iterations": 3,
+                         "stopped_by": "env_steps"}  # fmt: skip
+    assert "precision" not in s  # no precision target: nothing recorded
 
 
 def test_no_target_records_null_reached(compose_cfg) -> None:
@@ -220,7 +222,9 @@ def test_unknown_stop_key_names_the_valid_keys(compose_cfg) -> None:
         compose_cfg("train.stop.episode_reward=450")
     text = message_of(err.value)
     assert "train.stop.episode_reward" in text
-    assert text.endswith("valid keys of train.stop: episode_return, env_steps, time_s, judge")
+    assert text.endswith(
+        "valid keys of train.stop: episode_return, env_steps, time_s, precision, judge"
+    )
 
 
 def test_progress_line_shows_the_evaluation() -> None:

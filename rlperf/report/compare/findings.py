@@ -101,14 +101,20 @@ def _ci(e: Estimate, unit: str) -> str:
     if not e.has_ci:
         return f"{_fmt(e.value, unit)} (no interval: n={e.n})"
     d = 3 if abs(e.value) < 10 else 1
-    return f"{e.value:.{d}f} {unit} [{e.low:.{d}f}, {e.high:.{d}f}]"
+    return f"{e.value:.{d}f} {unit} [{e.low:.{d}f}, {e.high:.{d}f}]" + one_run_note(e)
+
+
+def one_run_note(e: Estimate) -> str:
+    """`` (one run: run-to-run spread not measured)`` after an interval within one run."""
+    return f" ({estimates.ONE_RUN})" if e.one_run else ""
 
 
 def ratio_text(e: Estimate) -> str:
-    """A speedup as the report writes it: ``1.23× [1.20, 1.26]``."""
+    """A speedup as the report writes it: ``1.23× [1.20, 1.26]`` (and, resting on one run's
+    interval, ``(one run: run-to-run spread not measured)``)."""
     if not e.has_ci:
         return f"{e.value:.2f}× (no interval)"
-    return f"{e.value:.2f}× [{e.low:.2f}, {e.high:.2f}]"
+    return f"{e.value:.2f}× [{e.low:.2f}, {e.high:.2f}]" + one_run_note(e)
 
 
 def level() -> str:

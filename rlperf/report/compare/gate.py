@@ -196,7 +196,8 @@ def _ratio(e: estimates.Estimate | None) -> str:
         return ""
     if not e.has_ci:
         return f"{e.value:.3f}× (no interval)"
-    return f"{e.value:.3f}× [{e.low:.3f}, {e.high:.3f}]"
+    note = f" ({estimates.ONE_RUN})" if e.one_run else ""
+    return f"{e.value:.3f}× [{e.low:.3f}, {e.high:.3f}]{note}"
 
 
 def _runs(e: estimates.Estimate | None) -> str:

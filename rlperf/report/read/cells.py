@@ -137,6 +137,10 @@ class Cell:
     nvml_unavailable_reason: str | None = None
     gpu_count: int | None = None
     env_protocol: dict[str, Any] = field(default_factory=dict)
+    #: A sweep's repeats (docs/sweeps.md#repeats): why this run 0's configuration got no
+    #: more runs (``cell.json`` ``closed``), and the sweep's design (``sweep.json``).
+    closed: dict[str, Any] | None = None
+    design: dict[str, Any] | None = None
 
     @property
     def stage(self) -> str:

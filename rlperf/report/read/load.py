@@ -26,6 +26,7 @@ from rlperf.layout import (
     EPISODES_FILE,
     EXCLUDED_COLUMN,
     FINGERPRINT_FILE,
+    INDEX_FILE,
     LEVELS_FILE,
     METRICS_FILE,
     STEPS_FILE,
@@ -179,6 +180,17 @@ def canonical_iterations(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def sweep_design(sweep_dir: Path) -> dict[str, Any] | None:
+    """The repeats design a sweep folder's ``sweep.json`` records (``rounds.design``), or
+    None (no repeats, an index from before them, or none)."""
+    try:
+        data = json.loads((sweep_dir / INDEX_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    design = (data.get("rounds") or {}).get("design") if isinstance(data, dict) else None
+    return design if isinstance(design, dict) else None
+
+
 def _read_cell_record(path: Path, notes: list[str]) -> dict[str, Any]:
     if not path.is_file():
         return {}
@@ -247,6 +259,8 @@ def load_rlperf_cell(ref: CellRef) -> Cell:
     effective = (path / EFFECTIVE_CONFIG_FILE).is_file()
     cell.env_protocol = _env_protocol(cfg, cell.stage, summary, notes, effective)
     cell.concurrent_cells = record.get("concurrent_cells")
+    cell.closed = record.get("closed")
+    cell.design = sweep_design(path.parent) if record else None
     _place_in_time(cell, record)
     return cell
 

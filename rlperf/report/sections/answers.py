@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.compare.axes import AxisPlan, format_value
-from rlperf.report.compare.findings import FamilyAnalysis, level, ratio_text
+from rlperf.report.compare.decided import cost_line, verdicts
+from rlperf.report.compare.findings import FamilyAnalysis, level, one_run_note, ratio_text
 from rlperf.report.export import render
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Section
@@ -75,7 +76,7 @@ def _fmt(e: estimates.Estimate, unit: str = "") -> str:
         return "n/a"
     if not e.has_ci:
         return f"{one(e.value)}{unit} (no interval)"
-    return f"{one(e.value)}{unit} [{one(e.low)}, {one(e.high)}]"
+    return f"{one(e.value)}{unit} [{one(e.low)}, {one(e.high)}]" + one_run_note(e)
 
 
 def _groups(rows: pd.DataFrame, axis: str, axes: Sequence[str]) -> list[pd.DataFrame]:
@@ -333,9 +334,14 @@ def answers_section(res: ReportResult, plans: Mapping[str, AxisPlan]) -> list[re
     """The "Answers" section: one sentence, one figure and the numbers per answer (nothing
     when the data answers no question)."""
     found = answers(res, plans)
-    if not found:
+    sure = verdicts(res.analyses, plans)
+    cost = cost_line(res.cells)
+    if not found and not sure:
         return []
     blocks: list[render.Block] = [render.Heading("Answers", 2)]
+    if sure:
+        lines = [v.text for v in sure] + [c for v in sure for c in v.closed]
+        blocks.append(render.Bullets(lines + ([cost] if cost else [])))
     for question in dict.fromkeys(x.question for x in found):
         these = [x for x in found if x.question == question]
         blocks.append(render.Heading(question, 3))
@@ -363,6 +369,7 @@ SECTION = Section(
         "scaling",
         "returns",
         "across",
+        "cells",
     ),
     render=lambda inputs: answers_section(inputs.result, inputs.plans),
 )

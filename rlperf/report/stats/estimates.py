@@ -48,6 +48,11 @@ MAX_SAMPLES = 20_000
 BATCH_DRAWS = 4_000_000
 
 
+#: What an interval over one run's own samples says wherever it appears: it describes that
+#: run, not how far a second run would land (docs/report.md#repeats).
+ONE_RUN = "one run: run-to-run spread not measured"
+
+
 @dataclass(frozen=True, eq=False)
 class Estimate:
     """A point estimate with its interval, sample count and sampling distribution.
@@ -68,6 +73,12 @@ class Estimate:
     def across_runs(self) -> bool:
         """True when the interval is run to run (several runs pooled)."""
         return self.runs > 1
+
+    @property
+    def one_run(self) -> bool:
+        """True when it has an interval, and that interval is within one run (for a ratio:
+        one side's is): the run-to-run spread is not in it."""
+        return self.runs <= 1 and bool(np.isfinite(self.low) and np.isfinite(self.high))
 
     @property
     def has_ci(self) -> bool:
@@ -232,15 +243,16 @@ def speedup(baseline: Estimate, candidate: Estimate) -> Estimate:
     configuration run several times, its Student-t draws (:func:`across_runs`).
     """
     n = min(baseline.n, candidate.n)
+    runs = min(baseline.runs, candidate.runs)  # a ratio is as run-to-run as its weaker side
     if not (np.isfinite(baseline.value) and np.isfinite(candidate.value)):
-        return Estimate(np.nan, np.nan, np.nan, n)
+        return Estimate(np.nan, np.nan, np.nan, n, runs=runs)
     value = baseline.value / candidate.value
     if baseline.distribution is None or candidate.distribution is None:
-        return Estimate(value, np.nan, np.nan, n)
+        return Estimate(value, np.nan, np.nan, n, runs=runs)
     ratio = baseline.distribution / candidate.distribution
     alpha = (1 - CONFIDENCE) / 2
     low, high = np.percentile(ratio, [100 * alpha, 100 * (1 - alpha)])
-    return Estimate(value, float(low), float(high), n, ratio)
+    return Estimate(value, float(low), float(high), n, ratio, runs=runs)
 
 
 def rank_with_ties(estimates: dict[str, Estimate], lower_is_better: bool = True) -> dict[str, int]:

@@ -22,7 +22,7 @@ from rlperf.report.compare.study import study_way_means
 from rlperf.report.read.cells import ENV_FAMILY, PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell, included
 from rlperf.report.read.energy import energy_summary
 from rlperf.report.read.load import as_text
-from rlperf.report.stats.estimates import Estimate
+from rlperf.report.stats.estimates import ONE_RUN, Estimate
 from rlperf.report.tables.env import env_summary
 from rlperf.results.columns import (
     CPU_UTIL_PCT,
@@ -379,7 +379,7 @@ def configurations_table(
             if e is not None:
                 row.update(_estimate_columns(a, e, conf.id))
                 row["objective_n"] = e.n
-                row["interval"] = "run to run" if e.across_runs else "within run"
+                row["interval"] = "run to run" if e.across_runs else ONE_RUN
             row.update(_ranking_columns(a, conf.id))
             rows.append(row)
     out = pd.DataFrame(rows)
