@@ -34,12 +34,14 @@ from support.one_run import ONE_RUN, one_run
 
 from rlperf.layout import (
     CELL_FILE,
+    CONFIG_FILE,
     FINGERPRINT_FILE,
     INDEX_FILE,
     METRICS_FILE,
     SEARCH_FILE,
     SUMMARY_FILE,
 )
+from rlperf.report import build_report
 from tests.conftest import TESTS, run_rlperf
 
 pytestmark = pytest.mark.slow
@@ -494,3 +496,36 @@ def test_sweep_on_an_existing_cluster(tmp_path: Path, ray_tmp: str) -> None:
     assert by_workers[8]["status"] == "skipped" and "(Ray cluster)" in by_workers[8]["reason"]
     assert "asks for 9 CPU in all (9 bundles) but Ray has 2" in by_workers[8]["reason"]
     assert all(p.is_running() for p in cluster)
+
+
+def test_repeats_run_in_rounds_in_one_ray_and_the_report_pools_them(
+    tmp_path: Path, ray_tmp: str
+) -> None:
+    """``hydra.sweeper.repeats.min=2 max=3 race=true`` over one configuration: the race has
+    nobody to close, so it gets 3 runs, in rounds judged by the report's reading in the
+    launcher's process, all in the one Ray started for the group."""
+    sweep = tmp_path / "sweep"
+    args = ["-m", *TINY, "workers=0", "train.iterations=2", "train.warmup_iterations=1",
+            "hydra.sweeper.repeats.min=2", "hydra.sweeper.repeats.max=3",
+            "hydra.sweeper.race=true", f"hydra.sweep.dir={sweep}"]  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlperf", *args], cwd=tmp_path, env=rlperf_env(ray_tmp),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    index = json.loads((sweep / INDEX_FILE).read_text())
+    recs = sorted(index["cells"].values(), key=lambda r: r["repeat"])
+    assert [(r["subdir"], r["repeat"], r["status"]) for r in recs] == [
+        ("0", 0, "completed"), ("0-r1", 1, "completed"), ("0-r2", 2, "completed")]  # fmt: skip
+    seeds = {yaml.safe_load((sweep / r["subdir"] / CONFIG_FILE).read_text())["seed"] for r in recs}
+    assert len(seeds) == 3
+    assert recs[0]["closed"]["why"] == "max" and len(index["rounds"]["order"]) == 3
+    # One Ray for every round: started once, its group holds the three runs.
+    assert proc.stderr.count("Ray started in") == 1
+    assert len(index["groups"]) == 1 and len(index["groups"][0]["cells"]) == 3
+    assert "round 3 of up to 3: 1 run(s)" in proc.stderr
+    assert "#0 r2 " in proc.stderr  # the table names each run
+    assert not wait_gone(ray_tmp), "Ray processes left behind"
+    report = build_report([sweep], tmp_path / "report", figures=False)
+    assert report.configurations["repeats"].tolist() == [3]
+    assert report.configurations["interval"].tolist() == ["run to run"]

@@ -1,0 +1,131 @@
+"""Repeats that stop when sure against a fixed design (prints figures; not a test).
+
+Runs ``rlperf -m experiment=scaling_small`` twice, one after the other, each in its own
+``rlperf`` process and sweep folder:
+
+(a) adaptive: ``hydra.sweeper.repeats.min=2 max=5 precision=0.05 race=true``;
+(b) the reference: a fixed design of 5 runs of every cell (``repeats.min=5``).
+
+Then reads both with the report (``rlperf.report.build_report``) and prints, per
+comparison set: each configuration's objective with its run-to-run interval and runs in
+both, the best of each, every pair the reference separates (intervals apart) and whether
+the adaptive sweep ranks it the same way, and the compute of each: cell-seconds (the
+launcher's wall time of every trial, ``sweep.json``) and env steps.
+
+    python benchmarks/bench_repeats.py [--out DIR] [--only adaptive|fixed] [overrides ...]
+
+Extra arguments are passed to both sweeps (e.g. ``train.iterations=4``). Takes about
+70 minutes on the 2-core development machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from rlperf.layout import INDEX_FILE
+from rlperf.report import build_report
+
+PRESET = "experiment=scaling_small"
+DESIGNS = {
+    "adaptive": ["hydra.sweeper.repeats.min=2", "hydra.sweeper.repeats.max=5",
+                 "hydra.sweeper.repeats.precision=0.05", "hydra.sweeper.race=true"],
+    "fixed": ["hydra.sweeper.repeats.min=5"],
+}  # fmt: skip
+
+
+def run_sweep(name: str, folder: Path, extra: list[str]) -> float:
+    """``rlperf -m experiment=scaling_small <design> <extra>`` into ``folder``; its wall s."""
+    cmd = [sys.executable, "-m", "rlperf", "-m", PRESET, *DESIGNS[name], *extra,
+           f"hydra.sweep.dir={folder}"]  # fmt: skip
+    print(f"[{name}] {' '.join(cmd[2:])}", flush=True)
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - t0
+    (folder / "terminal.txt").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:])
+        raise SystemExit(f"[{name}] rlperf exited {proc.returncode}")
+    return wall
+
+
+def compute(folder: Path) -> dict[str, float]:
+    """Cell-seconds (every trial's wall time), runs and Ray starts of a sweep folder."""
+    index = json.loads((folder / INDEX_FILE).read_text())
+    cells = [c for c in index["cells"].values() if c["status"] == "completed"]
+    return {
+        "runs": len(cells),
+        "cell_s": sum(float(c["wall_s"] or 0) for c in cells),
+        "ray_starts": len(index["groups"]),
+        "ray_start_s": sum(float(g.get("ray_start_s") or 0) for g in index["groups"]),
+    }
+
+
+def table(folder: Path) -> pd.DataFrame:
+    """The report's configurations: label, objective with its interval, runs, workload."""
+    report = build_report([folder], folder / "report", figures=False)
+    df = report.configurations
+    df = df[df["family"] == "training"]
+    cols = ["workload", "label", "objective_value", "objective_ci_low", "objective_ci_high",
+            "repeats", "interval", "rank_in_workload"]  # fmt: skip
+    return df[cols].set_index("label")
+
+
+def separated(t: pd.DataFrame) -> list[tuple[str, str]]:
+    """Pairs (faster, slower) whose intervals do not overlap, per workload."""
+    out = []
+    for _, g in t.groupby("workload"):
+        for a, b in itertools.permutations(g.index, 2):
+            if g.loc[a, "objective_ci_high"] < g.loc[b, "objective_ci_low"]:
+                out.append((a, b))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("bench-repeats"))
+    parser.add_argument("--only", choices=sorted(DESIGNS))
+    args, extra = parser.parse_known_args()
+    walls = {}
+    for name in DESIGNS:
+        folder = args.out / name
+        if args.only in (None, name) and not (folder / INDEX_FILE).is_file():
+            walls[name] = run_sweep(name, folder, extra)
+    tables = {name: table(args.out / name) for name in DESIGNS}
+    costs = {name: compute(args.out / name) for name in DESIGNS}
+    pd.set_option("display.width", 160)
+    for name, t in tables.items():
+        wall = f", wall {walls[name]:.0f} s" if name in walls else ""
+        print(f"\n== {name}: {costs[name]}{wall}")
+        print(t.sort_values(["workload", "objective_value"]).to_string(float_format="%.4f"))
+    ref, ada = tables["fixed"], tables["adaptive"]
+    print("\n== best per comparison set")
+    for workload, g in ref.groupby("workload"):
+        best_ref = g["objective_value"].idxmin()
+        a = ada[ada["workload"] == workload]
+        best_ada = a["objective_value"].idxmin()
+        print(f"{workload}: fixed {best_ref}, adaptive {best_ada}: "
+              f"{'same' if best_ref == best_ada else 'DIFFERENT'}")  # fmt: skip
+    pairs = separated(ref)
+    value = ada["objective_value"]
+    kept = [(f, s) for f, s in pairs if value[f] < value[s]]
+    print(f"\n== pairs the reference separates: {len(pairs)}; ranked the same by the adaptive "
+          f"sweep: {len(kept)}")  # fmt: skip
+    for f, s in pairs:
+        mark = "ok" if (f, s) in kept else "SWAPPED"
+        print(f"  {f} < {s}: {mark}")
+    share = costs["adaptive"]["cell_s"] / costs["fixed"]["cell_s"]
+    print(f"\n== compute: adaptive {costs['adaptive']['cell_s']:.0f} cell-s in "
+          f"{costs['adaptive']['runs']} runs; fixed {costs['fixed']['cell_s']:.0f} cell-s in "
+          f"{costs['fixed']['runs']} runs; adaptive / fixed = {share:.0%}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
