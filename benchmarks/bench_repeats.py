@@ -14,6 +14,8 @@ launcher's wall time of every trial, ``sweep.json``) and env steps.
 
     python benchmarks/bench_repeats.py [--out DIR] [--only adaptive|fixed] [overrides ...]
 
+Run it outside the checkout (a conf/ folder in the working directory is a user config).
+
 Extra arguments are passed to both sweeps (e.g. ``train.iterations=4``). Takes about
 70 minutes on the 2-core development machine.
 """
@@ -49,6 +51,7 @@ def run_sweep(name: str, folder: Path, extra: list[str]) -> float:
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.monotonic() - t0
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "terminal.txt").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         print(proc.stderr[-3000:])

@@ -284,6 +284,9 @@ class RolloutConfig:
     # Start a PPO Algorithm with `workers` env runners and the GPU layout's resources
     # before acting (the study's setting); null = only when workers > 0.
     start_algorithm: bool | None = None
+    # 0.05 (with `steps`, the cap): stop once the 95 % interval of the median action
+    # latency, over windows of 100 steps (their medians' batch means), is within ±5 %.
+    precision: float | None = None
 
 
 @dataclass
@@ -373,6 +376,9 @@ class EnvBenchConfig:
     warmup_steps: int = 1000  # env steps stepped first, flagged and excluded
     windows: int = 20  # rows of metrics.csv the timed steps are cut into (progress, intervals)
     torch_threads: int = 1  # the policy's threads with run= (its time is not the env's)
+    # 0.05: stop after the window at which the 95 % interval of the time per 1 000 env steps
+    # (over batch means of the windows, looked at after 8, 12, 18, ... of them) is within ±5 %.
+    precision: float | None = None
 
 
 @dataclass

@@ -45,6 +45,7 @@ from rlperf.results.columns import (
 )
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.latency import summarize_latency
+from rlperf.results.precision import PER_1K, WithinRun
 from rlperf.results.protocol import env_protocol
 from rlperf.specs.engines import engine_of, engine_threads, without_engine
 
@@ -67,6 +68,7 @@ SUMMARY_KEYS = (
     "latency",
     "cpu",
     RSS_MB,
+    "precision",
 )
 
 RANDOM_ACTIONS = "uniformly random (the engine's action_space.sample, seeded with seed)"
@@ -171,6 +173,7 @@ class Measured:
     step_ms: list[np.ndarray]
     cores: CoreTimes | None
     frames_per_step: float | None
+    precision: WithinRun | None = None  # env_bench.precision's stopping rule
 
 
 def measure(bench: EnvBench, env: Any, act: Any, ctx: JobContext) -> Measured:
@@ -180,6 +183,8 @@ def measure(bench: EnvBench, env: Any, act: Any, ctx: JobContext) -> Measured:
     plan = windows(int(b.warmup_steps), int(b.steps), int(b.windows), bench.num_envs)
     timed = sum(not w.warmup for w in plan)
     out = Measured([], None, env_protocol(bench.env).get("frames_per_step"))
+    if b.precision is not None:
+        out.precision = WithinRun(float(b.precision), timed)
     log = CsvLog(ctx.out_dir / METRICS_FILE, ENV_WINDOW_COLUMNS)
     try:
         for row, ms in step_windows(env, act, plan, ctx.started, int(bench.cfg.seed)):
@@ -194,9 +199,19 @@ def measure(bench: EnvBench, env: Any, act: Any, ctx: JobContext) -> Measured:
             done = row[ITERATION] - (len(plan) - timed)
             info = f"{row[ENV_STEPS_PER_S]:.0f} env steps/s, step p50 {row[STEP_MS_P50]:.3f} ms"
             ctx.step(max(done, 0), timed, info, unit="window", row=row)
+            if _precise(out.precision, row):
+                ctx.progress(f"env_bench.precision reached after window {done}: stopping")
+                break
     finally:
         log.close()
     return out
+
+
+def _precise(rule: WithinRun | None, row: dict[str, Any]) -> bool:
+    """Whether ``env_bench.precision`` is reached after this window (a timed one)."""
+    if rule is None or row[EXCLUDED_COLUMN] or not row[ENV_STEPS]:
+        return False
+    return rule.add(PER_1K * float(row[ITER_S]) / float(row[ENV_STEPS]), int(row[ITERATION]))
 
 
 def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -232,7 +247,14 @@ def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -
             "per_core_busy_pct": measured.cores.busy_pct() if measured.cores else [],
         },
         RSS_MB: {"max": max((float(r[RSS_MB]) for r in kept), default=math.nan)},
+        **({} if measured.precision is None else {"precision": _precision(measured.precision)}),
     }
+
+
+def _precision(rule: WithinRun) -> dict[str, Any]:
+    """``summary.json`` ``precision``: as a training run's, over windows."""
+    out = rule.summary()
+    return {"objective": "s_per_1k_env_steps", "at_window": out.pop("at"), **out}
 
 
 def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:

@@ -202,6 +202,9 @@ class PrecisionRule:
         return Look(n, iv, iv.within(self.precision))
 
 
+#: A run's time-like objectives are per this many env steps (seconds per 1 000 env steps).
+PER_1K = 1000.0
+
 #: The first look of a within-run rule: fewer values make batch means of 1-2 values whose
 #: t quantile (at the per-look level) is too wide to stop on.
 FIRST_LOOK = 8

@@ -24,11 +24,13 @@ and time → summarise.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from omegaconf import DictConfig
 
 from rlperf.errors import CheckpointError, SkipCell
@@ -39,6 +41,7 @@ from rlperf.resources.plan import check_feasible
 from rlperf.resources.ray_session import ray_session
 from rlperf.results.columns import ACTION_MS, ENV_STEPS, FORWARD_MS
 from rlperf.results.latency import LatencyRecorder
+from rlperf.results.precision import WithinRun
 from rlperf.rollout.timing import measure_timer
 from rlperf.runs.checkpoint import TrainedRun
 from rlperf.runs.probe import check_probe
@@ -67,6 +70,7 @@ SUMMARY_KEYS = (
     "episodes_finished",
     "latency",
     "episodes",
+    "precision",
 )
 
 
@@ -189,6 +193,7 @@ def play(
     steps: int | None = None,
     progress: Any = None,
     on_episode: Any = None,
+    stop: Callable[[int], bool] | None = None,
 ) -> dict[str, int]:
     """Play ``episodes`` full episodes (or ``steps`` steps) and record every step.
 
@@ -197,7 +202,8 @@ def play(
     around ``env.step``. Nothing but the timer readings sits between the two
     timed calls; rows are written per episode by ``recorder``
     (:class:`rlperf.results.latency.LatencyRecorder`), whose window of each finished
-    episode goes to ``on_episode`` (the job's tracking) after the episode.
+    episode goes to ``on_episode`` (the job's tracking) after the episode. ``stop(step)``,
+    asked after every step, ends the rollout there (``rollout.precision``).
     """
     clock = time.perf_counter_ns
     step = episode = finished = 0
@@ -221,6 +227,8 @@ def play(
             length += 1
             step += 1
             done = bool(terminated or truncated)
+            if stop is not None and stop(step):
+                steps = step
             if progress is not None and time.monotonic() >= next_report:
                 next_report = time.monotonic() + PROGRESS_EVERY_S
                 progress(f"episode {episode + 1}: {length} steps so far, return {ret:+.0f}")
@@ -256,6 +264,7 @@ class Rollout:
     device: Any  # torch.device of rollout.device
     start_algorithm: bool
     algo: Any = None  # the Algorithm, when one was started
+    precision: LatencyWindows | None = None  # rollout.precision's stopping rule
     recorder: Any = None  # the LatencyRecorder, once playing started
 
     def announcement(self) -> str:
@@ -341,6 +350,33 @@ def restore_policy(rollout: Rollout, ctx: JobContext, stack: ExitStack) -> Any:
     return policy
 
 
+#: Steps per window of ``rollout.precision``: the median latency of each is one value.
+PRECISION_WINDOW = 100
+
+
+class LatencyWindows:
+    """``rollout.precision``: after every :data:`PRECISION_WINDOW` timed steps, the window's
+    median action latency is one value of a :class:`~rlperf.results.precision.WithinRun`
+    rule (batch means of the window medians: latency steps are autocorrelated, so raw steps
+    are never taken as independent). Looks are planned on the windows ``steps`` allows."""
+
+    def __init__(self, recorder: Any, warmup: int, precision: float, steps: int) -> None:
+        self.recorder, self.warmup = recorder, warmup
+        self.rule = WithinRun(precision, (steps - warmup) // PRECISION_WINDOW)
+
+    def after(self, step: int) -> bool:
+        timed = step - self.warmup
+        if timed <= 0 or timed % PRECISION_WINDOW:
+            return False
+        window = self.recorder.values(ACTION_MS)[-PRECISION_WINDOW:]
+        return self.rule.add(float(np.median(window)), step)
+
+    def summary(self) -> dict[str, Any]:
+        out = self.rule.summary()
+        return {"objective": "action_ms_p50", "window_steps": PRECISION_WINDOW,
+                "at_step": out.pop("at"), **out}  # fmt: skip
+
+
 def play_timed(rollout: Rollout, policy: Any, ctx: JobContext, stack: ExitStack) -> None:
     """Play with the policy, every step timed into ``steps.csv`` / ``episodes.csv``.
 
@@ -366,8 +402,18 @@ def play_timed(rollout: Rollout, policy: Any, ctx: JobContext, stack: ExitStack)
     driver_cpu0 = time.process_time()
     rollout.recorder = stack.enter_context(LatencyRecorder(rollout.out_dir, int(r.warmup_steps)))
     steps = int(r.steps) if r.steps is not None else None
-    played = play(policy, env, rollout.recorder, int(r.episodes), steps, ctx.progress, ctx.track)
+    stop = None
+    if r.precision is not None:
+        rollout.precision = LatencyWindows(rollout.recorder, int(r.warmup_steps),
+                                           float(r.precision), int(r.steps))  # fmt: skip
+        stop = rollout.precision.after
+    played = play(policy, env, rollout.recorder, int(r.episodes), steps, ctx.progress, ctx.track,
+                  stop)  # fmt: skip
     summary.update(played)
+    if rollout.precision is not None:
+        summary["precision"] = rollout.precision.summary()
+        if rollout.precision.rule.at is not None:
+            ctx.progress(f"rollout.precision reached after step {played['steps']}: stopping")
     driver_cpu_s = time.process_time() - driver_cpu0
     summary["env_runners"] = (
         watch.finish(driver_cpu_s)

@@ -42,13 +42,10 @@ from rlperf.results.columns import (
     TRAIN_TIME_S,
     WALL_S,
 )
-from rlperf.results.precision import WithinRun
+from rlperf.results.precision import PER_1K, WithinRun
 
 #: The key RLlib's evaluation results count capped episodes under (:func:`count_capped`).
 CAPPED_METRIC = "rlperf_capped_episodes"
-
-#: The precision target's objective is per this many env steps.
-PER_1K = 1000.0
 
 #: Criteria of ``train.stop`` in the order they are checked (``iterations`` is the cap).
 STOP_KEYS = ("episode_return", "env_steps", "time_s", "precision")

@@ -95,6 +95,14 @@ def validate_rollout(cfg: DictConfig) -> None:
                 f"rollout.warmup_steps={r.warmup_steps} >= rollout.steps={r.steps}: every step "
                 f"would be warm-up and the latency summary empty; lower rollout.warmup_steps"
             )
+    if r.precision is not None:
+        if r.steps is None:
+            raise ConfigError(
+                f"rollout.precision={r.precision} needs rollout.steps: its looks are planned "
+                "on the windows of 100 steps the cap allows (episodes end when they end)"
+            )
+        windows = (int(r.steps) - int(r.warmup_steps)) // 100
+        check_precision("rollout.precision", r.precision, windows, "windows of 100 timed steps")
     if r.device == "cuda" and not list(cfg.gpu_layout.visible_gpus):
         raise ConfigError(
             f"rollout.device=cuda with gpu_layout={cfg.gpu_layout.name}: no GPU is visible; "
@@ -177,6 +185,8 @@ def validate_env_stage(cfg: DictConfig) -> None:
             f"env_runner.num_envs={num_envs} env steps (each window needs a step of every env); "
             f"raise env_bench.steps to at least {b.windows * num_envs} or lower env_bench.windows"
         )
+    if b.precision is not None:
+        check_precision("env_bench.precision", b.precision, int(b.windows), "windows")
     if not backend_spec(cfg.backend.name).in_rllib:
         raise ConfigError(
             f"backend={cfg.backend.name} with stage=env: stage=env times the env alone (random "

@@ -220,6 +220,12 @@ def test_cli_cfg_and_help_are_fast_and_light(tmp_path) -> None:
         for option in group_options(group):
             assert re.search(rf"\b{option}\b", listed), f"{group}={option}"
     assert "experiment_algo" not in listed and "schema/" not in listed
+    # The repeats' options: every key of hydra.sweeper.repeats, racing, a run's precision.
+    from hydra_plugins.rlperf_sweeper.config import RepeatsConf
+
+    for key in [*RepeatsConf.__dataclass_fields__, "race"]:
+        assert f"hydra.sweeper.{'' if key == 'race' else 'repeats.'}{key}=" in helped.stdout
+    assert "train.stop.precision=" in helped.stdout
 
 
 def test_help_lists_every_group_a_user_picks() -> None:

@@ -94,9 +94,27 @@ def test_an_env_job_writes_its_windows_and_summary(compose_cfg, tmp_path: Path) 
     assert s["rss_mb"]["max"] > 10 and s["actions"].startswith("uniformly random")
 
 
+def test_env_bench_precision_stops_at_a_planned_look(compose_cfg, tmp_path: Path) -> None:
+    """``env_bench.precision=0.5``: the windows of CartPole's steps agree well within ±50 %,
+    so the job stops after window 8 or 12 (the planned looks) of its 40, and says why."""
+    cfg = compose_cfg("stage=env", "env=cartpole", "env_bench.steps=8000",
+                      "env_bench.windows=40", "env_bench.warmup_steps=200",
+                      "env_bench.precision=0.5")  # fmt: skip
+    summary = execute_stage(cfg, tmp_path, stage_function("env"), in_trial=False)
+    assert summary["status"] == "completed"
+    s = json.loads((tmp_path / SUMMARY_FILE).read_text())
+    p = s["precision"]
+    assert p["reached"] is True and p["at_window"] in (9, 13)  # window 1 is the warm-up
+    assert p["looks"][:3] == [8, 12, 18] and p["objective"] == "s_per_1k_env_steps"
+    assert len(_rows(tmp_path / METRICS_FILE)) == p["at_window"]
+    assert s["steps"] == 200 * p["values"]
+
+
 @pytest.mark.parametrize(
     ("overrides", "error", "said"),
     [
+        (("env_bench.windows=3", "env_bench.precision=0.05"), ConfigError,
+         "env_bench.precision=0.05 needs at least 4 windows"),
         (("env.engine=ale_vector", f"env.threads={(os.cpu_count() or 1) + 1}"), InfeasibleError,
          f"env.threads={(os.cpu_count() or 1) + 1} (env.engine=ale_vector) needs"),
         (("env_runner.num_envs=8", "env_bench.steps=100", "env_bench.windows=20"), ConfigError,

@@ -277,3 +277,28 @@ def test_probe_mismatch_is_detected(tiny_run: Path, tmp_path: Path) -> None:
     policy = DriverPolicy.from_checkpoint(trained.checkpoint_dir, torch.device("cpu"))
     with pytest.raises(CheckpointError, match="different trainings"):
         check_probe(trained.probe, policy.logits, policy.device.type)
+
+
+def test_rollout_precision_stops_at_a_planned_window(tiny_run: Path, tmp_path: Path) -> None:
+    """``rollout.precision=0.5`` with ``rollout.steps=1250``: 12 windows of 100 timed steps,
+    looked at after 8 and 12; the median latencies of the windows agree within ±50 %, so the
+    rollout stops after window 8 (step 850) or at the cap, and says which."""
+    out = rollout(tiny_run, tmp_path / "precise", "workers=0", "rollout.steps=1250",
+                  "rollout.precision=0.5")  # fmt: skip
+    s = json.loads((out / SUMMARY_FILE).read_text())
+    p = s["precision"]
+    assert p["objective"] == "action_ms_p50" and p["looks"] == [8, 12]
+    assert p["window_steps"] == 100 and p["at_step"] in (850, 1250)
+    assert s["steps"] == p["at_step"] == len(pd.read_csv(out / STEPS_FILE))
+
+
+def test_rollout_precision_needs_a_step_cap(compose_cfg) -> None:
+    from rlperf.errors import ConfigError
+    from rlperf.validation.validate import validate_config
+
+    cfg = compose_cfg("stage=rollout", "run=x", "rollout.precision=0.05")
+    with pytest.raises(ConfigError, match="rollout.precision=0.05 needs rollout.steps"):
+        validate_config(cfg)
+    cfg = compose_cfg("stage=rollout", "run=x", "rollout.precision=0.05", "rollout.steps=400")
+    with pytest.raises(ConfigError, match="needs at least 4 windows of 100 timed steps"):
+        validate_config(cfg)
