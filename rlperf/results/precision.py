@@ -357,8 +357,11 @@ def runs_to_separate(
         return None
     if var == 0:
         return max(x.size, y.size)
-    for n in range(2, 10_001):
-        half = float(stats.t.ppf(1 - (1 - confidence) / 2, 2 * n - 2)) * math.sqrt(2 * var / n)
-        if half < d:
-            return n
-    return None
+    n = max(x.size, y.size)
+    for _ in range(60):  # the t quantile depends on n: iterate to the fixed point
+        t = float(stats.t.ppf(1 - (1 - confidence) / 2, max(2 * n - 2, 1)))
+        need = max(2, math.ceil(2 * var * (t / d) ** 2))
+        if need == n:
+            break
+        n = need
+    return n

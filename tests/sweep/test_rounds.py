@@ -153,6 +153,25 @@ def test_the_report_says_what_the_race_decided_and_what_it_cost(tmp_path: Path, 
     assert repeats == {"model1 · 0 workers": 4, "model1 · 1 worker": 2}
 
 
+def test_the_report_says_what_is_not_decided_and_what_would_decide_it(tmp_path, fake_groups):
+    """5 % apart with a 6 % spread, 3 runs each: not decided, with the runs that would
+    separate them; measured once each, the report says repeats must measure the spread."""
+    fake_groups(s_per_1k=_spread({"workers=0": 1.0, "workers=1": 1.05}, 0.06))
+    multirun(tmp_path / "three", "workers=0,1", "hydra.sweeper.repeats.min=3",
+             "ray.overcommit_cpus=true")  # fmt: skip
+    md = build_report([tmp_path / "three"], tmp_path / "r3", figures=False).markdown.read_text()
+    line = next(ln for ln in md.splitlines() if "training · model1: not decided" in ln)
+    assert "`model1 · 0 workers`" in line and "`model1 · 1 worker`" in line and "overlap" in line
+    more = int(line.split("about ")[1].split(" more run(s)")[0].replace(",", ""))
+    assert more > 0 and "over 3 runs" in line and "Cost: 6 training run(s)" in md
+    assert "a fixed design" not in md  # nothing could stop early: no design to compare
+    fake_groups(s_per_1k=_spread({"workers=0": 1.0, "workers=1": 1.05}, 0.06))
+    multirun(tmp_path / "once", "workers=0,1", "ray.overcommit_cpus=true")
+    md = build_report([tmp_path / "once"], tmp_path / "r1", figures=False).markdown.read_text()
+    answers = md[md.index("## Answers") :]
+    assert "run-to-run spread not measured" in answers
+
+
 def test_a_failed_configuration_gets_no_more_runs(tmp_path: Path, fake_groups):
     fake = fake_groups(fail=("workers=1",))
     with pytest.raises(Exception, match="1 failed"):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlperf.report.compare.axes import AxisPlan
-from rlperf.report.compare.findings import FamilyAnalysis
+from rlperf.report.compare.findings import FamilyAnalysis, precision_text
 from rlperf.report.read.cells import Cell
 from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration, configuration_key
@@ -77,14 +77,14 @@ def _verdict(
               if (why := c.cells[0].closed) and why.get("why") in early]  # fmt: skip
     if not overlap:
         once = " on one run each: run-to-run spread not measured" if e_best.one_run else ""
-        text = (f"{where}: decided{once}. {name[best.id]} is best ({_precision(e_best)}), "
+        text = (f"{where}: decided{once}. {name[best.id]} is best ({precision_text(e_best)}), "
                 f"separated from the other {len(rest)}")  # fmt: skip
         return Verdict(family, workload, True, text, closed)
     values = {c.id: [a.run_estimates[x.id].value for x in c.completed if x.id in a.run_estimates]
               for c in [best, *overlap]}  # fmt: skip
     names = " and ".join([name[best.id], *(name[c.id] for c in overlap[:3])])
     needs = [runs_to_separate(values[best.id], values[c.id]) for c in overlap]
-    text = f"{where}: not decided: {names} overlap ({name[best.id]}: {_precision(e_best)})"
+    text = f"{where}: not decided: {names} overlap ({name[best.id]}: {precision_text(e_best)})"
     if any(len(v) < 2 for v in values.values()):
         text += ("; measured once, they have no run-to-run spread to go by: repeats "
                  "(hydra.sweeper.repeats) measure it")  # fmt: skip
@@ -93,17 +93,10 @@ def _verdict(
     else:
         have = min(len(v) for v in values.values())
         more = max(0, max(n for n in needs if n is not None) - have)
-        text += f"; about {more} more run(s) of each would separate them (from their spread)"
+        text += f"; about {more:,} more run(s) of each would separate them (from their spread)"
+        if more > 100 * have:
+            text += ": the difference measured is far inside that spread, as good as none"
     return Verdict(family, workload, False, text, closed)
-
-
-def _precision(e: estimates.Estimate) -> str:
-    """``±3.1 % over 4 runs`` (the interval's half-width over the estimate)."""
-    if not e.has_ci or not e.value:
-        return f"no interval, {e.runs} run(s)"
-    rel = (e.high - e.low) / 2 / abs(e.value)
-    what = f"{e.runs} runs" if e.across_runs else "one run"
-    return f"±{rel:.1%} over {what}"
 
 
 def cost_line(cells: Sequence[Cell]) -> str | None:

@@ -109,6 +109,15 @@ def one_run_note(e: Estimate) -> str:
     return f" ({estimates.ONE_RUN})" if e.one_run else ""
 
 
+def precision_text(e: Estimate) -> str:
+    """``±3.1% over 4 runs`` or ``±0.8% over one run``: the interval's half-width over the
+    estimate, and what it rests on."""
+    what = f"{e.runs} runs" if e.across_runs else "one run"
+    if not e.has_ci or not e.value:
+        return f"no interval, {what}"
+    return f"±{(e.high - e.low) / 2 / abs(e.value):.1%} over {what}"
+
+
 def ratio_text(e: Estimate) -> str:
     """A speedup as the report writes it: ``1.23× [1.20, 1.26]`` (and, resting on one run's
     interval, ``(one run: run-to-run spread not measured)``)."""

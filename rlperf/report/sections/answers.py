@@ -29,7 +29,13 @@ import pandas as pd
 
 from rlperf.report.compare.axes import AxisPlan, format_value
 from rlperf.report.compare.decided import cost_line, verdicts
-from rlperf.report.compare.findings import FamilyAnalysis, level, one_run_note, ratio_text
+from rlperf.report.compare.findings import (
+    FamilyAnalysis,
+    level,
+    one_run_note,
+    precision_text,
+    ratio_text,
+)
 from rlperf.report.export import render
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Section
@@ -102,6 +108,7 @@ def _numbers(a: FamilyAnalysis, group: pd.DataFrame, axis: str, best: str) -> pd
             axis: format_value(axis, r[axis]),
             "configuration": r["config"],
             f"{obj.label} [{level()} CI]": _fmt(e),
+            "precision": precision_text(e),
             "best's speedup over it": "" if r["configuration"] == best else ratio_text(sp),
         })  # fmt: skip
     return pd.DataFrame(out)
