@@ -18,6 +18,11 @@ Run it outside the checkout (a conf/ folder in the working directory is a user c
 
 Extra arguments are passed to both sweeps (e.g. ``train.iterations=4``). Takes about
 70 minutes on the 2-core development machine.
+
+``--fresh-ray N`` measures instead what a fresh Ray per run would change: N runs of one
+tiny configuration as a sweep's repeats (one Ray for all) and N single runs (each starts
+and stops its own Ray), alternating, with each run's time per 1 000 env steps, its mean
+and run-to-run spread, and each side's wall time per run.
 """
 
 from __future__ import annotations
@@ -91,11 +96,53 @@ def separated(t: pd.DataFrame) -> list[tuple[str, str]]:
     return out
 
 
+TINY = ["model=tiny", "env=cartpole", "workers=0", "algo.train_batch_size=1000",
+        "algo.minibatch_size=250", "algo.num_epochs=1", "train.iterations=6",
+        "train.warmup_iterations=1", "train.env_ceiling.enabled=false"]  # fmt: skip
+
+
+def _s_per_1k(run: Path) -> float:
+    m = pd.read_csv(run / "metrics.csv")
+    kept = m[m["excluded"].fillna("").eq("")]
+    return 1000 * float(kept["iter_s"].sum()) / float(kept["env_steps"].sum())
+
+
+def fresh_ray(out: Path, n: int) -> None:
+    """N repeats in one Ray (a sweep) against N single runs with a Ray each."""
+    sweep = out / "shared"
+    t0 = time.monotonic()
+    cmd = [sys.executable, "-m", "rlperf", "-m", *TINY, f"hydra.sweeper.repeats.min={n}",
+           f"hydra.sweep.dir={sweep}"]  # fmt: skip
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    shared_wall = time.monotonic() - t0
+    index = json.loads((sweep / INDEX_FILE).read_text())
+    shared = [_s_per_1k(sweep / c["subdir"]) for c in index["cells"].values()]
+    single, walls = [], []
+    for k in range(n):
+        run = out / "single" / str(k)
+        t0 = time.monotonic()
+        cmd = [sys.executable, "-m", "rlperf", *TINY, f"seed={k}", f"hydra.run.dir={run}"]
+        subprocess.run(cmd, capture_output=True, text=True, check=True)
+        walls.append(time.monotonic() - t0)
+        single.append(_s_per_1k(run))
+    for name, values, wall in (("one Ray, repeats", shared, shared_wall / n),
+                               ("a Ray per run", single, sum(walls) / n)):  # fmt: skip
+        v = pd.Series(values)
+        runs = ", ".join(f"{x:.3f}" for x in v)
+        spread = v.std(ddof=1) / v.mean()
+        print(f"{name}: s per 1 000 env steps {v.mean():.3f} (runs {runs}), "
+              f"run-to-run spread {spread:.1%}, wall {wall:.1f} s per run")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("bench-repeats"))
     parser.add_argument("--only", choices=sorted(DESIGNS))
+    parser.add_argument("--fresh-ray", type=int, metavar="N")
     args, extra = parser.parse_known_args()
+    if args.fresh_ray:
+        fresh_ray(args.out, args.fresh_ray)
+        return
     walls = {}
     for name in DESIGNS:
         folder = args.out / name
