@@ -126,6 +126,21 @@ def log_interval(values: Sequence[float] | np.ndarray, alpha: float) -> Interval
     return Interval(math.exp(iv.estimate), math.exp(iv.low), math.exp(iv.high), iv.n)
 
 
+def design_looks(low: int, high: int) -> tuple[int, ...]:
+    """The run counts at which a sweep's repeats (``min`` .. ``max`` runs) are looked at."""
+    return look_schedule(max(2, low), high) if high >= 2 else ()
+
+
+def design_confidence(design: Mapping[str, object] | None) -> float:
+    """The per-look level of a sweep's run-to-run intervals: ``1 - 0.05 / L`` over the
+    ``L`` planned looks where the runs' number was decided by looking (``precision`` or
+    ``race``), else :data:`CONFIDENCE`. ``design``: ``sweep.json`` ``rounds.design``."""
+    if not design or (design.get("precision") is None and not design.get("race")):
+        return CONFIDENCE
+    looks = design_looks(int(str(design.get("min") or 1)), int(str(design.get("max") or 1)))
+    return 1.0 - look_alpha(len(looks)) if looks else CONFIDENCE
+
+
 def look_alpha(looks: int, confidence: float = CONFIDENCE) -> float:
     """The error rate one look may spend so that all ``looks`` together spend ``1 -
     confidence`` (Bonferroni)."""

@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.errors import SweepError
-from rlperf.results.precision import CONFIDENCE, look_schedule
+from rlperf.results.precision import CONFIDENCE, design_looks
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Design:
     @property
     def looks(self) -> tuple[int, ...]:
         """The run counts at which a configuration's interval may be looked at."""
-        return look_schedule(max(2, self.min), self.max) if self.max >= 2 else ()
+        return design_looks(self.min, self.max)
 
     def describe(self) -> str:
         """``2 to 5 runs per configuration until ±5 %, racing``."""

@@ -120,6 +120,12 @@ def test_a_precise_configuration_stops_and_a_spread_one_goes_on(tmp_path: Path, 
     assert runs["workers=0"][0]["closed"]["text"].startswith("precision reached: ±")
     assert runs["workers=1"][0]["closed"]["why"] == "max"
     assert len(_ran(fake)) == 8
+    # The report's interval is the one the sweep stopped on (its level per planned look).
+    report = build_report([tmp_path], tmp_path / "report", figures=False)
+    row = report.configurations.set_index("label").loc["model1 · 0 workers"]
+    half = (row["objective_ci_high"] - row["objective_ci_low"]) / 2 / row["objective_value"]
+    said = runs["workers=0"][0]["closed"]["text"].split("±")[1].split("%")[0]
+    assert f"{half:.1%}" == f"{said}%" and half <= 0.05
 
 
 def test_a_race_eliminates_the_slow_configuration(tmp_path: Path, fake_groups):

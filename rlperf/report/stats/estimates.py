@@ -194,14 +194,16 @@ def _t_quantiles(df: int) -> np.ndarray:
 
 
 @cache
-def _t_critical(df: int) -> float:
-    """The two-sided CONFIDENCE quantile of Student's t with ``df`` degrees of freedom."""
+def _t_critical(df: int, confidence: float = CONFIDENCE) -> float:
+    """The two-sided ``confidence`` quantile of Student's t with ``df`` degrees of freedom."""
     from scipy import stats
 
-    return float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, df))
+    return float(stats.t.ppf(1 - (1 - confidence) / 2, df))
 
 
-def across_runs(run_values: np.ndarray | list[float], key: str = "") -> Estimate:
+def across_runs(
+    run_values: np.ndarray | list[float], key: str = "", confidence: float = CONFIDENCE
+) -> Estimate:
     """Geometric mean of several runs' values (one statistic per run) with a Student-t
     interval on their logarithms.
 
@@ -212,7 +214,10 @@ def across_runs(run_values: np.ndarray | list[float], key: str = "") -> Estimate
     (an arithmetic one over 2 runs that differ by 25 % reaches below zero).
     The sampling distribution (for speedup ratios) is ``exp(m + s / sqrt(n) ·
     T(n - 1))`` at evenly spaced quantiles, shuffled with a seed from ``key``.
-    One run: the value, no interval.
+    One run: the value, no interval. ``confidence``: the interval's level per look where
+    the runs' number was decided by looking at them (a sweep's repeats stopped when precise,
+    :func:`rlperf.results.precision.design_confidence`): the interval the sweep stopped on,
+    whose coverage holds at ``CONFIDENCE`` under that stopping.
     """
     arr = _clean(run_values)
     arr = arr[arr > 0]
@@ -228,7 +233,7 @@ def across_runs(run_values: np.ndarray | list[float], key: str = "") -> Estimate
         value = float(arr[0])
         return Estimate(value, value, value, n, np.full(N_RESAMPLES, value), runs=n)
     value = float(np.exp(m))
-    half = _t_critical(n - 1) * se
+    half = _t_critical(n - 1, confidence) * se
     draws = np.exp(m + se * _t_quantiles(n - 1))
     draws = np.random.default_rng(_seed(key)).permutation(draws)
     return Estimate(value, float(np.exp(m - half)), float(np.exp(m + half)), n, draws, runs=n)

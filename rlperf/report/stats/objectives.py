@@ -40,6 +40,7 @@ from rlperf.results.columns import (
     TRAINED_STEPS,
     TRAINING_OBJECTIVES,
 )
+from rlperf.results.precision import design_confidence
 from rlperf.specs.stages import FAMILY_OBJECTIVE  # each family's default (its stages' specs)
 
 #: Work units of the per-work objectives (per 1 000 of them).
@@ -159,7 +160,9 @@ class Objective:
         measured = [c for c in configuration.completed if np.isfinite(runs[c.id].value)]
         if len(measured) <= 1:  # one run (or one with samples that count): its own interval
             return runs[(measured or configuration.completed)[0].id]
-        return estimates.across_runs([runs[c.id].value for c in measured], configuration.id)
+        values = [runs[c.id].value for c in measured]
+        level = design_confidence(configuration.cells[0].design)
+        return estimates.across_runs(values, configuration.id, level)
 
     def order(self, estimates: Mapping[str, estimates.Estimate]) -> list[str]:
         """Ids best first."""
