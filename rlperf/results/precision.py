@@ -327,7 +327,9 @@ def race(
     return RaceResult(best, open_names, closed)
 
 
-def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[float, float]:
+def welch_difference(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, alpha: float
+) -> tuple[float, float]:
     """Welch's ``1 - alpha`` interval of ``mean(a) - mean(b)`` (unequal variances)."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size

@@ -169,7 +169,8 @@ def _race(
         if len(measured) < 2 or not racing:
             continue
         # Configurations closed earlier stay in (their runs count, one may be the best).
-        result = race(measured, looks=max(1, design.max - 1), log=True)
+        # A race looks after the rounds that another round follows: max - max(min, 2).
+        result = race(measured, looks=max(1, design.max - max(design.min, 2)), log=True)
         for conf, lost in result.closed.items():
             if conf not in racing or all(b in closing for b in bases_of[conf]):
                 continue

@@ -1,7 +1,9 @@
 """How sure each comparison is, and what it cost: the lines the Answers section opens with.
 
-Per comparison set (one family, one workload): **decided** when the best configuration's
-interval overlaps no other's, else **not decided**, with about how many more runs would
+Per comparison set (one family, one workload): **decided** when the best configuration is
+separated from every other (Welch's interval of the difference of their runs' mean
+logarithms excludes 0, or the sweep's race eliminated it; configurations measured once:
+their intervals do not overlap), else **not decided**, with about how many more runs would
 separate the best from the configurations it overlaps (from their measured run-to-run
 spread, :func:`rlperf.results.precision.runs_to_separate`; a configuration measured once has
 no spread to go by). The configurations a sweep's race eliminated, or that stopped once
@@ -25,7 +27,7 @@ from rlperf.report.read.cells import Cell
 from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration, configuration_key
 from rlperf.results.columns import WALL_S
-from rlperf.results.precision import runs_to_separate
+from rlperf.results.precision import design_confidence, runs_to_separate, welch_difference
 
 
 @dataclass
@@ -71,7 +73,8 @@ def _verdict(
     name = {c.id: f"`{labels.get(c.id, c.id)}`" for c in confs}
     e_best = est[best.id]
     where = f"{family} · {workload}"
-    overlap = [c for c in rest if estimates.tied(e_best, est[c.id])]
+    runs = {c.id: _run_values(a, c) for c in confs}
+    overlap = [c for c in rest if not _separated(a, best, c, runs)]
     early = ("eliminated", "precision")
     closed = [f"{name[c.id]}: {why['text']}" for c in confs
               if (why := c.cells[0].closed) and why.get("why") in early]  # fmt: skip
@@ -80,8 +83,7 @@ def _verdict(
         text = (f"{where}: decided{once}. {name[best.id]} is best ({precision_text(e_best)}), "
                 f"separated from the other {len(rest)}")  # fmt: skip
         return Verdict(family, workload, True, text, closed)
-    values = {c.id: [a.run_estimates[x.id].value for x in c.completed if x.id in a.run_estimates]
-              for c in [best, *overlap]}  # fmt: skip
+    values = {c.id: runs[c.id] for c in [best, *overlap]}
     names = " and ".join([name[best.id], *(name[c.id] for c in overlap[:3])])
     needs = [runs_to_separate(values[best.id], values[c.id]) for c in overlap]
     text = f"{where}: not decided: {names} overlap ({name[best.id]}: {precision_text(e_best)})"
@@ -97,6 +99,30 @@ def _verdict(
         if more > 100 * have:
             text += ": the difference measured is far inside that spread, as good as none"
     return Verdict(family, workload, False, text, closed)
+
+
+def _run_values(a: FamilyAnalysis, conf: Configuration) -> list[float]:
+    """Each completed run's own value of ``conf`` (finite, positive)."""
+    values = [a.run_estimates[x.id].value for x in conf.completed if x.id in a.run_estimates]
+    return [v for v in values if np.isfinite(v) and v > 0]
+
+
+def _separated(
+    a: FamilyAnalysis, best: Configuration, other: Configuration, runs: Mapping[str, list[float]]
+) -> bool:
+    """Whether ``other`` is separated from ``best``: a sweep's race eliminated it, or Welch's
+    interval of the difference of their runs' mean logarithms (at the level the runs'
+    intervals have, :func:`rlperf.results.precision.design_confidence`) excludes 0; measured
+    once, their (within-run) intervals do not overlap."""
+    closed = other.cells[0].closed
+    if closed and closed.get("why") == "eliminated":
+        return True
+    x, y = runs[other.id], runs[best.id]
+    if len(x) < 2 or len(y) < 2:
+        return not estimates.tied(a.estimates[best.id], a.estimates[other.id])
+    level = design_confidence(best.cells[0].design)
+    low, high = welch_difference(np.log(x), np.log(y), 1 - level)
+    return bool(low > 0 or high < 0)
 
 
 def cost_line(cells: Sequence[Cell]) -> str | None:
