@@ -96,7 +96,7 @@ def separated(t: pd.DataFrame) -> list[tuple[str, str]]:
     return out
 
 
-TINY = ["model=tiny", "env=cartpole", "workers=0", "algo.train_batch_size=1000",
+TINY = ["model=mlp64", "env=cartpole", "workers=0", "algo.train_batch_size=1000",
         "algo.minibatch_size=250", "algo.num_epochs=1", "train.iterations=6",
         "train.warmup_iterations=1", "train.env_ceiling.enabled=false"]  # fmt: skip
 
