@@ -52,7 +52,8 @@ Judge = Callable[[Sequence[Path]], list[RunValue]]
 
 def derive_seed(base_hash: str, repeat: int, taken: set[int]) -> int:
     """The seed of repeat ``repeat`` of the cell ``base_hash``: a digest of both, moved on
-    past every seed in ``taken`` (the grid's own), so a repeat never reruns another cell."""
+    past every seed in ``taken`` (the grid's own and the repeats' so far), so a repeat
+    never reruns another cell."""
     digest = hashlib.sha256(f"{base_hash}:repeat:{repeat}".encode()).hexdigest()
     seed = int(digest, 16) % SEED_RANGE
     while seed in taken:
@@ -265,6 +266,7 @@ class Rounds:
             if base.record.hash not in self.open:
                 continue
             seed = derive_seed(base.record.hash, round_index, self.seeds)
+            self.seeds.add(seed)  # nor one another repeat took
             cell = prepare_cell(
                 sweep.setup,
                 with_seed(base.record.overrides, seed),
