@@ -27,7 +27,11 @@ MUTMUT = "mutmut==3.8.1"
 #: The seeds random_order runs the non-slow suite under.
 ORDER_SEEDS = (1, 2, 3)
 #: Benchmarks that train for an hour or more: `nox -s bench` runs them only when named.
-LONG_BENCHMARKS = ("benchmarks/bench_algos_targets.py", "benchmarks/bench_image_policy.py")
+LONG_BENCHMARKS = (
+    "benchmarks/bench_algos_targets.py",
+    "benchmarks/bench_image_policy.py",
+    "benchmarks/bench_repeats.py",  # two sweeps of half an hour together
+)
 
 
 def _install(session: nox.Session) -> None:
@@ -178,7 +182,7 @@ def bench(session: nox.Session) -> None:
 
     `tests/` goes on the path: the report and edge benchmarks build their inputs with the
     test kits in `tests/support/`, which are not part of the package (docs/development.md).
-    The training runs of an hour and more (:data:`LONG_BENCHMARKS`) run only when named.
+    The runs of half an hour and more (:data:`LONG_BENCHMARKS`) run only when named.
     """
     _install(session)
     scripts = session.posargs or [

@@ -14,7 +14,8 @@ launcher's wall time of every trial, ``sweep.json``) and env steps.
 
     python benchmarks/bench_repeats.py [--out DIR] [--only adaptive|fixed] [overrides ...]
 
-Run it outside the checkout (a conf/ folder in the working directory is a user config).
+The sweeps run with ``--out`` as their working directory (a checkout's own ``conf/`` there
+would be taken for a user's config folder).
 
 Extra arguments are passed to both sweeps (e.g. ``train.iterations=4``). Takes about
 70 minutes on the 2-core development machine.
@@ -53,10 +54,10 @@ def run_sweep(name: str, folder: Path, extra: list[str]) -> float:
     cmd = [sys.executable, "-m", "rlperf", "-m", PRESET, *DESIGNS[name], *extra,
            f"hydra.sweep.dir={folder}"]  # fmt: skip
     print(f"[{name}] {' '.join(cmd[2:])}", flush=True)
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - t0
     folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=folder.parent)
+    wall = time.monotonic() - t0
     (folder / "terminal.txt").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         print(proc.stderr[-3000:])
@@ -113,7 +114,8 @@ def fresh_ray(out: Path, n: int) -> None:
     t0 = time.monotonic()
     cmd = [sys.executable, "-m", "rlperf", "-m", *TINY, f"hydra.sweeper.repeats.min={n}",
            f"hydra.sweep.dir={sweep}"]  # fmt: skip
-    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=out)
     shared_wall = time.monotonic() - t0
     index = json.loads((sweep / INDEX_FILE).read_text())
     shared = [_s_per_1k(sweep / c["subdir"]) for c in index["cells"].values()]
@@ -122,7 +124,7 @@ def fresh_ray(out: Path, n: int) -> None:
         run = out / "single" / str(k)
         t0 = time.monotonic()
         cmd = [sys.executable, "-m", "rlperf", *TINY, f"seed={k}", f"hydra.run.dir={run}"]
-        subprocess.run(cmd, capture_output=True, text=True, check=True)
+        subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=out)
         walls.append(time.monotonic() - t0)
         single.append(_s_per_1k(run))
     for name, values, wall in (("one Ray, repeats", shared, shared_wall / n),
@@ -136,10 +138,11 @@ def fresh_ray(out: Path, n: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("bench-repeats"))
+    parser.add_argument("--out", type=Path, default=Path("bench-repeats").resolve())
     parser.add_argument("--only", choices=sorted(DESIGNS))
     parser.add_argument("--fresh-ray", type=int, metavar="N")
     args, extra = parser.parse_known_args()
+    args.out = args.out.resolve()
     if args.fresh_ray:
         fresh_ray(args.out, args.fresh_ray)
         return
