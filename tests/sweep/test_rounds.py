@@ -176,6 +176,8 @@ def test_the_report_says_what_is_not_decided_and_what_would_decide_it(tmp_path, 
     md = build_report([tmp_path / "once"], tmp_path / "r1", figures=False).markdown.read_text()
     answers = md[md.index("## Answers") :]
     assert "run-to-run spread not measured" in answers
+    # The ranked table marks each one-run interval and says what the mark means.
+    assert " †" in md and "† one run: run-to-run spread not measured: the interval" in md
 
 
 def test_a_failed_configuration_gets_no_more_runs(tmp_path: Path, fake_groups):

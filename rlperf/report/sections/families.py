@@ -19,6 +19,7 @@ from rlperf.report.read.cells import ENV_FAMILY, PHASES, SERVE_FAMILY, Cell
 from rlperf.report.read.fingerprints import FingerprintGroup, differing_keys
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Inputs, Section
+from rlperf.report.stats.estimates import ONE_RUN
 from rlperf.results.columns import (
     ACTION_MS,
     FORWARD_MS,
@@ -100,6 +101,9 @@ def _workload_tables(
     caption = _ranked_on(res, fam, workload, objective)
     if (_col(rows, "repeats").fillna(1) > 1).any():
         caption += " " + _RUNS_CAPTION
+    if any(_one_run(rows)):
+        caption += (f" {ONE_RUN_MARK.strip()} {ONE_RUN}: the interval is over that run's own "
+                    "samples, and a second run may land outside it.")  # fmt: skip
     blocks.append(render.Table(table, caption))
     legacy = side_by_side(rows) if fam == "training" else pd.DataFrame()
     if not legacy.empty:
@@ -170,13 +174,25 @@ def _fmt_col(rows: pd.DataFrame, name: str, digits: int = 3) -> np.ndarray:
     return _col(rows, name).map(lambda v: fmt_value(v, digits)).to_numpy()
 
 
+#: After an objective or speedup resting on one run's own interval (the caption says why).
+ONE_RUN_MARK = " †"
+
+
 def _ci_col(rows: pd.DataFrame, prefix: str) -> list[str]:
-    """``value [low, high]`` of ``speedup``, ``throughput`` or the objective."""
+    """``value [low, high]`` of ``speedup``, ``throughput`` or the objective; the objective
+    and the speedup of a configuration measured once carry :data:`ONE_RUN_MARK`."""
     value = prefix if prefix in ("speedup", "throughput") else "objective_value"
     stem = prefix if prefix in ("speedup", "throughput") else "objective"
     lo, hi = f"{stem}_ci_low", f"{stem}_ci_high"
-    return [fmt_ci(v, a, b) for v, a, b in zip(_col(rows, value), _col(rows, lo), _col(rows, hi),
-                                            strict=True)]  # fmt: skip
+    once = _one_run(rows) if prefix != "throughput" else [False] * len(rows)
+    return [fmt_ci(v, a, b) + (ONE_RUN_MARK if o and fmt_value(a) else "")
+            for v, a, b, o in zip(_col(rows, value), _col(rows, lo), _col(rows, hi), once,
+                                  strict=True)]  # fmt: skip
+
+
+def _one_run(rows: pd.DataFrame) -> list[bool]:
+    """Per row: its interval is within one run (``interval`` column)."""
+    return [v == ONE_RUN for v in (rows["interval"] if "interval" in rows else [None] * len(rows))]
 
 
 def fmt_count(v: Any) -> str:
