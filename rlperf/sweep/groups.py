@@ -86,8 +86,8 @@ def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = ""
                 f"group {group.gid}: Ray started in {seconds:.1f} s with "
                 f"{group.start.describe()} for {len(gcells)} cell(s)"
             )
-        elif ray_ is None:
-            info.setdefault("ray_start_s", 0.0)
+        elif ray_ is None and info.get("ray_start_s") is None:
+            info["ray_start_s"] = 0.0  # a Ray that was there: nothing started
         sweep.index.save()
         payload = {
             "cells": {c.record.hash: c.sweep_config for c in gcells},

@@ -309,8 +309,10 @@ def _peak(p: np.ndarray, cov: np.ndarray, crit: float, kap: Param,
     if not (math.isfinite(var) and math.isfinite(crit)):
         return n_star, math.nan, math.nan
     half = crit * math.sqrt(max(var, 0.0))
-    high = math.inf if kap.low <= 0.0 else n_star * math.exp(half)
-    return n_star, n_star * math.exp(-half), high
+    # exp overflows past ~709: an upper end that far out is no end at all (sigma a hair
+    # below 1 makes the delta method's variance enormous).
+    high = math.inf if kap.low <= 0.0 or half > 700 else n_star * math.exp(half)
+    return n_star, n_star * math.exp(-min(half, 700)), high
 
 
 def _judge(distinct: int, dof: int, rmse_rel: float, n_anomalies: int,

@@ -19,7 +19,7 @@ from rlperf.report.figures.plot import FigureContext
 from rlperf.report.figures.scaling import reach, scaling, scaling_figure
 from rlperf.report.read.collect import read_cells
 from rlperf.report.sections.scaling import scaling_section
-from rlperf.report.stats.usl import efficiency, fit_usl, usl
+from rlperf.report.stats.usl import Param, _peak, efficiency, fit_usl, usl
 from tests.conftest import DATA, THESIS
 
 N = np.array([1, 2, 4, 8, 16, 32], dtype=float)
@@ -229,3 +229,16 @@ def test_figure_draws_measured_points_fit_and_prediction(tmp_path):
     assert [int(t) for t in bottom.get_xticks()] == [1, 2, 4, 8, 16, 32, 64]
     assert bottom.get_xlabel() == "env runners (N)"
     assert top.get_ylabel() == "env steps per second" and mid.get_ylabel() == "parallel efficiency"
+
+
+def test_a_contention_a_hair_below_one_gives_an_open_upper_end() -> None:
+    """sigma = 1 - 1e-15 makes the delta method's variance of log N* enormous: N*'s upper
+    end is infinite, not an OverflowError (seen on a real env-stage sweep in CI)."""
+    p = np.array([3.03161312e03, 0.9999999999999989, 1.77357396e-02])
+    cov = np.array([[2.27226502e02, 3.05126690e-02, 6.10253423e-02],
+                    [3.05126790e-02, 5.21439209e-06, 1.04287847e-05],
+                    [6.10253373e-02, 1.04287814e-05, 2.08575639e-05]])  # fmt: skip
+    kap = Param(0.017735739630882364, 0.008784568036894518, 0.02668691122487021)
+    sig = Param(0.9999999999999989, 0.9955244137285355, 1.0)
+    n_star, low, high = _peak(p, cov, 1.959963984540054, kap, sig)
+    assert math.isfinite(n_star) and high == math.inf and 0 <= low <= n_star
