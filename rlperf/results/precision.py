@@ -38,7 +38,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+
+def _t(q: float, df: float) -> float:
+    """Student's t quantile ``q`` at ``df`` degrees of freedom. scipy is imported here, not
+    at the top: the sweeper reads a grid's design (this module's looks) on every ``-m``,
+    and ``scipy.stats`` takes most of a second to import."""
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df))
+
 
 #: The confidence of every interval unless a caller says otherwise.
 CONFIDENCE = 0.95
@@ -112,7 +121,7 @@ def t_interval(values: Sequence[float] | np.ndarray, alpha: float) -> Interval:
         raise ValueError(f"an interval needs at least 2 values, got {n}")
     mean = float(x.mean())
     sem = float(x.std(ddof=1)) / math.sqrt(n)
-    half = float(stats.t.ppf(1.0 - alpha / 2.0, n - 1)) * sem
+    half = _t(1.0 - alpha / 2.0, n - 1) * sem
     return Interval(mean, mean - half, mean + half, n)
 
 
@@ -338,7 +347,7 @@ def welch_difference(
     if se == 0:
         return diff, diff
     df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
-    half = float(stats.t.ppf(1.0 - alpha / 2.0, df)) * se
+    half = _t(1.0 - alpha / 2.0, df) * se
     return diff - half, diff + half
 
 
@@ -351,7 +360,7 @@ def runs_needed(values: Sequence[float], precision: float, alpha: float) -> int 
     cv = float(x.std(ddof=1)) / abs(float(x.mean()))
     n = x.size
     for _ in range(60):  # t quantile depends on n: iterate to the fixed point
-        need = math.ceil((float(stats.t.ppf(1 - alpha / 2, max(n - 1, 1))) * cv / precision) ** 2)
+        need = math.ceil((_t(1 - alpha / 2, max(n - 1, 1)) * cv / precision) ** 2)
         if need <= n:
             return max(need, 2)
         n = need
@@ -376,7 +385,7 @@ def runs_to_separate(
         return max(x.size, y.size)
     n = max(x.size, y.size)
     for _ in range(60):  # the t quantile depends on n: iterate to the fixed point
-        t = float(stats.t.ppf(1 - (1 - confidence) / 2, max(2 * n - 2, 1)))
+        t = _t(1 - (1 - confidence) / 2, max(2 * n - 2, 1))
         need = max(2, math.ceil(2 * var * (t / d) ** 2))
         if need == n:
             break
