@@ -40,6 +40,7 @@ from rlperf.results.columns import (
     ITERATION,
     RESETS,
     RSS_MB,
+    S_PER_1K_ENV_STEPS,
     STEP_MS_P50,
     WALL_S,
 )
@@ -222,6 +223,7 @@ def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -
     wall_s = sum(float(r[WALL_S]) for r in kept)
     rate = steps / env_s if env_s > 0 else math.nan
     frames = measured.frames_per_step
+    rule = measured.precision
     all_ms = np.concatenate(measured.step_ms) if measured.step_ms else np.array([])
     warm = bench.cfg.env_bench.warmup_steps
     busy = sum(float(r[CPU_CORES]) * float(r[WALL_S]) for r in kept)
@@ -247,14 +249,8 @@ def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -
             "per_core_busy_pct": measured.cores.busy_pct() if measured.cores else [],
         },
         RSS_MB: {"max": max((float(r[RSS_MB]) for r in kept), default=math.nan)},
-        **({} if measured.precision is None else {"precision": _precision(measured.precision)}),
+        **({} if rule is None else {"precision": rule.summary(S_PER_1K_ENV_STEPS, "at_window")}),
     }
-
-
-def _precision(rule: WithinRun) -> dict[str, Any]:
-    """``summary.json`` ``precision``: as a training run's, over windows."""
-    out = rule.summary()
-    return {"objective": "s_per_1k_env_steps", "at_window": out.pop("at"), **out}
 
 
 def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:

@@ -52,6 +52,10 @@ FRAMES_PER_S = "frames_per_s"
 CALLS = "calls"
 RESETS = "resets"
 STEP_MS_P50 = "step_ms_p50"
+#: The objectives a precision target is set on: a run's time per 1 000 env steps (the
+#: report's ``env_steps`` objective) and the median action latency of an inference run.
+S_PER_1K_ENV_STEPS = "s_per_1k_env_steps"
+ACTION_MS_P50 = "action_ms_p50"
 STEP_MS_P99 = "step_ms_p99"
 ACTION_S = "action_s"
 WALL_S = "wall_s"

@@ -26,6 +26,7 @@ from rlperf.results.columns import (
     WALL_S,
 )
 from rlperf.results.csvlog import CsvLog
+from rlperf.results.precision import WithinRun
 
 STEP_COLUMNS = ("episode", "step", EXCLUDED_COLUMN, *LATENCY_COLUMNS, "action")
 EPISODE_COLUMNS = ("episode", "return", "length", WALL_S)
@@ -256,3 +257,33 @@ class LatencyRecorder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: Timed steps per window of ``rollout.precision``: the median latency of each window is
+#: one value of its stopping rule.
+LATENCY_WINDOW = 100
+
+
+class LatencyWindows:
+    """``rollout.precision``: after every :data:`LATENCY_WINDOW` timed steps, the window's
+    median action latency is one value of a :class:`~rlperf.results.precision.WithinRun`
+    rule (batch means of the window medians: latency steps are autocorrelated, so raw steps
+    are never taken as independent). Looks are planned on the windows ``steps`` allows."""
+
+    def __init__(
+        self, recorder: LatencyRecorder, warmup: int, precision: float, steps: int
+    ) -> None:
+        self.recorder, self.warmup = recorder, warmup
+        self.rule = WithinRun(precision, (steps - warmup) // LATENCY_WINDOW)
+
+    def after(self, step: int) -> bool:
+        """Whether the rollout may stop after ``step`` (a window ended there, precisely)."""
+        timed = step - self.warmup
+        if timed <= 0 or timed % LATENCY_WINDOW:
+            return False
+        window = self.recorder.values(ACTION_MS)[-LATENCY_WINDOW:]
+        return self.rule.add(float(np.median(window)), step)
+
+    def summary(self, objective: str, at: str) -> dict[str, object]:
+        """:meth:`WithinRun.summary` and the window's steps."""
+        return {**self.rule.summary(objective, at), "window_steps": LATENCY_WINDOW}

@@ -263,15 +263,18 @@ class WithinRun:
             self.at = at
         return look.reached
 
-    def summary(self) -> dict[str, object]:
-        """``target``, ``reached``, ``at`` (where it was reached), the last look's interval
+    def summary(self, objective: str, at: str) -> dict[str, object]:
+        """What ``summary.json`` records under ``precision``: the ``objective``, the
+        ``target``, whether it was ``reached`` and where (under the key ``at``:
+        ``at_iteration``, ``at_window``, ``at_step``), the last look's interval
         (``estimate``, ``low``, ``high``, ``relative_half_width``, over ``values`` values),
         the planned ``looks`` and the ``confidence``."""
         iv = self.last.interval if self.last is not None else None
         return {
+            "objective": objective,
             "target": self.rule.precision,
             "reached": self.at is not None,
-            "at": self.at,
+            at: self.at,
             "values": len(self.values),
             "estimate": iv.estimate if iv else None,
             "low": iv.low if iv else None,

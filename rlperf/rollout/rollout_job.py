@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from omegaconf import DictConfig
 
 from rlperf.errors import CheckpointError, SkipCell
@@ -39,9 +38,8 @@ from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.resources.placement import env_runner_state, learner_placement
 from rlperf.resources.plan import check_feasible
 from rlperf.resources.ray_session import ray_session
-from rlperf.results.columns import ACTION_MS, ENV_STEPS, FORWARD_MS
-from rlperf.results.latency import LatencyRecorder
-from rlperf.results.precision import WithinRun
+from rlperf.results.columns import ACTION_MS, ACTION_MS_P50, ENV_STEPS, FORWARD_MS
+from rlperf.results.latency import LatencyRecorder, LatencyWindows
 from rlperf.rollout.timing import measure_timer
 from rlperf.runs.checkpoint import TrainedRun
 from rlperf.runs.probe import check_probe
@@ -350,33 +348,6 @@ def restore_policy(rollout: Rollout, ctx: JobContext, stack: ExitStack) -> Any:
     return policy
 
 
-#: Steps per window of ``rollout.precision``: the median latency of each is one value.
-PRECISION_WINDOW = 100
-
-
-class LatencyWindows:
-    """``rollout.precision``: after every :data:`PRECISION_WINDOW` timed steps, the window's
-    median action latency is one value of a :class:`~rlperf.results.precision.WithinRun`
-    rule (batch means of the window medians: latency steps are autocorrelated, so raw steps
-    are never taken as independent). Looks are planned on the windows ``steps`` allows."""
-
-    def __init__(self, recorder: Any, warmup: int, precision: float, steps: int) -> None:
-        self.recorder, self.warmup = recorder, warmup
-        self.rule = WithinRun(precision, (steps - warmup) // PRECISION_WINDOW)
-
-    def after(self, step: int) -> bool:
-        timed = step - self.warmup
-        if timed <= 0 or timed % PRECISION_WINDOW:
-            return False
-        window = self.recorder.values(ACTION_MS)[-PRECISION_WINDOW:]
-        return self.rule.add(float(np.median(window)), step)
-
-    def summary(self) -> dict[str, Any]:
-        out = self.rule.summary()
-        return {"objective": "action_ms_p50", "window_steps": PRECISION_WINDOW,
-                "at_step": out.pop("at"), **out}  # fmt: skip
-
-
 def play_timed(rollout: Rollout, policy: Any, ctx: JobContext, stack: ExitStack) -> None:
     """Play with the policy, every step timed into ``steps.csv`` / ``episodes.csv``.
 
@@ -411,7 +382,7 @@ def play_timed(rollout: Rollout, policy: Any, ctx: JobContext, stack: ExitStack)
                   stop)  # fmt: skip
     summary.update(played)
     if rollout.precision is not None:
-        summary["precision"] = rollout.precision.summary()
+        summary["precision"] = rollout.precision.summary(ACTION_MS_P50, "at_step")
         if rollout.precision.rule.at is not None:
             ctx.progress(f"rollout.precision reached after step {played['steps']}: stopping")
     driver_cpu_s = time.process_time() - driver_cpu0

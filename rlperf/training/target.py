@@ -39,6 +39,7 @@ from rlperf.results.columns import (
     EVAL_S,
     ITER_S,
     ITERATION,
+    S_PER_1K_ENV_STEPS,
     TRAIN_TIME_S,
     WALL_S,
 )
@@ -251,5 +252,4 @@ class StopCheck:
         """``summary.json`` ``precision``: the target, whether and at which iteration it was
         reached, and the last look's interval of the time per 1 000 env steps."""
         assert self.precision is not None
-        out = self.precision.summary()
-        return {"objective": "s_per_1k_env_steps", "at_iteration": out.pop("at"), **out}
+        return self.precision.summary(S_PER_1K_ENV_STEPS, "at_iteration")

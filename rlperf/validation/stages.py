@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 
 from rlperf.checks import positive
 from rlperf.errors import ConfigError
+from rlperf.results.latency import LATENCY_WINDOW
 from rlperf.specs.backends import COMPRESSION_BACKENDS, backend_spec
 from rlperf.validation.groups import validate_env_model
 
@@ -99,10 +100,12 @@ def validate_rollout(cfg: DictConfig) -> None:
         if r.steps is None:
             raise ConfigError(
                 f"rollout.precision={r.precision} needs rollout.steps: its looks are planned "
-                "on the windows of 100 steps the cap allows (episodes end when they end)"
+                f"on the windows of {LATENCY_WINDOW} steps the cap allows (episodes end when "
+                "they end)"
             )
-        windows = (int(r.steps) - int(r.warmup_steps)) // 100
-        check_precision("rollout.precision", r.precision, windows, "windows of 100 timed steps")
+        windows = (int(r.steps) - int(r.warmup_steps)) // LATENCY_WINDOW
+        what = f"windows of {LATENCY_WINDOW} timed steps"
+        check_precision("rollout.precision", r.precision, windows, what)
     if r.device == "cuda" and not list(cfg.gpu_layout.visible_gpus):
         raise ConfigError(
             f"rollout.device=cuda with gpu_layout={cfg.gpu_layout.name}: no GPU is visible; "

@@ -32,7 +32,7 @@ from rlperf.report.figures.plot import (
     style,
     suptitle,
 )
-from rlperf.results.columns import ACTION_MS, FORWARD_MS
+from rlperf.results.columns import ACTION_MS, ACTION_MS_P50, FORWARD_MS
 
 
 def latency(ctx: FigureContext, out: Path) -> Path:
@@ -130,7 +130,7 @@ def fidelity_latency(ctx: FigureContext, out: Path) -> Path:
     runs = ctx.runs
     if "fidelity_agreement" not in runs or runs["fidelity_agreement"].notna().sum() == 0:
         raise FigureNotApplicable("no cell recorded fidelity (exported variants only)")
-    metric = "action_ms_p50" if "action_ms_p50" in runs else "forward_ms_p50"
+    metric = ACTION_MS_P50 if ACTION_MS_P50 in runs else "forward_ms_p50"
     df = runs[
         runs["fidelity_agreement"].notna() & runs[metric].notna() & (runs["status"] == "completed")
     ].copy()
@@ -179,7 +179,7 @@ def compression_tradeoff(ctx: FigureContext, out: Path) -> Path:
     from matplotlib.figure import Figure
 
     runs = ctx.runs
-    metric = "action_ms_p50" if "action_ms_p50" in runs else "forward_ms_p50"
+    metric = ACTION_MS_P50 if ACTION_MS_P50 in runs else "forward_ms_p50"
     need = ("return_mean", "model_size_bytes", metric)
     if any(c not in runs for c in need):
         raise FigureNotApplicable("no edge cell with return, latency and model size")

@@ -22,6 +22,7 @@ from rlperf.report.sections.base import Inputs, Section
 from rlperf.report.stats.estimates import ONE_RUN
 from rlperf.results.columns import (
     ACTION_MS,
+    ACTION_MS_P50,
     FORWARD_MS,
     FRAMES_PER_S,
     ITER_S,
@@ -277,7 +278,7 @@ def _env_table(rows: pd.DataFrame, objective: Any) -> pd.DataFrame:
 
 
 def _inference_table(rows: pd.DataFrame) -> pd.DataFrame:
-    m = ACTION_MS if _col(rows, "action_ms_p50").notna().any() else FORWARD_MS
+    m = ACTION_MS if _col(rows, ACTION_MS_P50).notna().any() else FORWARD_MS
     out = pd.DataFrame(
         {
             **_identity(rows),

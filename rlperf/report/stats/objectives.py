@@ -35,16 +35,17 @@ from rlperf.results.columns import (
     ENV_STEPS,
     FORWARD_MS,
     ITER_S,
+    S_PER_1K_ENV_STEPS,
     TIME_TO_TARGET,
     TRAIN_TIME_S,
     TRAINED_STEPS,
     TRAINING_OBJECTIVES,
 )
-from rlperf.results.precision import design_confidence
+from rlperf.results.precision import PER_1K, design_confidence
 from rlperf.specs.stages import FAMILY_OBJECTIVE  # each family's default (its stages' specs)
 
 #: Work units of the per-work objectives (per 1 000 of them).
-PER = 1000.0
+PER = PER_1K
 
 
 def _included(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -180,7 +181,7 @@ def _runs(_: Cell) -> str:
 
 #: Every objective, by the name ``--objective`` takes.
 OBJECTIVES: dict[str, Objective] = {
-    ENV_STEPS: Objective(ENV_STEPS, "s_per_1k_env_steps", "ratio", "s",
+    ENV_STEPS: Objective(ENV_STEPS, S_PER_1K_ENV_STEPS, "ratio", "s",
                            "time per 1 000 env steps", _iterations, pairs=env_step_pairs),
     TRAINED_STEPS: Objective(TRAINED_STEPS, "s_per_1k_trained_steps", "ratio", "s",
                                "time per 1 000 trained steps", _iterations,
