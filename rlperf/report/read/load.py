@@ -6,6 +6,7 @@ reports the cell as skipped and carries on with the others.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
@@ -182,9 +183,20 @@ def canonical_iterations(df: pd.DataFrame) -> pd.DataFrame:
 
 def sweep_design(sweep_dir: Path) -> dict[str, Any] | None:
     """The repeats design a sweep folder's ``sweep.json`` records (``rounds.design``), or
-    None (no repeats, an index from before them, or none)."""
+    None (no repeats, an index from before them, or none). Read once per version of the
+    file, not once per cell of the sweep."""
     try:
-        data = json.loads((sweep_dir / INDEX_FILE).read_text())
+        stamp = (sweep_dir / INDEX_FILE).stat().st_mtime_ns
+    except OSError:
+        return None
+    return _design_of(sweep_dir / INDEX_FILE, stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _design_of(index: Path, stamp: int) -> dict[str, Any] | None:
+    """``rounds.design`` of ``index`` as it was at ``stamp`` (its mtime: the cache key)."""
+    try:
+        data = json.loads(index.read_text())
     except (OSError, ValueError):
         return None
     design = (data.get("rounds") or {}).get("design") if isinstance(data, dict) else None
