@@ -66,10 +66,6 @@ class Design:
             raise SweepError(f"{asked} need(s) {where}.max >= 2 (a run-to-run interval)")
 
     @property
-    def rounds(self) -> int:
-        return self.max
-
-    @property
     def one_run(self) -> bool:
         return self.max == 1
 

@@ -36,6 +36,7 @@ from rlperf.layout import RunStatus
 from rlperf.resources.node_watch import NodeLost
 from rlperf.resources.ray_session import init_ray
 from rlperf.sweep.callback import mark_interrupted
+from rlperf.sweep.design import Design
 from rlperf.sweep.groups import LocalRay, run_group
 from rlperf.sweep.index import SweepIndex
 from rlperf.sweep.preflight import (
@@ -48,7 +49,7 @@ from rlperf.sweep.preflight import (
 )
 from rlperf.sweep.prepare import prepare_cells
 from rlperf.sweep.progress import SweepProgress, format_table
-from rlperf.sweep.rounds import Design, Judge, Rounds
+from rlperf.sweep.rounds import Judge, Rounds
 from rlperf.sweep.state import (
     Group,
     Sweep,
@@ -129,7 +130,7 @@ def _run_sweep(sweep: Sweep, judge: Judge | None) -> None:
         announce(sweep, groups, existing)
         rounds = Rounds(sweep, groups, judge)
         progress.start_live([c.record for c in cells if not c.kept])
-        for r in range(rounds.design.rounds):
+        for r in range(rounds.design.max):
             for group in rounds.groups_of_round(r, local):
                 _run_to_end(sweep, group, local, rounds.label(r))
             if not rounds.decide(r):

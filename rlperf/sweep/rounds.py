@@ -212,13 +212,11 @@ class Rounds:
             root = c.record.hash.split("~", 1)[0]
             self.seen[root] = self.seen.get(root, 0) + 1
         self.taken = {c.record.subdir for c in sweep.cells}
+        # Each round's order: kept from an earlier run of the same design (resume).
+        previous = sweep.index.rounds
+        same = previous.get("design") == self.design.to_json()
+        self.orders: list[list[str]] = list(previous.get("order", [])) if same else []
         if not self.design.one_run:
-            previous = sweep.index.rounds
-            self.orders: list[list[str]] = (
-                list(previous.get("order", []))
-                if previous.get("design") == self.design.to_json()
-                else []
-            )
             sweep.index.rounds = {"design": self.design.to_json(), "order": self.orders,
                                   "closed": {}}  # fmt: skip
             sweep.progress.say(f"repeats: {self.design.describe()}")
@@ -240,7 +238,7 @@ class Rounds:
             groups.sort(key=lambda g: not local.keeps(g))
         if round_index > 0:
             self.sweep.progress.say(
-                f"round {round_index + 1} of up to {self.design.rounds}: "
+                f"round {round_index + 1} of up to {self.design.max}: "
                 f"{sum(len(g.cells) for g in groups)} run(s) of the {len(self.open)} "
                 "configuration(s) still open"
             )
@@ -330,7 +328,7 @@ class Rounds:
             if c.record.hash in closing:
                 self.sweep.save(c)
         self._announce(round_index, closing)
-        return bool(self.open) and round_index + 1 < self.design.rounds
+        return bool(self.open) and round_index + 1 < self.design.max
 
     def _run_of(self, base: Cell, round_index: int) -> Cell | None:
         for c in self.sweep.cells:
