@@ -76,7 +76,8 @@ def test_a_precision_that_cannot_work_is_refused_before_ray(compose_cfg, overrid
 @pytest.mark.slow
 def test_a_real_run_stops_before_its_cap_when_precise(tmp_path: Path) -> None:
     """A tiny CartPole run capped at 40 iterations with a ±25 % target stops at a planned look
-    (iteration 13, 19 or 28 here) and says so in summary.json and on the terminal."""
+    before the cap (which look depends on the machine's noise) and says so in summary.json
+    and on the terminal."""
     out = tmp_path / "run"
     args = [*TINY_TRAIN, "env=cartpole", "model=mlp64", "train.iterations=40",
             "train.stop.precision=0.25", "train.warmup_until_first_episode=false",
@@ -86,6 +87,7 @@ def test_a_real_run_stops_before_its_cap_when_precise(tmp_path: Path) -> None:
     s = json.loads((out / SUMMARY_FILE).read_text())
     p = s["precision"]
     assert p["reached"] is True and s["stop"]["stopped_by"] == "precision"
-    assert p["at_iteration"] in (13, 19, 28)
+    assert p["values"] in p["looks"] and p["at_iteration"] < 40
+    assert p["looks"][0] == 8
     assert len(pd.read_csv(out / METRICS_FILE)) == p["at_iteration"] == s["iterations"]
     assert f"train.stop.precision reached after iteration {p['at_iteration']}" in proc.stderr
