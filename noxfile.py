@@ -24,6 +24,9 @@ TORCH = "torch==2.13.0"  # the CPU build; install it before the project
 RANDOMLY = "pytest-randomly==5.1.0"
 #: Mutation testing (mutation only, not in `dev`; configured in pyproject's [tool.mutmut]).
 MUTMUT = "mutmut==3.8.1"
+#: How the README's test command spreads the suite: two pytest-xdist workers, the tests that
+#: share a module's fixture (or an `xdist_group`) in one (docs/development.md#two-workers).
+XDIST = ("-n", "2", "--dist", "loadgroup")
 #: The seeds random_order runs the non-slow suite under.
 ORDER_SEEDS = (1, 2, 3)
 #: Benchmarks that train for an hour or more: `nox -s bench` runs them only when named.
@@ -41,9 +44,10 @@ def _install(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
-    """The README's test command (slow integration tests included; `-- -m 'not slow'` to skip)."""
+    """The README's test command (slow integration tests included; `-- -m 'not slow'` to skip,
+    `-- -n 0` for one process)."""
     _install(session)
-    session.run("python", "-m", "pytest", *session.posargs)
+    session.run("python", "-m", "pytest", *XDIST, *session.posargs)
 
 
 @nox.session(python="3.11")
@@ -73,7 +77,7 @@ def durations(session: nox.Session) -> None:
     tests pay for, and the slowest tests; docs/development.md#where-the-time-goes). After any
     other full run, `python scripts/durations.py` reads the same record from .pytest_cache."""
     _install(session)
-    session.run("python", "-m", "pytest", "-q", *session.posargs)
+    session.run("python", "-m", "pytest", "-q", *XDIST, *session.posargs)
     session.run("python", "scripts/durations.py")
 
 

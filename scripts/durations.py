@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 CACHE_FILE = Path("v", "rlperf", "durations")
+#: The run's wall time and pytest-xdist workers (0: none), beside the record.
+RUN_FILE = Path("v", "rlperf", "durations-run")
 
 Rule = Callable[[str, dict[str, Any]], bool]
 
@@ -89,14 +91,27 @@ def total_s(entry: dict[str, Any]) -> float:
     return float(entry["setup"]) + float(entry["call"]) + float(entry["teardown"])
 
 
-def table(record: dict[str, dict[str, Any]], top: int) -> list[str]:
-    """The groups (tests, seconds, share) then the ``top`` slowest tests, as markdown."""
+def table(
+    record: dict[str, dict[str, Any]], top: int, run: dict[str, Any] | None = None
+) -> list[str]:
+    """The groups (tests, seconds, share) then the ``top`` slowest tests, as markdown;
+    ``run`` (wall time, workers) adds the wall time and each pytest-xdist worker's share."""
     groups: dict[str, list[float]] = {}
     for node, entry in record.items():
         groups.setdefault(group_of(node, entry), []).append(total_s(entry))
     whole = sum(sum(v) for v in groups.values()) or 1.0
+    head = f"{len(record)} tests, {whole / 60:.1f} min of test time"
+    if run:
+        head += f", {float(run['wall_s']) / 60:.1f} min of wall time"
+        if run.get("workers"):
+            busy: dict[str, float] = {}
+            for entry in record.values():
+                worker = str(entry.get("worker", "?"))
+                busy[worker] = busy.get(worker, 0.0) + total_s(entry)
+            shares = ", ".join(f"{w} {busy[w] / 60:.1f}" for w in sorted(busy))
+            head += f" on {run['workers']} pytest-xdist workers (busy min: {shares})"
     lines = [
-        f"{len(record)} tests, {whole / 60:.1f} min of test time",
+        head,
         "",
         "| what the tests pay for | tests | s | share |",
         "| --- | ---: | ---: | ---: |",
@@ -120,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     if not path.is_file():
         print(f"durations: no record at {path}; run the tests first (nox -s durations)")
         return 2
-    for line in table(json.loads(path.read_text()), args.top):
+    run_path = args.cache / RUN_FILE
+    run = json.loads(run_path.read_text()) if run_path.is_file() else None
+    for line in table(json.loads(path.read_text()), args.top, run):
         print(line)
     return 0
 

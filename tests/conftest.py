@@ -14,6 +14,8 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 from support.one_run import one_run
+from support.private_ray import private_ray_tmp
+from support.shared import build_once, machine_share, worker_id
 
 from rlperf.config.schema import register_configs
 from rlperf.console.deprecations import OWN_DEPRECATION, watching
@@ -35,6 +37,50 @@ os.environ.setdefault("RLLIB_TEST_NO_TF_IMPORT", "1")
 # A Ray job or cluster node sets RAY_ADDRESS; the suite's runs start their own Ray, and
 # its own in-process Rays (a plain ray.init) must not join another one.
 os.environ.pop("RAY_ADDRESS", None)
+# Under pytest-xdist each worker's Rays keep their files (sessions, sockets and the address
+# file a `ray start` leaves, which a run on another worker would otherwise see and name)
+# under a temp folder of its own.
+if worker_id() is not None and "RAY_TMPDIR" not in os.environ:
+    os.environ["RAY_TMPDIR"] = f"/tmp/rlperf-{worker_id()}-{os.getppid()}"
+    os.makedirs(os.environ["RAY_TMPDIR"], exist_ok=True)
+
+#: Tests that start a Ray head with `ray start` (the client server's fixed port 10001, a
+#: cluster's address file): never two at once under pytest-xdist.
+RAY_START = pytest.mark.xdist_group("ray_start")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``), the tests of a module that builds a
+    module- or session-scoped fixture of its own run in one worker, which builds it once;
+    the conftest's shared runs are built once per run by :func:`build_once`."""
+    if worker_id() is None:
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _builds_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def _builds_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        d.scope != "function" and d.baseid.endswith(".py")
+        for name in item.fixturenames
+        for d in info.name2fixturedefs.get(name, ())
+    )
+
+
+@pytest.fixture(autouse=True)
+def machine(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Under pytest-xdist, a ``@pytest.mark.alone`` test runs with no other test beside it
+    (``support.shared.machine_share``); the others share the machine."""
+    alone = request.node.get_closest_marker("alone") is not None
+    with machine_share(tmp_path_factory, alone):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +105,13 @@ def no_deprecated_api_from_rlperf(request: pytest.FixtureRequest) -> Iterator[No
             "deprecated API reached from rlperf's own code: "
             + "; ".join(f"{msg} (at {site})" for msg, site in handler.found)
         )
+
+
+@pytest.fixture
+def ray_tmp() -> Iterator[str]:
+    """A private Ray temp dir for a test's own Ray (``support.private_ray``)."""
+    with private_ray_tmp() as path:
+        yield path
 
 
 def group_options(group: str) -> list[str]:
@@ -124,21 +177,20 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     What it printed is kept in ``<run>/../terminal.txt`` (a test reads the terminal).
     """
-    root = tmp_path_factory.mktemp("tiny_run")
-    out = root / "run"
-    proc = run_rlperf(
-        [
-            *TINY_TRAIN,
-            "train.warmup_iterations=1",
-            "train.warmup_until_first_episode=false",
-            f"hydra.run.dir={out}",
-        ],
-        cwd=root,
-    )
-    if proc.returncode != 0:
-        raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    (root / TERMINAL_FILE).write_text(proc.stdout + proc.stderr)
-    return out
+
+    def build(root: Path) -> Path:
+        out = root / "run"
+        args = [*TINY_TRAIN, "train.warmup_iterations=1",
+                "train.warmup_until_first_episode=false", f"hydra.run.dir={out}"]  # fmt: skip
+        proc = run_rlperf(args, cwd=root)
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        (root / TERMINAL_FILE).write_text(proc.stdout + proc.stderr)
+        return out
+
+    return build_once(tmp_path_factory, "tiny_run", build)
 
 
 #: Continuous-action envs of the tests: a 1-D torque (Pendulum) and a 2-D velocity with
@@ -157,29 +209,34 @@ BOX_ENVS = {
 def sac_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real two-iteration SAC training run on each of :data:`BOX_ENVS` (its actor is
     barely trained: for the stages' plumbing, not for returns)."""
-    root = tmp_path_factory.mktemp(f"sac_{request.param}")
-    out = root / "run"
-    proc = run_rlperf(
-        [
-            "algo=sac",
-            *BOX_ENVS[request.param],
-            "model=mlp64",
-            "workers=0",
-            "algo.rollout_fragment_length=50",
-            "algo.train_batch_size=64",
-            "algo.min_sample_timesteps_per_iteration=100",
-            "algo.min_time_s_per_iteration=null",
-            "algo.num_steps_sampled_before_learning_starts=100",
-            "train.iterations=2",
-            "train.env_ceiling.duration_s=0.3",
-            f"hydra.run.dir={out}",
-        ],  # fmt: skip
-        cwd=root,
-        env={"PYTHONPATH": str(Path(__file__).parent)},
-    )
-    if proc.returncode != 0:
-        raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return out
+
+    def build(root: Path) -> Path:
+        out = root / "run"
+        proc = run_rlperf(
+            [
+                "algo=sac",
+                *BOX_ENVS[request.param],
+                "model=mlp64",
+                "workers=0",
+                "algo.rollout_fragment_length=50",
+                "algo.train_batch_size=64",
+                "algo.min_sample_timesteps_per_iteration=100",
+                "algo.min_time_s_per_iteration=null",
+                "algo.num_steps_sampled_before_learning_starts=100",
+                "train.iterations=2",
+                "train.env_ceiling.duration_s=0.3",
+                f"hydra.run.dir={out}",
+            ],  # fmt: skip
+            cwd=root,
+            env={"PYTHONPATH": str(Path(__file__).parent)},
+        )
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        return out
+
+    return build_once(tmp_path_factory, f"sac_{request.param}", build)
 
 
 #: The tests' training sweep: two models x two worker counts, one short iteration each.
@@ -199,12 +256,17 @@ TINY_SWEEP = (
 def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real training sweep (:data:`TINY_SWEEP`), shared by the downstream-sweep and docs
     tests: jobs 0 (tiny, workers=0), 1 (tiny, 1), 2 (tiny2, 0), 3 (tiny2, 1)."""
-    root = tmp_path_factory.mktemp("tiny_sweep")
-    out = root / "sweep"
-    proc = run_rlperf([*TINY_SWEEP, f"hydra.sweep.dir={out}"], cwd=root)
-    if proc.returncode != 0:
-        raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return out
+
+    def build(root: Path) -> Path:
+        out = root / "sweep"
+        proc = run_rlperf([*TINY_SWEEP, f"hydra.sweep.dir={out}"], cwd=root)
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        return out
+
+    return build_once(tmp_path_factory, "tiny_sweep", build)
 
 
 @pytest.fixture(scope="session")
@@ -214,12 +276,12 @@ def small_policy_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, obje
     (``support.edge_kit.make_run_folder``)."""
     from support.edge_kit import SMALL_MODEL, make_run_folder
 
-    run = make_run_folder(
-        tmp_path_factory.mktemp("runs") / "small",
-        SMALL_MODEL,
-        {"max_episode_steps": 60},
-        train_steps=200,
-        frames=400,
+    run = build_once(
+        tmp_path_factory,
+        "small_policy_run",
+        lambda root: make_run_folder(
+            root / "small", SMALL_MODEL, {"max_episode_steps": 60}, train_steps=200, frames=400
+        ),
     )
     assert run["accuracy"] > 0.4  # it learned something beyond the majority class (<= 0.3)
     return run
@@ -232,7 +294,9 @@ def cartpole_policy_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, o
     by the edge tests that need a policy that behaves."""
     from support.edge_kit import make_cartpole_run
 
-    run = make_cartpole_run(tmp_path_factory.mktemp("runs") / "cartpole")
+    run = build_once(
+        tmp_path_factory, "cartpole_policy_run", lambda root: make_cartpole_run(root / "cartpole")
+    )
     assert run["accuracy"] > 0.95
     return run
 
@@ -244,6 +308,8 @@ def point_mass_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object
     serve tests."""
     from support.point_mass import make_run_folder
 
-    run = make_run_folder(tmp_path_factory.mktemp("runs") / "point_mass")
+    run = build_once(
+        tmp_path_factory, "point_mass_run", lambda root: make_run_folder(root / "point_mass")
+    )
     assert run["fit_error"] < 0.05  # within 5 % of each dimension's range on average
     return run

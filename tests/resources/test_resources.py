@@ -22,7 +22,7 @@ from rlperf.resources.plan import (
     ray_cpu_count,
 )
 from rlperf.resources.ray_session import applied_placement, other_ray_address, ray_init_kwargs
-from tests.conftest import TINY_TRAIN, run_rlperf
+from tests.conftest import RAY_START, TINY_TRAIN, run_rlperf
 
 # The study's training matrix (docs/study.md):
 # id -> (workers, layout, driver GPUs, GPUs per worker).
@@ -129,8 +129,11 @@ def test_ray_is_started_on_loopback_without_dashboard(compose_cfg) -> None:
     assert ray_init_kwargs(compose_cfg("ray.address=auto").ray)["address"] == "auto"
 
 
-def test_the_ray_a_plain_init_would_join_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_ray_a_plain_init_would_join_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # Ray's files here, no other Ray's
     assert other_ray_address() is None  # nothing here (the suite clears RAY_ADDRESS)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
     assert other_ray_address() == "RAY_ADDRESS=127.0.0.1:1"
@@ -139,14 +142,10 @@ def test_the_ray_a_plain_init_would_join_is_named(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.delenv("RAY_ADDRESS")
     address_file = Path(get_ray_address_file(None))
-    if address_file.exists():
-        pytest.skip(f"{address_file} exists: a Ray started by `ray start` may be running")
+    assert address_file.parent == tmp_path / "ray"
     address_file.parent.mkdir(parents=True, exist_ok=True)
     address_file.write_text("127.0.0.1:1")
-    try:
-        assert other_ray_address() == "the Ray at 127.0.0.1:1 (the address file of a `ray start`)"
-    finally:
-        address_file.unlink()
+    assert other_ray_address() == "the Ray at 127.0.0.1:1 (the address file of a `ray start`)"
 
 
 @pytest.mark.slow
@@ -209,32 +208,35 @@ def test_ray_packs_the_study_fractions_on_one_gpu() -> None:
 
 
 @pytest.mark.slow
-def test_a_run_beside_a_live_ray_start_neither_joins_nor_disturbs_it(tmp_path: Path) -> None:
+@RAY_START
+def test_a_run_beside_a_live_ray_start_neither_joins_nor_disturbs_it(
+    tmp_path: Path, ray_tmp: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A `ray start --head` on the machine (its address file written, as on a cluster
-    node): the run starts its own Ray, and the other Ray still answers afterwards."""
+    node): the run starts its own Ray, and the other Ray still answers afterwards. (The
+    head keeps its files in a private temp folder, RAY_TMPDIR, where the run looks too;
+    the ray_tmp fixture stops exactly its processes.)"""
     ray_bin = str(Path(sys.executable).with_name("ray"))
+    monkeypatch.setenv("RAY_TMPDIR", ray_tmp)
     env = dict(os.environ, RAY_ENABLE_UV_RUN_RUNTIME_ENV="0")
     started = subprocess.run(
         [ray_bin, "start", "--head", "--port=0", "--num-cpus=1", "--num-gpus=0",
          "--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
-    try:
-        assert started.returncode == 0, started.stderr[-2000:]
-        other = other_ray_address()
-        assert other is not None and "address file" in other
-        address = other.split("the Ray at ")[1].split(" ")[0]
-        proc = run_rlperf(
-            [*TINY_TRAIN, "train.iterations=1", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert f"not joining the Ray at {address}" in proc.stderr
-        summary = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
-        assert summary["status"] == "completed"
-        # The other Ray is still there: its address file unchanged, its GCS still listening.
-        assert other_ray_address() == other
-        host, port = address.rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=5):
-            pass
-    finally:
-        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, timeout=120, env=env)
+    assert started.returncode == 0, started.stderr[-2000:]
+    other = other_ray_address()
+    assert other is not None and "address file" in other
+    address = other.split("the Ray at ")[1].split(" ")[0]
+    proc = run_rlperf(
+        [*TINY_TRAIN, "train.iterations=1", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"not joining the Ray at {address}" in proc.stderr
+    summary = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
+    assert summary["status"] == "completed"
+    # The other Ray is still there: its address file unchanged, its GCS still listening.
+    assert other_ray_address() == other
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5):
+        pass

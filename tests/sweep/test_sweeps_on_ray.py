@@ -8,29 +8,25 @@ leaves is stopped by its own marker, never by a broad name.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import psutil
 import pytest
 import yaml
 from support.live_run import LiveRun, command_starts, csv_rows, named
 from support.one_run import ONE_RUN, one_run
+from support.private_ray import processes_with, wait_gone
 
 from rlperf.layout import (
     CELL_FILE,
@@ -42,7 +38,7 @@ from rlperf.layout import (
     SUMMARY_FILE,
 )
 from rlperf.report import build_report
-from tests.conftest import TESTS, run_rlperf
+from tests.conftest import RAY_START, TESTS, run_rlperf
 
 pytestmark = pytest.mark.slow
 
@@ -58,53 +54,6 @@ TINY = (
 
 
 # ------------------------------------------------------------------- helpers
-
-
-@pytest.fixture
-def ray_tmp() -> Iterator[str]:
-    """A short private Ray temp dir (Unix socket paths must stay short); its processes are
-    stopped and the dir removed afterwards, also when the test failed."""
-    path = tempfile.mkdtemp(prefix="rlt", dir="/tmp")
-    try:
-        yield path
-    finally:
-        stop_processes(path)
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def processes_with(marker: str) -> list[psutil.Process]:
-    """Processes whose command line mentions ``marker`` (a private Ray temp dir)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        if proc.pid == os.getpid():
-            continue
-        try:
-            if any(marker in arg for arg in proc.info["cmdline"] or ()):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
-def stop_processes(marker: str) -> None:
-    procs = processes_with(marker)
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            p.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=5)
-    for p in alive:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-
-
-def wait_gone(marker: str, timeout: float = 20.0) -> list[psutil.Process]:
-    """Ray processes of ``marker`` still alive after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = processes_with(marker)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.5)
 
 
 def cell(sweep: Path, subdir: str, name: str = CELL_FILE) -> dict[str, Any]:
@@ -412,6 +361,7 @@ def test_learner_and_raylet_killed_mid_sweep_then_resume(tmp_path: Path, ray_tmp
     assert not wait_gone(ray_tmp)
 
 
+@RAY_START
 def test_sweep_on_an_existing_cluster(tmp_path: Path, ray_tmp: str) -> None:
     """``ray.address``: the cells of a sweep, then the trials of a search, run on a
     cluster the test started (and the launcher neither starts nor stops Ray)."""

@@ -292,6 +292,7 @@ def test_killed_env_runner_leaves_excluded_fault_iterations(killed_run: Observed
 
 @pytest.mark.slow
 @pytest.mark.timing
+@pytest.mark.alone  # its threshold is set from what the machine uses when it starts
 def test_a_worker_killed_by_rays_memory_monitor_is_named(tmp_path: Path) -> None:
     """Ray's memory monitor, its threshold a little above what this machine uses, kills the
     env runner when the test takes memory after iteration 2: the fault iterations are
