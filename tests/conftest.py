@@ -20,8 +20,9 @@ from support.shared import build_once, machine_share, worker_id
 from rlperf.config.schema import register_configs
 from rlperf.console.deprecations import OWN_DEPRECATION, watching
 
-#: Each test's time, fixtures and markers kept in pytest's cache (scripts/durations.py).
-pytest_plugins = ("support.durations",)
+#: Each test's time, fixtures and markers kept in pytest's cache (scripts/durations.py);
+#: what pytest-xdist's --dist loadgroup keeps in one worker (support/xdist_groups.py).
+pytest_plugins = ("support.durations", "support.xdist_groups")
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -47,29 +48,6 @@ if worker_id() is not None and "RAY_TMPDIR" not in os.environ:
 #: Tests that start a Ray head with `ray start` (the client server's fixed port 10001, a
 #: cluster's address file): never two at once under pytest-xdist.
 RAY_START = pytest.mark.xdist_group("ray_start")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``), the tests of a module that builds a
-    module- or session-scoped fixture of its own run in one worker, which builds it once;
-    the conftest's shared runs are built once per run by :func:`build_once`."""
-    if worker_id() is None:
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None and _builds_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-
-
-def _builds_a_module_fixture(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(
-        d.scope != "function" and d.baseid.endswith(".py")
-        for name in item.fixturenames
-        for d in info.name2fixturedefs.get(name, ())
-    )
 
 
 @pytest.fixture(autouse=True)

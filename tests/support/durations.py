@@ -36,9 +36,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             "fixtures": sorted(getattr(item, "fixturenames", ())),
             "markers": sorted({m.name for m in item.iter_markers()}),
         }
-        group = item.get_closest_marker("xdist_group")
-        if group is not None:
-            about["group"] = group.args[0] if group.args else group.kwargs.get("name", "default")
         item.user_properties.append((PROPERTY, about))
 
 
@@ -46,8 +43,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     about = next((v for k, v in report.user_properties if k == PROPERTY), None)
     if about is None:
         return
-    # pytest-xdist's --dist loadgroup adds "@<group>" to the id of a grouped test.
-    node = report.nodeid.removesuffix(f"@{about['group']}") if "group" in about else report.nodeid
+    # pytest-xdist's --dist loadgroup adds "@<group>" to the id of a grouped test (its rule:
+    # an "@" after the parameters' "]").
+    node = report.nodeid
+    if node.rfind("@") > node.rfind("]"):
+        node = node[: node.rfind("@")]
     entry = _times.setdefault(
         node,
         {**about, "setup": 0.0, "call": 0.0, "teardown": 0.0, "outcome": "not run"},

@@ -1,5 +1,5 @@
 """Time-to-target: ``train.stop`` validation and the stop rule (no Ray), and PPO learning
-CartPole to the target through the entry point (slow)."""
+CartPole to a target through the entry point (slow)."""
 
 from __future__ import annotations
 
@@ -141,16 +141,23 @@ def test_warmup_default_does_not_wait_for_learning(compose_cfg) -> None:
         assert (t.warmup_iterations, t.warmup_until_first_episode) == (0, True), preset
 
 
+#: The real run's target: a greedy return PPO reaches within a few iterations of the
+#: preset. That PPO goes on to 450 within 300 000 env steps (the preset's own target) is a
+#: learning run, measured by ``benchmarks/bench_training.py`` (docs/benchmarks.md).
+QUICK_TARGET = 150
+
+
 @pytest.mark.slow
-def test_ppo_learns_cartpole_to_the_target(tmp_path) -> None:
-    """``rlperf env=cartpole model=mlp64 train.stop.episode_return=450`` with the preset's
-    sizes: greedy evaluation reaches 450 within 300 000 env steps."""
+def test_ppo_learns_cartpole_to_a_target_and_stops_there(tmp_path) -> None:
+    """``rlperf experiment=cartpole_target train.stop.episode_return=150``: greedy
+    evaluation after every iteration, and the run ends with the iteration that reached
+    the target, its times and steps accounted."""
     out = tmp_path / "run"
     proc = run_rlperf(
-        ["experiment=cartpole_target", "env=cartpole", "model=mlp64",
-         "train.stop.episode_return=450", "telemetry.interval_s=0.5", f"hydra.run.dir={out}"],
+        ["experiment=cartpole_target", f"train.stop.episode_return={QUICK_TARGET}",
+         "telemetry.interval_s=0.5", f"hydra.run.dir={out}"],
         cwd=tmp_path,
-        timeout=1800,  # about 2 minutes on an idle 2-core machine; far longer under load
+        timeout=1800,  # well under a minute on an idle 2-core machine; far longer under load
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     s = json.loads((out / SUMMARY_FILE).read_text())
@@ -162,7 +169,9 @@ def test_ppo_learns_cartpole_to_the_target(tmp_path) -> None:
     assert s["startup_s"] > 0 and s["startup_s"] + s["wall_s_to_target"] < s["wall_s"]
     # The run ended with the iteration that reached the target, judged on evaluation.
     assert s["iterations_to_target"] == len(m) == s["iterations"]
-    assert m["eval_return_mean"].iloc[-1] >= 450 and (m["eval_return_mean"].iloc[:-1] < 450).all()
+    last, before = m["eval_return_mean"].iloc[-1], m["eval_return_mean"].iloc[:-1]
+    assert last >= QUICK_TARGET and (before < QUICK_TARGET).all()
+    assert s["return_at_target"] == pytest.approx(last)
     assert (m["eval_episodes"] >= 10).all() and (m["eval_s"] > 0).all()
     assert s["time_to_target_s"] == pytest.approx(m["train_time_s"].iloc[-1])
     assert s["evaluation"]["eval_s"] == pytest.approx(m["eval_s"].sum())
