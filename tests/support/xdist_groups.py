@@ -8,6 +8,9 @@ loadgroup`` keep together what must run in one worker.
   (``<id>@<group>``) by setting ``item._nodeid``, which pytest 9.2 no longer reads (an
   item's id is its structured ``NodeId``): every test would be spread alone. The suffix is
   set here on the id pytest reads, as pytest-xdist means it.
+- The ``@pytest.mark.alone`` tests go last: one waits for the other worker's current
+  test to end and holds its next one back (``support.shared.machine_share``), which costs
+  least when the tests left are short, at the end.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = group_of(item)
         if group is not None and not item.nodeid.endswith(f"@{group}"):
             _suffix_id(item, group)
+    alone = [item for item in items if item.get_closest_marker("alone") is not None]
+    if alone:
+        items[:] = [item for item in items if item not in alone] + alone
 
 
 def builds_a_module_fixture(item: pytest.Item) -> bool:

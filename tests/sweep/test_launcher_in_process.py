@@ -578,6 +578,16 @@ def test_failed_and_invalid_cells_fail_the_sweep_after_the_others(
     ]
     statuses = [json.loads((other / d / CELL_FILE).read_text())["status"] for d in "012"]
     assert statuses == ["completed", "failed", "completed"]
+    # The same command again runs the failed cell only; the completed ones are kept.
+    fake = fake_groups()
+    multirun(other, "seed=0,1,2", "workers=0")
+    assert [c for _, cells in fake.groups for c in cells] == [["seed=1", "workers=0"]]
+    again = [json.loads((other / d / CELL_FILE).read_text()) for d in "012"]
+    assert [(c["status"], c["runs"]) for c in again] == [
+        ("completed", 1),
+        ("completed", 2),
+        ("completed", 1),
+    ]
 
 
 @pytest.mark.usefixtures("hydra_restore_singletons")

@@ -75,12 +75,13 @@ def test_a_precision_that_cannot_work_is_refused_before_ray(compose_cfg, overrid
 
 @pytest.mark.slow
 def test_a_real_run_stops_before_its_cap_when_precise(tmp_path: Path) -> None:
-    """A tiny CartPole run capped at 40 iterations with a ±25 % target stops at a planned look
-    before the cap (which look depends on the machine's noise) and says so in summary.json
-    and on the terminal."""
+    """A tiny CartPole run capped at 40 iterations with a ±50 % target stops at a planned look
+    before the cap (which look depends on the machine's noise: ±25 % was missed within 40
+    iterations beside the other test worker) and says so in summary.json and on the
+    terminal."""
     out = tmp_path / "run"
     args = [*TINY_TRAIN, "env=cartpole", "model=mlp64", "train.iterations=40",
-            "train.stop.precision=0.25", "train.warmup_until_first_episode=false",
+            "train.stop.precision=0.5", "train.warmup_until_first_episode=false",
             f"hydra.run.dir={out}"]  # fmt: skip
     proc = run_rlperf(args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
