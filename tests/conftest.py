@@ -145,6 +145,14 @@ def run_rlperf(
     return proc
 
 
+def succeeded(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    """``proc``, or an AssertionError with all it printed when it failed (a shared run that
+    fails fails every test that reads it, each with the run's own output)."""
+    if proc.returncode != 0:
+        raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
 #: What the tiny run printed (stdout, then stderr), next to its run folder.
 TERMINAL_FILE = "terminal.txt"
 
@@ -161,10 +169,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         args = [*TINY_TRAIN, "train.warmup_iterations=1",
                 "train.warmup_until_first_episode=false", f"hydra.run.dir={out}"]  # fmt: skip
         proc = run_rlperf(args, cwd=root)
-        if proc.returncode != 0:
-            raise AssertionError(
-                f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-            )
+        succeeded(proc)
         (root / TERMINAL_FILE).write_text(proc.stdout + proc.stderr)
         return out
 
@@ -208,10 +213,7 @@ def sac_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             cwd=root,
             env={"PYTHONPATH": str(Path(__file__).parent)},
         )
-        if proc.returncode != 0:
-            raise AssertionError(
-                f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-            )
+        succeeded(proc)
         return out
 
     return build_once(tmp_path_factory, f"sac_{request.param}", build)
@@ -238,10 +240,7 @@ def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     def build(root: Path) -> Path:
         out = root / "sweep"
         proc = run_rlperf([*TINY_SWEEP, f"hydra.sweep.dir={out}"], cwd=root)
-        if proc.returncode != 0:
-            raise AssertionError(
-                f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-            )
+        succeeded(proc)
         return out
 
     return build_once(tmp_path_factory, "tiny_sweep", build)

@@ -14,13 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import TINY_TRAIN, run_rlperf
 from support import synthetic
 
 from rlperf.layout import CELL_FILE, FINGERPRINT_FILE, METRICS_FILE, SUMMARY_FILE
 from rlperf.report import build_report
 from rlperf.report.cli import main
-from tests.conftest import THESIS
+from tests.conftest import THESIS, TINY_TRAIN, run_rlperf, succeeded
 
 T_975_1DF = 12.706204736174704
 
@@ -34,8 +33,7 @@ def two_seeds(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "train.warmup_iterations=1", "train.warmup_until_first_episode=false",
             f"hydra.sweep.dir={root / 'sweep'}"]  # fmt: skip
     proc = run_rlperf(args, cwd=root)
-    if proc.returncode != 0:
-        raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    succeeded(proc)
     return root / "sweep"
 
 

@@ -27,7 +27,7 @@ from rlperf.layout import (
 from rlperf.models.policy_file import load_policy
 from rlperf.resources.plan import count_nvidia_gpus
 from rlperf.runs.checkpoint import load_trained_run
-from tests.conftest import run_rlperf
+from tests.conftest import run_rlperf, succeeded
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +45,7 @@ LATENCY = ("forward_ms", "action_ms", "env_step_ms")
 
 def rollout(run: Path, out: Path, *extra: str) -> Path:
     proc = run_rlperf([*ROLLOUT, f"run={run}", *extra, f"hydra.run.dir={out}"], cwd=out.parent)
-    if proc.returncode != 0:
-        raise AssertionError(f"rlperf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    succeeded(proc)
     return out
 
 
