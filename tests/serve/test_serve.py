@@ -7,7 +7,6 @@ import asyncio
 import csv
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -472,19 +471,17 @@ def test_stage_serves_the_cartpole_mlp_policy_with_float_observations(
 @pytest.mark.slow
 @pytest.mark.timing
 def test_sigterm_mid_level_keeps_the_finished_levels_and_leaves_no_ray(
-    small_policy_run, tmp_path: Path
+    small_policy_run, tmp_path: Path, ray_tmp: str
 ) -> None:
     """SIGTERM to a serve run's process group while a long open-loop level runs: exit 143,
     one line, the summary ``interrupted``, the finished levels' rows kept whole, and Ray
     (Serve's controller, proxy and replicas with it) gone (docs/exit-codes.md)."""
     import signal
-    import subprocess
-    import tempfile
 
     from support.live_run import LiveRun, csv_rows
+    from support.private_ray import processes_with
 
     out = tmp_path / "serve"
-    ray_tmp = tempfile.mkdtemp(prefix="rlp", dir="/tmp")  # short: Unix socket paths
     args = [
         "stage=serve", f"run={small_policy_run['path']}", "serve.replicas=1",
         "serve.cpus_per_replica=0.5", "serve.clients=[1]", "serve.rates=[5]",
@@ -507,9 +504,7 @@ def test_sigterm_mid_level_keeps_the_finished_levels_and_leaves_no_ray(
     with (out / LEVELS_FILE).open() as f:
         levels = list(csv.DictReader(f))
     assert len(levels) == finished == 7 and [int(r["level"]) for r in levels] == list(range(7))
-    left = subprocess.run(["pgrep", "-f", ray_tmp], capture_output=True, text=True)
-    assert left.stdout.strip() == ""
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert not processes_with(ray_tmp)  # the run's private Ray folder names its processes
 
 
 @pytest.mark.slow

@@ -30,9 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = group_of(item)
         if group is not None and not item.nodeid.endswith(f"@{group}"):
             _suffix_id(item, group)
-    alone = [item for item in items if item.get_closest_marker("alone") is not None]
-    if alone:
-        items[:] = [item for item in items if item not in alone] + alone
+    items.sort(key=lambda item: item.get_closest_marker("alone") is not None)  # stable
 
 
 def builds_a_module_fixture(item: pytest.Item) -> bool:

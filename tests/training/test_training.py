@@ -183,22 +183,19 @@ def test_failure_keeps_summary_with_error(tmp_path) -> None:
     [("SIGINT", False, 130), ("SIGTERM", True, 143)],
     ids=["ctrl-c-to-pid", "sigterm-to-group"],
 )
-def test_stop_signal_keeps_completed_iterations(tmp_path, name, to_group, code) -> None:
+def test_stop_signal_keeps_completed_iterations(tmp_path, ray_tmp, name, to_group, code) -> None:
     """A stop signal mid-run: exit 128 + signal, summary says interrupted and why, finished
     rows stay, Ray is gone, the terminal has one line and no stack dump. SIGTERM goes to the
     process group, as a terminal or ``kill -TERM -PGID`` signals: Ray's processes are in
     groups of their own, so it reaches rlperf alone (reaching the raylet too, Ray's core
     worker ended rlperf with exit 1 before it said anything, 2 runs in 12 beside a CPU hog:
     docs/exit-codes.md); Ctrl-C to the PID only."""
-    import shutil
     import signal
-    import subprocess
-    import tempfile
+
+    from support.private_ray import processes_with
 
     out = tmp_path / "interrupted"
-    # A short private Ray temp dir (Unix socket paths are limited to 107 bytes) to find
-    # this run's Ray processes afterwards.
-    ray_tmp = tempfile.mkdtemp(prefix="rlp", dir="/tmp")
+    # ray_tmp: a private Ray temp dir that names this run's Ray processes (support.private_ray).
     args = [a for a in TINY_TRAIN if not a.startswith("train.iterations")]
     args += ["workers=0", "train.iterations=50", f"hydra.run.dir={out}"]
     metrics = out / METRICS_FILE
@@ -222,6 +219,4 @@ def test_stop_signal_keeps_completed_iterations(tmp_path, name, to_group, code) 
     assert len(m) >= 2 and list(m["iteration"]) == list(range(1, len(m) + 1))
     assert s["iterations"] == len(m) < 50
     # Every Ray process of this run's session is gone.
-    left = subprocess.run(["pgrep", "-f", ray_tmp], capture_output=True, text=True)
-    assert left.stdout.strip() == ""
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert not processes_with(ray_tmp)
