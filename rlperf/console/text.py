@@ -14,14 +14,21 @@ from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.results.columns import ENV_STEPS_PER_S, FRAMES_PER_S, ITER_S, LEARN_S, SAMPLE_S, WALL_S
 from rlperf.specs.stages import DEFAULT_STAGE, STAGES, stage_spec
 
+#: A header key that some options of its group lack, and the key that names the same thing
+#: there: a user's env class (``env=custom``) has an entry point, not a gymnasium id.
+_OR_ELSE = {"env.id": "env.entry_point"}
+
 
 def header_lines(cfg: Any, out_dir: Path, log_path: Path | None) -> list[str]:
-    """``rlperf train: model=model1 env=... | results: <dir> (log: <file>)``."""
+    """``rlperf train: model=model1 env=... | results: <dir> (log: <file>)``; ``env=`` names
+    the env's id, or a custom env's entry point (``env=pkg.module:Class``)."""
     stage = str(OmegaConf.select(cfg, "stage"))
     parts = []
     header = STAGES[stage].header if stage in STAGES else ()
     for label, key in header:
         value = OmegaConf.select(cfg, key)
+        if value is None and key in _OR_ELSE:
+            value = OmegaConf.select(cfg, _OR_ELSE[key])
         if value is not None:
             parts.append(f"{label}={value}")
     where = f"results: {out_dir}" + (f" (log: {log_path.name})" if log_path else "")

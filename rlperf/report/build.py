@@ -33,7 +33,7 @@ from rlperf.report.figures.serve import draw_serve_figures
 from rlperf.report.read.cells import Cell
 from rlperf.report.read.collect import Progress, read_cells
 from rlperf.report.result import ReportResult
-from rlperf.report.sections.base import Inputs, registered
+from rlperf.report.sections.base import Inputs, Section, registered
 from rlperf.report.stats.targets import targets_table
 from rlperf.report.tables import tidy
 from rlperf.report.tables.serve import write_serve_tables
@@ -162,7 +162,7 @@ def collect_sections(inputs: Inputs, figures_dir: Path | None) -> list[Path]:
     Returns the figures drawn but not listed."""
     result = inputs.result
     sections = registered()
-    for section in sections:
+    for section in _by_needs(sections):
         if section.collect is not None:
             result.sections[section.name] = section.collect(inputs)
     unlisted: list[Path] = []
@@ -176,6 +176,20 @@ def collect_sections(inputs: Inputs, figures_dir: Path | None) -> list[Path]:
             else:
                 unlisted += shown.values()
     return unlisted
+
+
+def _by_needs(sections: Sequence[Section]) -> list[Section]:
+    """``sections`` in registry order, except that one needing another's data (a name in its
+    ``needs``) comes after it (the answers read the scaling curves)."""
+    names = {s.name for s in sections}
+    done: list[Section] = []
+    pending = list(sections)
+    while pending:
+        ready = next(s for s in pending
+                     if not (set(s.needs) & names) - {d.name for d in done} - {s.name})  # fmt: skip
+        done.append(ready)
+        pending.remove(ready)
+    return done
 
 
 def all_excluded_warnings(cells: Sequence[Cell]) -> list[str]:

@@ -93,6 +93,7 @@ __all__ = [
     "env_protocol",
     "legacy_env_protocol",
     "protocol_key",
+    "protocol_parts",
     "protocol_text",
 ]
 
@@ -400,13 +401,19 @@ def protocol_key(protocol: Mapping[str, Any]) -> str:
 
 
 def protocol_text(protocol: Mapping[str, Any]) -> str:
-    """A short label for table headings: ``Pong v5 · skip 4 · sticky 0 · episodic life``.
+    """A short label for table headings: ``Pong v5 · skip 4 · sticky 0 · episodic life``
+    (:func:`protocol_parts` joined). Two protocols may read alike (e.g. noop_max differs):
+    compare :func:`protocol_key`, never the text."""
+    return " · ".join(protocol_parts(protocol))
+
+
+def protocol_parts(protocol: Mapping[str, Any]) -> list[str]:
+    """The parts of :func:`protocol_text`, the env's name first (``Pong v5``).
 
     Atari: game and version, frames per step (how they are made), sticky actions, then
     only what departs from the common setup (full action set, no life loss, clipped
     rewards, a step limit, a frame size other than 84). Others: the id, and the step
-    limit where one is set. Two protocols may read alike (e.g. noop_max differs): compare
-    :func:`protocol_key`, never the text.
+    limit where one is set.
     """
     env_id = protocol.get("env_id")
     if protocol.get("kind") != "atari":
@@ -416,7 +423,7 @@ def protocol_text(protocol: Mapping[str, Any]) -> str:
         parts = [name]
         if protocol.get("max_episode_steps") is not None:
             parts.append(_limit_text(protocol["max_episode_steps"]))
-        return " · ".join(parts)
+        return parts
     game = _game(str(env_id or ""))
     version = protocol.get("env_version")
     parts = [f"{game} {version}" if version else game, _skip_text(protocol)]
@@ -434,7 +441,7 @@ def protocol_text(protocol: Mapping[str, Any]) -> str:
     observation = protocol.get("observation") or {}
     if observation.get("dim") not in (None, 84):
         parts.append(f"{observation['dim']}px")
-    return " · ".join(p for p in parts if p)
+    return [p for p in parts if p]
 
 
 def _limit_text(steps: Any) -> str:

@@ -143,6 +143,26 @@ def test_verbose_flag_is_the_verbosity_override() -> None:
     assert expand_verbose_flag(["model=tiny"]) == ["model=tiny"]
 
 
+@pytest.mark.parametrize(
+    ("overrides", "env"),
+    [
+        (["env=pong", "env.id=ALE/Breakout-v5"], "ALE/Breakout-v5"),
+        (["env=gym", "env.id=Acrobot-v1", "model=mlp64"], "Acrobot-v1"),
+        (["env=cartpole", "model=mlp64"], "CartPole-v1"),
+        (["env=custom", "env.entry_point=my_envs.grid:GridWorld", "model=mlp64"],
+         "my_envs.grid:GridWorld"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("stage", ["train", "env"])
+def test_header_names_the_env_of_every_kind(
+    compose_cfg, overrides: list[str], env: str, stage: str
+) -> None:
+    """An Atari or gymnasium env by its id, a user's env class by its entry point."""
+    head = header_lines(compose_cfg(f"stage={stage}", *overrides), Path("/out/run"), None)[0]
+    assert head.startswith(f"rlperf {stage}: ")
+    assert [p for p in head.split() if p.startswith("env=")] == [f"env={env}"]
+
+
 def test_header_and_summary_name_what_ran_and_what_it_measured(compose_cfg) -> None:
     cfg = compose_cfg("model=tiny", "workers=2")
     head = header_lines(cfg, Path("/out/run"), Path("/out/run/rlperf.log"))

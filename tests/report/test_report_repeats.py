@@ -94,12 +94,13 @@ def test_findings_table_and_figure_say_how_many_runs(report):
     assert "1 configuration(s) ran 2 times" in spread.text
     assert "each run's own interval spans at most ±" in spread.text
     md = report.markdown.read_text()
-    assert "| rank | configuration | runs | cells |" in md
+    assert "| rank | configuration | runs | iters (warm-up) | time per 1 000 env steps (s)" in md
     assert "time per 1 000 env steps (s) [95% CI]" in md
-    assert "| 1 | all | 2 | `sweep/0`, `sweep/1` | 6 (2) |" in md
+    assert "| 1 | all | 2 | 6 (2) |" in md
+    assert "| all | `sweep/0`, `sweep/1` |" in md  # the cells, under the table
     assert "1 of 1 configuration(s) ran more than once (2 runs)" in md
     # One configuration (its two runs pooled): no panel of intervals to compare.
-    assert report.figures_skipped["intervals"].startswith("every family and model has a single")
+    assert report.figures_skipped["intervals"].startswith("every family and workload has a single")
 
 
 @pytest.mark.slow

@@ -188,7 +188,7 @@ def test_report_files(report):
         assert needle in md
     figures = md[md.index("## Figures") :]
     assert len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", figures)) == 10
-    # Each answer shows its figure once more, at the top.
+    # Each answer shows its own figure (its comparison set only), at the top.
     answers = md[md.index("## Answers") : md.index("## Findings")]
     shown = len(re.findall(r"!\[[^]]*\]\(figures/\w+\.png\)", answers))
     assert shown >= 2

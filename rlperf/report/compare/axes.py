@@ -40,6 +40,20 @@ class AxisPlan:
         return _config_text([a for a in self.axes if a not in drop], self.quiet, cell_values)
 
 
+def within_set(labels: Sequence[str]) -> list[str]:
+    """Configuration labels as one comparison set shows them: without the parts (`` · ``
+    separated) that every label of the set shares, so a row says only what varies inside
+    its set (``gpu0 · 8 workers`` beside ``both · 16 workers``, both ``legacy``). A label
+    left with nothing (one configuration, or labels that are all alike) stays whole."""
+    split = [str(label).split(" · ") for label in labels]
+    shared = set.intersection(*(set(parts) for parts in split)) if split else set()
+    out = []
+    for label, parts in zip(labels, split, strict=True):
+        kept = [p for p in parts if p not in shared]
+        out.append(" · ".join(kept) if kept and len(split) > 1 else str(label))
+    return out
+
+
 def _config_text(axes: Sequence[str], quiet: dict[str, Any], values: dict[str, Any]) -> str:
     """A cell's configuration label: its values of ``axes`` except the model, and except
     values that are ``quiet`` (shared by most cells); ``all`` when nothing is left."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from rlperf.errors import BaselineError, MixedFingerprintsError
 from rlperf.report.compare.axes import AxisPlan, parse_baseline, plan_axes, select_baselines
 from rlperf.report.compare.findings import FamilyAnalysis, analyse_family
-from rlperf.report.compare.workloads import workload_labels
+from rlperf.report.compare.workloads import workload_labels, workload_legend
 from rlperf.report.read.cells import SERVE_FAMILY, Cell
 from rlperf.report.read.fingerprints import FingerprintGroup, group_cells
 from rlperf.report.stats.repeats import Configuration, group_repeats
@@ -31,6 +31,8 @@ class Comparison:
     fingerprint_of: dict[str, str]  # cell id -> fingerprint group name
     mixed: dict[tuple[str, str], list[str]]  # (family, workload) -> fingerprints mixed there
     workload_of: dict[str, str] = field(default_factory=dict)  # cell id -> workload label
+    #: family -> {a workload's short name (its label) -> the whole workload}.
+    workload_legend: dict[str, dict[str, str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -59,7 +61,17 @@ def compare_cells(cells: list[Cell], strict: bool) -> Comparison:
             conf.workload = workload[conf.id]
     plans = {fam: plan_axes(cs, confs[fam]) for fam, cs in families.items()}
     mixed = _mixed([c for c in cells if c.completed], fps, workload)
-    comparison = Comparison(cells, families, confs, plans, groups, fps, mixed, workload)
+    comparison = Comparison(
+        cells,
+        families,
+        confs,
+        plans,
+        groups,
+        fps,
+        mixed,
+        workload,
+        {fam: workload_legend(cs) for fam, cs in families.items()},
+    )
     if mixed:
         where = ", ".join(f"{fam} {model}" for fam, model in sorted(mixed))
         msg = (

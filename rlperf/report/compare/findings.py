@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from rlperf.report.compare.axes import AxisPlan
-from rlperf.report.compare.study import legacy_text
+from rlperf.report.compare.axes import AxisPlan, within_set
+from rlperf.report.compare.study import LEGACY_METHOD, legacy_learn_range, legacy_text
 from rlperf.report.read.cells import ENV_FAMILY, PHASES, Cell, included
 from rlperf.report.stats import estimates
 from rlperf.report.stats.estimates import Estimate
@@ -28,13 +28,20 @@ from rlperf.results.columns import ENV_STEPS, ITER_S
 
 @dataclass
 class Finding:
-    """One sentence of the findings section; ``cells`` are the cell ids it names."""
+    """One finding; ``cells`` are the cell ids it names.
+
+    ``headline`` is what a person scans: one sentence of at most about 25 words that leads
+    with the number; ``text`` the whole of it (cells, method, caveats), shown under the
+    headline on demand and kept whole in report.md."""
 
     kind: str
     family: str
     model: str  # the comparison (workload) it is about
     cells: list[str]
     text: str
+    headline: str = ""
+    #: The headline's numbers, for a folded headline over several findings.
+    values: tuple[float, ...] = ()
     #: Findings with the same ``fold`` text say the same thing of other cells: the report
     #: prints them as one line naming the cells (:func:`fold`).
     fold: str = ""
@@ -248,6 +255,8 @@ def _fastest_finding(
                        fold=f"{out.family}: one configuration in its comparison, nothing to "
                             f"rank ({objective.what})",
                        brief=f"{model} `{label[best]}` {_ci(est[best], objective.unit)}",
+                       headline=f"{_short(est[best], objective.unit)}: {model}, its one "
+                                f"configuration `{label[best]}`.",
                        )  # fmt: skip
     ties = [k for k in order[1:] if estimates.tied(est[best], est[k])]
     text = (
@@ -264,7 +273,13 @@ def _fastest_finding(
         margin = estimates.speedup(est[nxt], est[best])
         text += f" It beats the next best, `{label[nxt]}`, by {ratio_text(margin)}."
     text += _phase_shares(conf.completed) if out.family == "training" else ""
-    return Finding("fastest", out.family, model, [best, *ties], text)
+    shown = dict(zip(order, within_set([label[k] for k in order]), strict=True))
+    headline = f"{_short(est[best], objective.unit)}: `{shown[best]}` is fastest in {model}"
+    if ties:
+        headline += f", tied with {len(ties)} other(s)."
+    else:
+        headline += f", {margin.value:.2f}× ahead of `{shown[order[1]]}`."
+    return Finding("fastest", out.family, model, [best, *ties], text, headline)
 
 
 def _repeats_finding(
@@ -300,7 +315,13 @@ def _repeats_finding(
         f"{_fmt(min(e.value for e in runs), unit)} to {_fmt(max(e.value for e in runs), unit)} "
         f"({100 * spread(worst):.1f}% apart); each run's own interval spans at most {own_text}."
     )
-    return Finding("repeats", out.family, model, [worst], text)
+    headline = (
+        f"{100 * spread(worst):.0f}% apart: the runs of `{label[worst]}` in {model}, "
+        f"each run's own interval ±{100 * own:.1f}% at most."
+        if np.isfinite(own)
+        else f"{100 * spread(worst):.0f}% apart: the runs of `{label[worst]}` in {model}."
+    )
+    return Finding("repeats", out.family, model, [worst], text, headline)  # fmt: skip
 
 
 def _legacy_finding(
@@ -309,7 +330,14 @@ def _legacy_finding(
     """Legacy RLlib 1.x runs: the phase times the study's way and rlperf's, side by side."""
     ranked = [(k, label[k], out.configurations[k].completed) for k in order]
     best, text = legacy_text(out.family, model, ranked)
-    return [Finding("legacy", out.family, model, [best], text)] if text else []
+    learn = legacy_learn_range(ranked)
+    if not text or learn is None:
+        return []
+    return [Finding("legacy", out.family, model, [best], f"{text} {LEGACY_METHOD}",
+                    headline=f"{learn[0]:+.1f}% to {learn[1]:+.1f}%: rlperf's learn time per "
+                             f"iteration vs the study's way in {model} (legacy RLlib 1.x "
+                             "data).",
+                    fold=LEGACY_FOLD, brief=model, values=learn)]  # fmt: skip
 
 
 def _fidelity_findings(
@@ -327,7 +355,9 @@ def _fidelity_findings(
             f"is vacuous: {reason}. Its agreement (or action error) shows nothing; a "
             "constant policy would pass it too.",
             fold=f"fidelity vacuous, {reason}: their agreement (or action error) shows "
-                 "nothing (a constant policy would pass too)"))  # fmt: skip
+                 "nothing (a constant policy would pass too)",
+            headline=f"Vacuous: the fidelity check of `{label[k]}` in {model} shows nothing "
+                     "(a constant policy would pass it)."))  # fmt: skip
     checked = [(k, c) for k, c in checked if (k, c) not in vacuous]
     flagged = [(k, c) for k, c in checked if c.summary["fidelity"].get("flagged")]
     for k, c in flagged:
@@ -335,7 +365,9 @@ def _fidelity_findings(
         out.append(Finding("fidelity", family, model, [c.id],
             f"{family.capitalize()}, {model}: `{label[k]}` (cell `{c.id}`) is flagged: "
             f"{fid.get('flag_reason') or 'it does not act like the source policy'}; its "
-            "latency is not a like-for-like comparison."))  # fmt: skip
+            "latency is not a like-for-like comparison.",
+            headline=f"Flagged: `{label[k]}` in {model} does not act like its source policy; "
+                     "its latency is not like for like."))  # fmt: skip
     if checked and not flagged:
         out.append(_worst_passing(family, model, checked, label))
     return out
@@ -354,6 +386,9 @@ def _worst_passing(family: str, model: str, checked: Sequence[tuple[str, Cell]],
 
     k, worst = max(checked, key=badness)
     fid = worst.summary["fidelity"]
+    number = (f"{100 * fid['action_err_p99']:.3g} % of the action range (p99 error)"
+              if "action_err_p99" in fid else f"{fid.get('agreement', float('nan')):.3f} "
+              "agreement")  # fmt: skip
     what = (
         f"the largest p99 action error is `{label[k]}` (cell `{worst.id}`), "
         f"{100 * fid['action_err_p99']:.3g} % of the action range"
@@ -363,7 +398,9 @@ def _worst_passing(family: str, model: str, checked: Sequence[tuple[str, Cell]],
     )
     return Finding("fidelity", family, model, [worst.id],
         f"{family.capitalize()}, {model}: all {len(checked)} exported variant(s) pass the "
-        f"fidelity check; {what}.")  # fmt: skip
+        f"fidelity check; {what}.",
+        headline=f"{number} at worst: all {len(checked)} exported variant(s) of {model} pass "
+                 f"the fidelity check (`{label[k]}` closest to failing).")  # fmt: skip
 
 
 def _phase_shares(runs: Sequence[Cell]) -> str:
@@ -403,26 +440,67 @@ def _speedup_finding(
         "contains 1)"
     )
     text += f"; {len(no_ci)} have too few samples for an interval." if no_ci else "."
-    return Finding("speedup", out.family, model, [base, best], text)
+    shown = dict(zip(order, within_set([label[k] for k in order]), strict=True))
+    headline = (
+        f"{sp[best].value:.2f}×{_mark(sp[best])}: the fastest against the baseline "
+        f"`{shown.get(base, label[base])}` in {model}; {len(faster)} faster, "
+        f"{len(slower)} slower, {len(same)} tied."
+    )
+    return Finding("speedup", out.family, model, [base, best], text, headline)
 
 
-def fold(findings: Sequence[Finding]) -> list[str]:
-    """The findings' texts, those with the same ``fold`` text as one line naming their cells
-    ("8 cells: fidelity vacuous, ...: `a`, `b`, ..."), at the place of the first of them."""
+def fold(findings: Sequence[Finding]) -> list[tuple[str, str]]:
+    """The findings as (headline, the whole text), those with the same ``fold`` text as one
+    finding naming where it applies ("3 comparisons: ..."), at the place of the first."""
     groups: dict[str, list[Finding]] = {}
     for f in findings:
         if f.fold:
             groups.setdefault(f.fold, []).append(f)
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     for f in findings:
         if not f.fold or len(groups[f.fold]) == 1:
-            out.append(f.text)
+            out.append((f.headline or f.text, f.text))
         elif groups[f.fold][0] is f:
-            same = groups[f.fold]
-            if all(g.brief for g in same):
-                out.append(f"{len(same)} comparisons: {f.fold}: "
-                           + "; ".join(g.brief for g in same) + ".")  # fmt: skip
-                continue
-            cells = [c for g in same for c in g.cells]
-            out.append(f"{len(cells)} cells: {f.fold}: " + ", ".join(f"`{c}`" for c in cells) + ".")
+            out.append(_folded(groups[f.fold]))
     return out
+
+
+def _folded(same: Sequence[Finding]) -> tuple[str, str]:
+    """One finding for several that say the same of other comparisons or cells."""
+    first = same[0]
+    if first.fold == LEGACY_FOLD:
+        numbers = [v for f in same for v in f.values]
+        headline = (f"{min(numbers):+.1f}% to {max(numbers):+.1f}%: rlperf's learn time per "
+                    f"iteration vs the study's way, in {len(same)} comparisons: "
+                    + ", ".join(f.brief for f in same) + ".")  # fmt: skip
+        texts = [f.text.removesuffix(f" {LEGACY_METHOD}") for f in same]
+        return headline, " ".join([*texts, LEGACY_METHOD])
+    if all(g.brief for g in same):
+        text = f"{len(same)} comparisons: {first.fold}: " + "; ".join(g.brief for g in same) + "."
+        return f"{len(same)} comparisons: {first.fold}.", text
+    cells = [c for g in same for c in g.cells]
+    text = f"{len(cells)} cells: {first.fold}: " + ", ".join(f"`{c}`" for c in cells) + "."
+    return f"{len(cells)} cells: {first.fold}.", text
+
+
+#: The fold of the legacy findings: one line for every comparison of legacy runs.
+LEGACY_FOLD = "legacy RLlib 1.x data both ways"
+
+
+def _short(e: Estimate, unit: str) -> str:
+    """A headline's number: ``2.51 s`` with its interval's half-width, ``†`` for one run."""
+    if not np.isfinite(e.value):
+        return "n/a"
+    value = _fmt(e.value, unit)
+    if not e.has_ci or not e.value:
+        return value
+    return f"{value} ±{(e.high - e.low) / 2 / abs(e.value):.1%}{_mark(e)}"
+
+
+def _mark(e: Estimate) -> str:
+    """`` †`` after a number resting on one run (:data:`ONE_RUN_LINE` says what it means)."""
+    return " †" if e.one_run else ""
+
+
+#: What ``†`` means, said once under the findings.
+ONE_RUN_LINE = f"† {estimates.ONE_RUN}: the interval is over that run's own samples."

@@ -25,10 +25,11 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.compare.comparison import Comparison
+from rlperf.report.compare.workloads import short_env_texts
 from rlperf.report.stats.repeats import Configuration
 from rlperf.report.stats.robust import MIN_SEEDS, compare_returns, iqm, unit_of
 from rlperf.results.columns import EPISODE_RETURN_MEAN
-from rlperf.results.protocol import protocol_key, protocol_text
+from rlperf.results.protocol import protocol_key, protocol_parts
 from rlperf.specs.backends import BACKENDS
 
 #: The share of a training run's last iterations whose mean returns stand for it when
@@ -77,6 +78,7 @@ def training_comparisons(comparison: Comparison) -> list[ReturnComparison]:
             by_protocol.setdefault(key, []).append(conf)
     out = []
     plan = comparison.plans.get("training")
+    envs = short_env_texts(comparison.families.get("training", []))
     for confs in by_protocol.values():
         if len(confs) < 2 or plan is None:
             continue
@@ -100,7 +102,8 @@ def training_comparisons(comparison: Comparison) -> list[ReturnComparison]:
         if len(groups) < 2:
             continue
         first = confs[0].completed[0]
-        env = protocol_text(first.env_protocol) if first.env_protocol else "env unknown"
+        parts = tuple(protocol_parts(first.env_protocol)) if first.env_protocol else ()
+        env = envs.get(parts, " · ".join(parts) or "env unknown")
         best = max(groups, key=lambda k: iqm(groups[k][np.isfinite(groups[k])]))
         table = compare_returns(groups, unit, reference=best)
         out.append(ReturnComparison("training", f"Training returns on {env}", unit, unit_text,

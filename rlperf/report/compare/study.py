@@ -102,11 +102,23 @@ def legacy_text(
         f"{family.capitalize()}, {model}, legacy RLlib 1.x data both ways: for the fastest "
         f"configuration `{label}` (cell `{best}`), {both}. Across its {len(legacy)} legacy "
         f"configuration(s) rlperf's per-iteration learn time differs from the study's by "
-        f"{min(learn):+.1f}% to {max(learn):+.1f}%. The study's way averages RLlib's "
-        "10-iteration window means after the first finished episode; rlperf inverts the "
-        "window. Time per iteration (`time_this_iter_s`), rankings and speedups are the same "
-        "both ways."
+        f"{min(learn):+.1f}% to {max(learn):+.1f}%."
     )
+
+
+#: How the two ways differ, said once under the legacy findings.
+LEGACY_METHOD = (
+    "The study's way averages RLlib's 10-iteration window means after the first finished "
+    "episode; rlperf inverts the window. Time per iteration (`time_this_iter_s`), rankings "
+    "and speedups are the same both ways."
+)
+
+
+def legacy_learn_range(ranked: Sequence[tuple[str, str, list[Cell]]]) -> tuple[float, float] | None:
+    """The smallest and largest difference (%) of rlperf's per-iteration learn time from the
+    study's way over one model's legacy configurations; None without legacy runs."""
+    learn = [_pct(*means[LEARN_S]) for _, _, runs in ranked if (means := both_ways(runs))]
+    return (min(learn), max(learn)) if learn else None
 
 
 def _pct(study: float, ours: float) -> float:

@@ -10,9 +10,12 @@ different workloads are never ranked against each other; the report puts them si
 side only on a work-normalised throughput that fits both (emulator frames per second,
 :mod:`rlperf.report.compare.across`).
 
-A workload's label names the model and each other part that varies between the family's
-workloads where the parts before it do not determine it (the model alone when nothing
-else does), so one sweep keeps its one table per model.
+A workload's label is a short name: the model and each other part that varies between
+the family's workloads where the parts before it do not determine it (the model alone when
+nothing else does), so one sweep keeps its one table per model; and of the env protocol
+only its name and the fields that differ between protocols of that name (``model1 · Pong
+v0``, not the protocol's seven fields). :func:`workload_legend` maps each short name to the
+whole workload, which the report gives once (the title's *Workloads* legend).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlperf.report.read.cells import Cell
-from rlperf.results.protocol import protocol_key, protocol_text
+from rlperf.results.protocol import protocol_key, protocol_parts
 
 #: The parts of a workload, in the order labels name them.
 PARTS = ("model", "algo", "env", "batch", "target")
@@ -39,6 +42,9 @@ class Workload:
 
     values: tuple[tuple[str, str], ...]
     texts: dict[str, str]
+    #: The env protocol's parts (:func:`~rlperf.results.protocol.protocol_parts`), its
+    #: name first: what the short name picks from.
+    env_parts: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -57,7 +63,9 @@ def _target(cell: Cell) -> Any:
 def workload_of(cell: Cell) -> Workload:
     """The cell's workload (:data:`PARTS` for training, :data:`INFERENCE_PARTS` else)."""
     protocol = cell.env_protocol
-    env_text = protocol_text(protocol) if protocol else str(cell.axes.get("env") or "env unknown")
+    env_parts = (protocol_parts(protocol) if protocol
+                 else [str(cell.axes.get("env") or "env unknown")])  # fmt: skip
+    env_text = " · ".join(env_parts)
     env_key = protocol_key(protocol) if protocol else env_text
     batch, target = _batch(cell), _target(cell)
     parts: dict[str, tuple[str, str]] = {
@@ -69,7 +77,8 @@ def workload_of(cell: Cell) -> Workload:
         "target": (str(target), f"target {float(target):g}" if _number(target) else "no target"),
     }  # fmt: skip
     names = PARTS if cell.family == "training" else INFERENCE_PARTS
-    return Workload(tuple((n, parts[n][0]) for n in names), {n: parts[n][1] for n in names})
+    return Workload(tuple((n, parts[n][0]) for n in names), {n: parts[n][1] for n in names},
+                    tuple(env_parts))  # fmt: skip
 
 
 def _number(value: Any) -> bool:
@@ -77,8 +86,20 @@ def _number(value: Any) -> bool:
 
 
 def workload_labels(cells: Sequence[Cell]) -> dict[str, str]:
-    """cell id -> its workload's label within ``cells`` (one family): the model, then each
-    other part whose value differs between the cells' workloads."""
+    """cell id -> its workload's short name within ``cells`` (one family): the model, then
+    each other part whose value differs between the cells' workloads, the env by its
+    :func:`short_env_texts`."""
+    return {cid: short for cid, (short, _) in _names(cells).items()}
+
+
+def workload_legend(cells: Sequence[Cell]) -> dict[str, str]:
+    """short name -> the whole workload (every part, the full env protocol), for the
+    workloads of ``cells`` (one family)."""
+    return dict(_names(cells).values())
+
+
+def _names(cells: Sequence[Cell]) -> dict[str, tuple[str, str]]:
+    """cell id -> (short name, whole workload)."""
     workloads = {c.id: workload_of(c) for c in cells}
     # A part is named where it is not already determined by the parts named before it
     # (the model's observation size is part of the protocol: a 252 px model1 is not
@@ -91,9 +112,13 @@ def workload_labels(cells: Sequence[Cell]) -> dict[str, str]:
             seen.setdefault(tuple(values.get(n) for n in varying), set()).add(values.get(name))
         if any(len(v) > 1 for v in seen.values()):
             varying.append(name)
-    labels = {
-        cid: " · ".join(w.texts[n] for n in varying if n in w.texts) for cid, w in workloads.items()
-    }
+    envs = _short_envs(list(workloads.values()))
+
+    def short(w: Workload) -> str:
+        texts = {**w.texts, "env": envs.get(w.env_parts, w.texts.get("env", ""))}
+        return " · ".join(texts[n] for n in varying if n in texts)
+
+    labels = {cid: short(w) for cid, w in workloads.items()}
     # Two workloads whose texts read alike (a protocol field the text leaves out) stay apart.
     keys_of: dict[str, list[str]] = {}
     for cid, w in workloads.items():
@@ -104,13 +129,24 @@ def workload_labels(cells: Sequence[Cell]) -> dict[str, str]:
         keys = keys_of[labels[cid]]
         if len(keys) > 1:
             labels[cid] += f" #{keys.index(w.key) + 1}"
-    return labels
+    return {cid: (labels[cid], " · ".join(w.texts.values())) for cid, w in workloads.items()}
 
 
-def held_constant(cells: Sequence[Cell]) -> dict[str, str]:
-    """What every cell of one comparison shares (part -> text), for its table's caption."""
-    if not cells:
-        return {}
-    texts = [workload_of(c).texts for c in cells]
-    first = texts[0]
-    return {n: t for n, t in first.items() if all(x.get(n) == t for x in texts)}
+def short_env_texts(cells: Sequence[Cell]) -> dict[tuple[str, ...], str]:
+    """env protocol parts -> the protocol's short name among ``cells``' protocols."""
+    return _short_envs([workload_of(c) for c in cells])
+
+
+def _short_envs(workloads: Sequence[Workload]) -> dict[tuple[str, ...], str]:
+    """Each protocol by its name and the parts that not every protocol of that name shares
+    (``Pong v0 · 252px`` beside ``Pong v0`` at 84 px): what tells it from the others."""
+    by_name: dict[str, set[tuple[str, ...]]] = {}
+    for w in workloads:
+        if w.env_parts:
+            by_name.setdefault(w.env_parts[0], set()).add(w.env_parts)
+    out: dict[tuple[str, ...], str] = {}
+    for name, protocols in by_name.items():
+        shared = set.intersection(*(set(p[1:]) for p in protocols))
+        for p in protocols:
+            out[p] = " · ".join([name, *(x for x in p[1:] if x not in shared)])
+    return out

@@ -2,7 +2,8 @@
 
 The document is a list of blocks built by :mod:`rlperf.report.document`; both
 renderers walk the same list, so the two files always say the same thing. The
-HTML embeds every PNG as base64 and needs nothing else (no CSS or JS files).
+HTML embeds every PNG as base64, once, and needs nothing else (no CSS or JS files); at
+1280 and at 800 px nothing in it is cut off (wide tables scroll in their own box).
 """
 
 from __future__ import annotations
@@ -71,7 +72,15 @@ class Collapsed:
     blocks: list[Block]
 
 
-Block = Heading | Para | Bullets | Warn | Table | Image | Collapsed
+@dataclass
+class Points:
+    """Bullets a person scans: each a headline with, where it has one, its whole text under
+    it (``<details>`` in HTML; an indented line in Markdown, where scripts read it)."""
+
+    items: list[tuple[str, str]]
+
+
+Block = Heading | Para | Bullets | Warn | Table | Image | Collapsed | Points
 
 
 def _text(value: object) -> str:
@@ -95,6 +104,10 @@ def to_markdown(blocks: list[Block], out_dir: Path) -> str:
             lines += [b.text, ""]
         elif isinstance(b, Bullets):
             lines += [f"- {item}" for item in b.items] + [""]
+        elif isinstance(b, Points):
+            for head, whole in b.items:
+                lines += [f"- {head}"] + ([f"  - {whole}"] if whole and whole != head else [])
+            lines.append("")
         elif isinstance(b, Warn):
             lines += [f"> **Warning:** {b.text}", ""]
         elif isinstance(b, Table):
@@ -119,38 +132,108 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
 
 
+#: Nothing may be cut off at any width (tests/report/export/test_report_html.py checks
+#: 1280 and 800 px): each table scrolls in its own box, whose scrollbar is styled so that
+#: Chromium and Safari keep it drawn (where the system's is an overlay that shows only
+#: while scrolling), and a shadow at an edge that hides columns (the white covers scroll
+#: with the table and hide the shadow at its ends; cell backgrounds are translucent to let
+#: it through). Header cells wrap, data cells do not; long words and `code` in text break
+#: anywhere.
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;
 margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
-table{border-collapse:collapse;font-size:12px;margin:0.5em 0 1.5em;display:block;overflow-x:auto}
-th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;white-space:nowrap}
-th{background:#f2f2f2}tr:nth-child(even) td{background:#fafafa}
+h1,h2,h3,h4,p,li,summary,figcaption,.warn{overflow-wrap:anywhere}
+.scroll{overflow-x:auto;margin:0.5em 0 1.5em;background:
+linear-gradient(to right,#fff 30%,#fff0) left/40px 100% no-repeat local,
+linear-gradient(to left,#fff 30%,#fff0) right/40px 100% no-repeat local,
+radial-gradient(farthest-side at 0 50%,#0003,#0000) left/12px 100% no-repeat scroll,
+radial-gradient(farthest-side at 100% 50%,#0003,#0000) right/12px 100% no-repeat scroll}
+.scroll::-webkit-scrollbar{height:8px}
+.scroll::-webkit-scrollbar-thumb{background:#bbb;border-radius:4px}
+table{border-collapse:collapse;font-size:12px}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}
+th{background:#0000000d;vertical-align:bottom}
+td{white-space:nowrap}tr:nth-child(even) td{background:#00000005}
 code{background:#f4f4f4;padding:0 3px;border-radius:3px;font-size:90%}
 .warn{background:#fff4e5;border-left:4px solid #e08a00;padding:0.5em 1em;margin:1em 0}
-figure{margin:1em 0 2em}figure img{max-width:100%;border:1px solid #eee}
+figure{margin:1em 0 2em}figure img{max-width:100%;height:auto;box-sizing:border-box;
+border:1px solid #eee}
 figcaption{font-style:italic;font-size:13px;color:#555}
-.caption{font-style:italic;color:#555;font-size:13px}
+.caption{font-style:italic;color:#555;font-size:13px;overflow-wrap:anywhere}
 details{margin:0.5em 0 1em}summary{cursor:pointer;color:#0366d6}
+details.more{margin:0.1em 0 0.4em;font-size:13px;color:#444}details.more summary{font-size:12px}
 """
 
 
 def to_html(blocks: list[Block], title: str) -> str:
-    """A single self-contained HTML page (figures embedded as base64 PNG)."""
+    """A single self-contained HTML page (figures embedded as base64 PNG, each file once:
+    a figure shown again, as the Figures section repeats the Answers', is a link up to
+    the first copy)."""
     parts = [
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
-        *_html_blocks(blocks),
+        *_html_blocks(blocks, {}),
         "</body></html>",
     ]
     return "\n".join(parts)
 
 
-def _html_blocks(blocks: list[Block]) -> list[str]:
+def _figure_id(path: Path, taken: set[str]) -> str:
+    """``fig-<stem>`` (characters an id or a URL fragment would need escaped dropped),
+    numbered where two figure files share a stem."""
+    base = "fig-" + re.sub(r"[^A-Za-z0-9_-]+", "-", path.stem)
+    found, n = base, 1
+    while found in taken:
+        n += 1
+        found = f"{base}-{n}"
+    return found
+
+
+def _html_figure(image: Image, shown: dict[Path, str]) -> str:
+    """The figure embedded where its file first appears; later, a link to it (``shown``
+    maps each file embedded so far to its element id). A 40-60 kB PNG is ~75 kB of
+    base64: a report that shows a figure twice would carry it twice."""
+    key = image.path.resolve()
+    if key in shown:
+        link = f"<a href='#{shown[key]}'>{_inline(image.caption or image.path.stem)}</a>"
+        return f"<p class='caption'>Figure: {link} (shown above)</p>"
+    shown[key] = _figure_id(image.path, set(shown.values()))
+    data = base64.b64encode(image.path.read_bytes()).decode("ascii")
+    return (
+        f"<figure id='{shown[key]}'><img alt='{html.escape(image.caption)}' "
+        f"src='data:image/png;base64,{data}'>"
+        f"<figcaption>{_inline(image.caption)}</figcaption></figure>"
+    )
+
+
+def _html_table(table: Table) -> list[str]:
+    parts = [f"<p class='caption'>{_inline(table.caption)}</p>"] if table.caption else []
+    head = "".join(f"<th>{_inline(str(c))}</th>" for c in table.df.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_inline(_text(v))}</td>" for v in row) + "</tr>"
+        for row in table.df.itertuples(index=False)
+    )
+    parts.append(
+        f"<div class='scroll'><table><thead><tr>{head}</tr></thead>"
+        f"<tbody>{body}</tbody></table></div>"
+    )
+    return parts
+
+
+def _html_point(head: str, whole: str) -> str:
+    if not whole or whole == head:
+        return f"<li>{_inline(head)}</li>"
+    return (f"<li>{_inline(head)}<details class='more'><summary>more</summary>"
+            f"{_inline(whole)}</details></li>")  # fmt: skip
+
+
+def _html_blocks(blocks: list[Block], shown: dict[Path, str]) -> list[str]:
     parts: list[str] = []
     for b in blocks:
         if isinstance(b, Collapsed):
             parts.append(f"<details><summary>{_inline(b.summary)}</summary>")
-            parts += _html_blocks(b.blocks)
+            parts += _html_blocks(b.blocks, shown)
             parts.append("</details>")
         elif isinstance(b, Heading):
             parts.append(f"<h{b.level}>{_inline(b.text)}</h{b.level}>")
@@ -158,24 +241,14 @@ def _html_blocks(blocks: list[Block]) -> list[str]:
             parts.append(f"<p>{_inline(b.text)}</p>")
         elif isinstance(b, Bullets):
             parts.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in b.items) + "</ul>")
+        elif isinstance(b, Points):
+            parts.append("<ul>" + "".join(_html_point(h, w) for h, w in b.items) + "</ul>")
         elif isinstance(b, Warn):
             parts.append(f"<div class='warn'><strong>Warning:</strong> {_inline(b.text)}</div>")
         elif isinstance(b, Table):
-            if b.caption:
-                parts.append(f"<p class='caption'>{_inline(b.caption)}</p>")
-            head = "".join(f"<th>{_inline(str(c))}</th>" for c in b.df.columns)
-            body = "".join(
-                "<tr>" + "".join(f"<td>{_inline(_text(v))}</td>" for v in row) + "</tr>"
-                for row in b.df.itertuples(index=False)
-            )
-            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            parts += _html_table(b)
         elif isinstance(b, Image):
-            data = base64.b64encode(b.path.read_bytes()).decode("ascii")
-            parts.append(
-                f"<figure><img alt='{html.escape(b.caption)}' "
-                f"src='data:image/png;base64,{data}'>"
-                f"<figcaption>{_inline(b.caption)}</figcaption></figure>"
-            )
+            parts.append(_html_figure(b, shown))
     return parts
 
 

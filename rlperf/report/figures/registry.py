@@ -18,6 +18,7 @@ Serve and search figures are drawn by :mod:`rlperf.report.tables.serve` and
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def _runs_label(config: str, runs: Any) -> str:
 
 
 def intervals(ctx: FigureContext, out: Path) -> Path:
-    """Every configuration's objective with its interval, one facet per family and model;
+    """Every configuration's objective with its interval, one facet per family and workload;
     filled markers are run-to-run intervals (n runs in the label), open ones within one run.
 
     A facet with one configuration compares nothing and would stretch its interval over
@@ -76,7 +77,7 @@ def intervals(ctx: FigureContext, out: Path) -> Path:
     facets = sorted((fm for fm in pairs if size[fm] > 1), key=lambda fm: (fm[0] != "training", fm))
     if not facets:
         raise FigureNotApplicable(
-            "every family and model has a single configuration: no interval to compare"
+            "every family and workload has a single configuration: no interval to compare"
         )
     with style():
         fig, axes = grid([len(ctx.order.get(k, [])) for k in facets], 1, col_width=6.5)
@@ -185,10 +186,11 @@ def draw_figures(
     """
     if progress is not None:
         progress("drawing figures")
+    facet = partial(_by_workload, comparison)
     ctx = FigureContext(
-        iterations=_without_workers(comparison, data.iterations, "cell"),
-        latency=data.latency,
-        runs=data.runs,
+        iterations=facet(_without_workers(comparison, data.iterations, "cell"), "cell"),
+        latency=facet(data.latency, "cell"),
+        runs=facet(data.runs, "cell"),
         order={
             (fam, m): o
             for fam, cs in comparison.configurations.items()
@@ -198,7 +200,9 @@ def draw_figures(
             [comparison.plans[c.family].configs[c.id] for c in comparison.cells]
         ),
         mixed_note=_mixed_notes(comparison.mixed),
-        configurations=_without_workers(comparison, data.configurations, "configuration"),
+        configurations=facet(
+            _without_workers(comparison, data.configurations, "configuration"), "configuration"
+        ),
         targets=(
             dict(zip(data.targets["configuration"], data.targets["target"], strict=True))
             if not data.targets.empty
@@ -207,6 +211,16 @@ def draw_figures(
     )
     ctx.power, ctx.power_note = _power(comparison)
     return draw_all(ctx, out_dir / "figures")
+
+
+def _by_workload(comparison: Comparison, df: pd.DataFrame, id_col: str) -> pd.DataFrame:
+    """``df`` with its ``model`` column holding each row's workload (its comparison set,
+    whose short name starts with the model): figures facet by it, as the tables are
+    grouped, so a panel never mixes configurations that do different work."""
+    if df.empty or id_col not in df or "model" not in df:
+        return df
+    workload = df[id_col].map(comparison.workload_of)
+    return df.assign(model=workload.where(workload.notna(), df["model"]).astype(str))
 
 
 def _without_workers(comparison: Comparison, df: pd.DataFrame, id_col: str) -> pd.DataFrame:
@@ -243,7 +257,7 @@ def _power(comparison: Comparison) -> tuple[pd.DataFrame, str]:
                 label=plan.labels[c.id],
                 family=c.family,
                 config=plan.configs[c.id],
-                model=str(c.axes.get("model")),
+                model=comparison.workload_of.get(c.id, str(c.axes.get("model"))),
             )
         )
     note = "no GPU power recorded: " + "; ".join(f"{why} ({n} runs)" for why, n in reasons.items())
@@ -262,11 +276,12 @@ def _mixed_notes(mixed: dict[tuple[str, str], list[str]]) -> dict[str, str]:
 def _order(
     analysis: FamilyAnalysis | None, confs: Sequence[Configuration], plan: AxisPlan
 ) -> dict[str, list[str]]:
-    """Configuration labels per model, fastest first (those without an estimate last)."""
+    """Configuration labels per workload (the figures' facets), fastest first (those without
+    an estimate last)."""
     out: dict[str, list[str]] = {}
     for conf in confs:
         if conf.completed:
-            out.setdefault(conf.model, []).append(conf.id)
+            out.setdefault(conf.workload, []).append(conf.id)
     est = analysis.estimates if analysis else {}
 
     def key(cid: str) -> tuple[float, str]:

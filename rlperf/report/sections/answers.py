@@ -22,39 +22,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rlperf.report.compare.axes import AxisPlan, format_value
+from rlperf.report.compare.axes import AxisPlan, format_value, within_set
 from rlperf.report.compare.decided import cost_line, verdicts
-from rlperf.report.compare.findings import (
-    FamilyAnalysis,
-    level,
-    one_run_note,
-    precision_text,
-    ratio_text,
-)
+from rlperf.report.compare.findings import ONE_RUN_LINE, FamilyAnalysis, level, precision_text
 from rlperf.report.export import render
+from rlperf.report.figures.answers import POINT_COLUMNS, answer_figure
 from rlperf.report.result import ReportResult
-from rlperf.report.sections.base import Section
+from rlperf.report.sections.base import Inputs, Section
 from rlperf.report.stats import estimates
 
 #: Count axes (name in the tables -> how answers name one unit of it).
 COUNT_AXES = {"workers": "env runners", "env_runner.num_envs": "envs per runner",
               "learners": "learners"}  # fmt: skip
-
-#: Captions of the figures an answer may show: shorter than the registry's
-#: (rlperf.report.figures.registry), as an answer's figure stands under its question.
-FIGURE_CAPTIONS = {
-    "scaling": "Throughput and parallel efficiency against the count, with the fitted law",
-    "iter_time_vs_workers": "The comparison's objective against the number of env runners",
-    "intervals": "Objective per configuration with its interval and number of runs",
-    "compression_tradeoff": "Return against latency per variant (marker area: model size)",
-    "latency": "Latency per action per configuration (p50, p99 marked)",
-    "learning_curves": "Return against env steps and wall-clock time, 95 % bands over seeds",
-}
 
 #: Axes whose values are compared by name (axis -> the question it answers).
 CHOICE_AXES = {
@@ -65,12 +50,17 @@ CHOICE_AXES = {
 
 @dataclass
 class Answer:
-    """One question answered: a sentence, the figure that shows it, the numbers behind it."""
+    """One question answered: a sentence, the numbers behind it and the configurations its
+    figure plots (``points``: :data:`~rlperf.report.figures.answers.POINT_COLUMNS`, only the
+    answer's own comparison set), drawn into ``figure`` (:func:`draw`)."""
 
     question: str
     sentence: str
-    figure: str | None = None
     numbers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    workload: str = ""
+    points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    xlabel: str = ""
+    figure: Path | None = None
 
 
 def _fmt(e: estimates.Estimate, unit: str = "") -> str:
@@ -82,7 +72,29 @@ def _fmt(e: estimates.Estimate, unit: str = "") -> str:
         return "n/a"
     if not e.has_ci:
         return f"{one(e.value)}{unit} (no interval)"
-    return f"{one(e.value)}{unit} [{one(e.low)}, {one(e.high)}]" + one_run_note(e)
+    return f"{one(e.value)}{unit} [{one(e.low)}, {one(e.high)}]" + _mark(e)
+
+
+def _ratio(e: estimates.Estimate) -> str:
+    """A speedup: ``1.23× [1.20, 1.26]``, ``†`` where it rests on one run's interval."""
+    if not e.has_ci:
+        return f"{e.value:.2f}× (no interval)"
+    return f"{e.value:.2f}× [{e.low:.2f}, {e.high:.2f}]" + _mark(e)
+
+
+def _mark(e: estimates.Estimate) -> str:
+    return " †" if e.one_run else ""
+
+
+def _points(
+    a: FamilyAnalysis, ordered: pd.DataFrame, workload: str, names: Sequence[str]
+) -> pd.DataFrame:
+    """The rows an answer's figure plots: its configurations, best first."""
+    rows = []
+    for conf, name in zip(ordered["configuration"], names, strict=True):
+        e = a.estimates[conf]
+        rows.append((conf, workload, name, e.value, e.low, e.high, bool(e.one_run)))
+    return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
 
 
 def _groups(rows: pd.DataFrame, axis: str, axes: Sequence[str]) -> list[pd.DataFrame]:
@@ -106,10 +118,9 @@ def _numbers(a: FamilyAnalysis, group: pd.DataFrame, axis: str, best: str) -> pd
         sp = estimates.speedup(e, a.estimates[best])
         out.append({
             axis: format_value(axis, r[axis]),
-            "configuration": r["config"],
             f"{obj.label} [{level()} CI]": _fmt(e),
             "precision": precision_text(e),
-            "best's speedup over it": "" if r["configuration"] == best else ratio_text(sp),
+            "best's speedup over it": "" if r["configuration"] == best else _ratio(sp),
         })  # fmt: skip
     return pd.DataFrame(out)
 
@@ -159,29 +170,25 @@ def _axis_answer(
         sentence = (
             f"{workload}: {format_value(axis, best[axis])} is fastest of "
             f"{', '.join(f'{c:g}' for c in counts)} {unit} ({obj.name} "
-            f"{_fmt(e_best, obj.unit)}), {ratio_text(sp)} as fast as "
+            f"{_fmt(e_best, obj.unit)}), {_ratio(sp)} as fast as "
             f"{format_value(axis, worst[axis])}; {pays}."
         )
         question = f"How many {unit} pay off?"
         sentence += "".join(f" {c.text()}" for c in res.sections["scaling"]
                             if c.axis == axis and c.workload == workload)  # fmt: skip
-        figure = (
-            "scaling"
-            if "scaling" in res.figures
-            else ("iter_time_vs_workers" if axis == "workers" else "intervals")
-        )
     else:
         tied = estimates.tied(e_best, e_worst)
         sentence = (
             f"{workload}: {format_value(axis, best[axis])} is fastest ({obj.name} "
             f"{_fmt(e_best, obj.unit)}); {format_value(axis, worst[axis])} is "
-            + ("not distinguishable from it" if tied else f"{ratio_text(sp)} slower")
+            + ("not distinguishable from it" if tied else f"{_ratio(sp)} slower")
             + f" (other settings: {_other(best, axis, res)})."
         )
         question = CHOICE_AXES[axis]
-        figure = "intervals"
     numbers = _numbers(a, ordered, axis, best["configuration"])
-    return Answer(question, sentence, figure if figure in res.figures else None, numbers)
+    names = [format_value(axis, v) for v in ordered[axis]]
+    return Answer(question, sentence, numbers, workload, _points(a, ordered, workload, names),
+                  f"{obj.name} ({obj.unit})")  # fmt: skip
 
 
 def _other(row: pd.Series, axis: str, res: ReportResult) -> str:
@@ -212,13 +219,13 @@ def backend_answers(res: ReportResult) -> list[Answer]:
         cost = _return_cost(best, bool(iqm_text)) + iqm_text
         sentence = (
             f"{workload}: {best['backend']} acts fastest (median {_fmt(e_best, 'ms')} per "
-            f"action, {best['config']}), {ratio_text(sp)} as fast as the slowest, "
+            f"action, {best['config']}), {_ratio(sp)} as fast as the slowest, "
             f"{slowest['backend']}; {cost}."
         )
-        figure = next((f for f in ("compression_tradeoff", "latency") if f in res.figures), None)
+        shown = within_set(list(ordered["config"]))
         table = pd.DataFrame({
             "backend": ordered["backend"].astype(str).to_numpy(),
-            "configuration": ordered["config"].to_numpy(),
+            "configuration": shown,
             f"median ms [{level()} CI]": [_fmt(a.estimates[c]) for c in ordered["configuration"]],
             "return": [_num(v) for v in _get(ordered, "return_mean")],
             "return diff vs reference [CI]": [_diff(r) for _, r in ordered.iterrows()],
@@ -226,7 +233,9 @@ def backend_answers(res: ReportResult) -> list[Answer]:
                          for v in _get(ordered, "fidelity_verdict")],
         })  # fmt: skip
         out.append(Answer("Which backend acts fastest, and what does it cost in return?",
-                          sentence, figure, table))  # fmt: skip
+                          sentence, table, str(workload),
+                          _points(a, ordered, str(workload), shown),
+                          "median latency per action (ms)"))  # fmt: skip
     return out
 
 
@@ -303,8 +312,22 @@ def target_answer(res: ReportResult) -> list[Answer]:
     )
     shown = t[["rank", "label", "target", "reached", "runs", "median_time_to_target_s"]].copy()
     shown["median_time_to_target_s"] = shown["median_time_to_target_s"].map(lambda v: f"{v:.1f}")
-    figure = "learning_curves" if "learning_curves" in res.figures else None
-    return [Answer("Which algorithm reaches the target first?", sentence, figure, shown)]
+    ordered = t.sort_values("rank")
+    times = ordered["median_time_to_target_s"].to_numpy(dtype=float)
+    points = pd.DataFrame({"configuration": ordered["configuration"].to_numpy(),
+                           "workload": "", "name": ordered["label"].astype(str).to_numpy(),
+                           "value": times, "low": times, "high": times,
+                           "one_run": (ordered["runs"] == 1).to_numpy()})  # fmt: skip
+    return [
+        Answer(
+            "Which algorithm reaches the target first?",
+            sentence,
+            shown,
+            "",
+            points,
+            "median time to target (s; a run that missed counts at its budget)",
+        )
+    ]
 
 
 def machine_answers(res: ReportResult) -> list[Answer]:
@@ -327,7 +350,7 @@ def machine_answers(res: ReportResult) -> list[Answer]:
                 f"{slower}, not distinguishable in {len(sps) - faster - slower}. Fingerprint "
                 "fields that differ: " + (", ".join(table.notes[:6]) or "none") + "."
             )
-            out.append(Answer("Which machine is faster?", sentence, None))
+            out.append(Answer("Which machine is faster?", sentence))
     return out
 
 
@@ -337,10 +360,23 @@ def answers(res: ReportResult, plans: Mapping[str, AxisPlan]) -> list[Answer]:
             *machine_answers(res)]  # fmt: skip
 
 
-def answers_section(res: ReportResult, plans: Mapping[str, AxisPlan]) -> list[render.Block]:
+def draw(found: Sequence[Answer], out: Path) -> dict[str, Path]:
+    """Each answer's figure (``answer_<n>``), of its own points only."""
+    drawn: dict[str, Path] = {}
+    for n, x in enumerate(found, start=1):
+        if len(x.points) < 2:
+            continue
+        title = f"{x.question} {x.workload}".strip()
+        x.figure = answer_figure(x.points, title, x.xlabel, out, f"answer_{n}")
+        drawn[x.figure.stem] = x.figure
+    return drawn
+
+
+def answers_section(inputs: Inputs) -> list[render.Block]:
     """The "Answers" section: one sentence, one figure and the numbers per answer (nothing
     when the data answers no question)."""
-    found = answers(res, plans)
+    res, plans = inputs.result, inputs.plans
+    found: list[Answer] = inputs.data("answers")
     sure = verdicts(res.analyses, plans)
     cost = cost_line(res.cells)
     if not found and not sure:
@@ -356,9 +392,12 @@ def answers_section(res: ReportResult, plans: Mapping[str, AxisPlan]) -> list[re
         for x in these:
             if not x.numbers.empty:
                 blocks.append(render.Table(x.numbers))
-        figure = next((x.figure for x in these if x.figure), None)
-        if figure is not None:
-            blocks.append(render.Image(res.figures[figure], FIGURE_CAPTIONS.get(figure, "")))
+            if x.figure is not None:
+                blocks.append(render.Image(x.figure, f"{x.workload or question}: the "
+                                           "configurations this answer compares, with their "
+                                           f"{level()} intervals"))  # fmt: skip
+    if any("†" in x.sentence for x in found):
+        blocks.append(render.Para(ONE_RUN_LINE))
     return blocks
 
 
@@ -378,5 +417,8 @@ SECTION = Section(
         "across",
         "cells",
     ),
-    render=lambda inputs: answers_section(inputs.result, inputs.plans),
+    render=answers_section,
+    collect=lambda inputs: answers(inputs.result, inputs.plans),
+    draw=draw,
+    listed=False,
 )

@@ -10,12 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlperf.report.compare.axes import AxisPlan
+from rlperf.report.compare.axes import AxisPlan, within_set
 from rlperf.report.compare.findings import level
 from rlperf.report.compare.study import side_by_side
-from rlperf.report.compare.workloads import held_constant
 from rlperf.report.export import render
-from rlperf.report.read.cells import ENV_FAMILY, PHASES, SERVE_FAMILY, Cell
+from rlperf.report.read.cells import ENV_FAMILY, PHASES, SERVE_FAMILY
 from rlperf.report.read.fingerprints import FingerprintGroup, differing_keys
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Inputs, Section
@@ -105,7 +104,7 @@ def _workload_tables(
     if any(_one_run(rows)):
         caption += (f" {ONE_RUN_MARK.strip()} {ONE_RUN}: the interval is over that run's own "
                     "samples, and a second run may land outside it.")  # fmt: skip
-    blocks.append(render.Table(table, caption))
+    blocks += [render.Table(table, caption), _cells_table(rows)]
     legacy = side_by_side(rows) if fam == "training" else pd.DataFrame()
     if not legacy.empty:
         blocks.append(render.Table(legacy, _LEGACY_CAPTION))
@@ -114,8 +113,7 @@ def _workload_tables(
 
 def _ranked_on(res: ReportResult, fam: str, workload: str, objective: Any) -> str:
     """The caption's first sentences: what the table holds constant and its objective."""
-    held = res.sections["families"].get((fam, workload)) or {}
-    text = ("Holds constant: " + "; ".join(held.values()) + ". ") if held else ""
+    text = f"Holds constant its workload, {workload} (in full under *Workloads*, at the top). "
     if objective is None:
         return text.strip()
     a = res.analyses[fam]
@@ -206,13 +204,20 @@ def _cells(rows: pd.DataFrame) -> list[str]:
 
 
 def _identity(rows: pd.DataFrame) -> dict[str, Any]:
-    """rank, configuration, runs and cells columns of a configuration table."""
+    """rank, configuration (what varies inside the set) and runs columns of a configuration
+    table; its cells are listed under it (:func:`_cells_table`)."""
     return {
         "rank": rows.apply(_rank, axis=1).to_numpy(),
-        "configuration": rows["config"].to_numpy(),
+        "configuration": within_set(list(rows["config"])),
         "runs": _col(rows, "repeats").map(fmt_count).to_numpy(),
-        "cells": _cells(rows),
     }
+
+
+def _cells_table(rows: pd.DataFrame) -> render.Collapsed:
+    """Each configuration's cells (folders), folded: paths are long and rarely read."""
+    table = pd.DataFrame({"configuration": within_set(list(rows["config"])),
+                          "cells": _cells(rows)})  # fmt: skip
+    return render.Collapsed("The cells (folders) of each configuration", [render.Table(table)])
 
 
 def _training_table(rows: pd.DataFrame, objective: Any) -> pd.DataFrame:
@@ -349,15 +354,6 @@ def _compression_columns(rows: pd.DataFrame) -> dict[str, np.ndarray]:
     }
 
 
-def collect(inputs: Inputs) -> dict[tuple[str, str], dict[str, str]]:
-    """(family, workload) -> what every cell of that comparison shares."""
-    comparison = inputs.comparison
-    out: dict[tuple[str, str], list[Cell]] = {}
-    for c in comparison.cells:
-        out.setdefault((c.family, comparison.workload_of[c.id]), []).append(c)
-    return {k: held_constant(cs) for k, cs in out.items()}
-
-
 def families_section(inputs: Inputs) -> list[render.Block]:
     """Training, inference and the env stage first, then any other family (serve cells are
     their own section: ranked by rate, not by time)."""
@@ -377,5 +373,4 @@ SECTION = Section(
     order=90,
     needs=("comparison", "plans", "analyses", "fingerprint_groups"),
     render=families_section,
-    collect=collect,
 )

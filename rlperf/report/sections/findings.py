@@ -1,5 +1,6 @@
-"""Section *Findings*: the warnings, the findings (those saying the same of several cells
-folded into one line, the serve findings after them) and, with ``--gate``, the gate's
+"""Section *Findings*: the warnings, the findings (a headline each, the whole text under
+it on demand; those saying the same of several cells or comparisons folded into one, the
+serve findings after them) and, with ``--gate``, the gate's
 verdict with one row per configuration (:mod:`rlperf.report.compare.gate`)."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rlperf.report.compare import gate
-from rlperf.report.compare.findings import fold, level
+from rlperf.report.compare.findings import ONE_RUN_LINE, fold, level
 from rlperf.report.export import render
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Inputs, Section
@@ -18,12 +19,14 @@ from rlperf.report.sections.serve import serve_findings
 def findings_section(inputs: Inputs) -> list[render.Block]:
     """Warnings, findings and the gate."""
     res = inputs.result
-    findings = fold(res.findings) + serve_findings(res.serve)
-    findings = findings or ["No completed cell to compare."]
+    findings = fold(res.findings) + [(f, "") for f in serve_findings(res.serve)]
+    findings = findings or [("No completed cell to compare.", "")]
+    marked = any("†" in headline for headline, _ in findings)
     return [
         *[render.Warn(w) for w in res.warnings],
         render.Heading("Findings", 2),
-        render.Bullets(findings),
+        render.Points(findings),
+        *([render.Para(ONE_RUN_LINE)] if marked else []),
         *_gate_section(res),
     ]
 

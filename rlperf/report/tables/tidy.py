@@ -77,27 +77,37 @@ def _coerce(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
     Types are decided on the distinct values only (cheap on long tables).
     """
-    for c in columns:
-        if c not in df:
-            continue
-        s = df[c]
-        values = [v for v in pd.unique(s.astype(object)) if v is not None and not _isnan(v)]
-        if not values:
-            df[c] = s.astype("string")
-        elif all(isinstance(v, bool | np.bool_) for v in values):
-            df[c] = s.astype("boolean")
-        elif all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values):
-            df[c] = s.astype("Int64")
-        elif all(isinstance(v, int | float | np.number) for v in values):
-            df[c] = pd.to_numeric(s, errors="coerce").astype(float)
-        else:
-            df[c] = (
-                s.astype(object)
-                .where(s.notna(), None)
-                .map(lambda v: None if v is None else str(v))
-                .astype("string")
-            )
-    return df
+    return _replaced(df, {c: _one_type(df[c]) for c in columns if c in df})
+
+
+def _one_type(s: pd.Series) -> pd.Series:
+    """``s`` as one dtype: nullable boolean, integer or string, or float."""
+    values = [v for v in pd.unique(s.astype(object)) if v is not None and not _isnan(v)]
+    if not values:
+        return s.astype("string")
+    if all(isinstance(v, bool | np.bool_) for v in values):
+        return s.astype("boolean")
+    if all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values):
+        return s.astype("Int64")
+    if all(isinstance(v, int | float | np.number) for v in values):
+        return pd.to_numeric(s, errors="coerce").astype(float)
+    return (
+        s.astype(object)
+        .where(s.notna(), None)
+        .map(lambda v: None if v is None else str(v))
+        .astype("string")
+    )
+
+
+def _replaced(df: pd.DataFrame, new: dict[str, pd.Series]) -> pd.DataFrame:
+    """``df`` with the columns of ``new`` replaced, its columns in their order, built at once.
+
+    Setting columns one by one (``df[c] = ...``) splits the frame into a block per column,
+    and pandas warns (``PerformanceWarning: DataFrame is highly fragmented``) at the next
+    column inserted into a frame of over 100 (a figure inserts one): the report's terminal
+    must stay quiet. A frame built from a dict holds one block per numpy dtype.
+    """
+    return pd.DataFrame({c: new.get(c, df[c]) for c in df.columns}, index=df.index)
 
 
 def _isnan(v: Any) -> bool:
@@ -139,8 +149,7 @@ def _long_table(
     gpu = sorted(c for c in out.columns if c.startswith("gpu") and c not in first)
     rest = sorted(c for c in out.columns if c not in first and c not in gpu)
     out = out[[c for c in first if c in out] + gpu + rest]
-    out[EXCLUDED_COLUMN] = as_text(out[EXCLUDED_COLUMN])
-    return out
+    return _replaced(out, {EXCLUDED_COLUMN: as_text(out[EXCLUDED_COLUMN])})
 
 
 def iterations_table(
@@ -328,20 +337,17 @@ def _ranking_columns(a: FamilyAnalysis, conf_id: str) -> dict[str, Any]:
 
 def _typed(out: pd.DataFrame) -> pd.DataFrame:
     """Nullable integer, boolean and string dtypes for the columns Parquet needs typed."""
-    for col in ("rank_in_workload", "repeats", "runs"):
-        if col in out:
-            out[col] = out[col].astype("Int64")
-    for col in ("fidelity_flagged", "fidelity_return_tie", "fidelity_saturates"):
-        if col in out:
-            out[col] = out[col].astype("boolean")
-    for col in ("delegate", "variant", "baseline", "granularity", "objective", "objective_key",
-                "objective_unit", "workload",
-                "fidelity_flag_reason", "fidelity_verdict", "fidelity_vacuous_reason",
-                "configuration", "interval", "energy_source",
-                "energy_unavailable", "cells"):  # fmt: skip
-        if col in out:
-            out[col] = out[col].astype("string")
-    return out
+    dtypes = {
+        **dict.fromkeys(("rank_in_workload", "repeats", "runs"), "Int64"),
+        **dict.fromkeys(("fidelity_flagged", "fidelity_return_tie", "fidelity_saturates"),
+                        "boolean"),
+        **dict.fromkeys(("delegate", "variant", "baseline", "granularity", "objective",
+                         "objective_key", "objective_unit", "workload", "fidelity_flag_reason",
+                         "fidelity_verdict", "fidelity_vacuous_reason", "configuration",
+                         "interval", "energy_source", "energy_unavailable", "cells"),
+                        "string"),
+    }  # fmt: skip
+    return _replaced(out, {c: out[c].astype(t) for c, t in dtypes.items() if c in out})
 
 
 #: Per-run columns that add up over the runs of a configuration (the others are averaged).

@@ -83,8 +83,71 @@ def test_nothing_is_ranked_across_workloads(quickstart_and_study) -> None:
     # Every family table says what it holds constant.
     md = res.markdown.read_text()
     training = md[md.index("\n## Training\n") : md.index("## Methods")]
-    assert training.count("*Holds constant:") == training.count("\n### ")
+    assert training.count("*Holds constant its workload, ") == training.count("\n### ")
     assert "Ranked on time per 1 000 env steps (s, lower is better)" in training
+
+
+def test_each_workload_is_named_once_by_what_differs(quickstart_and_study) -> None:
+    """Short names (model and the protocol fields that differ) everywhere; the whole
+    workload once, in the title's legend (issue 43, point 1)."""
+    res = quickstart_and_study
+    conf = res.configurations[res.configurations["family"] == "training"]
+    assert set(conf["workload"]) == {
+        "model1 · Pong v0",
+        "model1 · Pong v5",
+        "model3 · Pong v0 · 252px",
+        "model4 · Pong v0 · 168px",
+    }
+    md = res.markdown.read_text()
+    legend = md[md.index("<details><summary>Workloads: 4") : md.index("## Answers")]
+    whole = (
+        "model1 · ppo · Pong v0 · frameskip 2–4 · sticky 0.25 · episodic life · "
+        "clipped rewards · ≤10,000 steps · 4,000 env steps per batch · no target"
+    )
+    assert f"| model1 · Pong v0 | training | {whole} |" in legend
+    protocol = "frameskip 2–4 · sticky 0.25 · episodic life · clipped rewards · ≤10,000 steps"
+    assert md.count(protocol) == legend.count(protocol) == 3  # model1, model3, model4
+    # Within a comparison set a configuration shows what varies there: no "legacy".
+    model1 = md[md.index("\n### model1 · Pong v0\n") :]
+    model1 = model1[: model1.index("\n### ", 1)]
+    assert "| both · 16 workers |" in model1 and "legacy ·" not in model1.split("<details>")[0]
+
+
+def test_findings_lead_with_the_number_in_a_short_sentence(quickstart_and_study) -> None:
+    """One sentence of at most about 25 words per finding, the number first; the whole text
+    under it; the legacy note once for the three comparisons it applies to (point 2)."""
+    res = quickstart_and_study
+    md = res.markdown.read_text()
+    section = md[md.index("## Findings") : md.index("## Across workloads")]
+    heads = [line[2:] for line in section.splitlines() if line.startswith("- ")]
+    words = [len([w for w in h.split() if w not in ("·", "†")]) for h in heads]
+    assert len(heads) == 4 and max(words) <= 27, (words, heads)
+    assert all(re.match(r"[-+]?\d", h) for h in heads[:3]), heads
+    assert sum("legacy RLlib 1.x" in h or "study's way" in h for h in heads) == 1
+    assert "in 3 comparisons: model1 · Pong v0, model3 · Pong v0 · 252px, model4" in section
+    assert section.count("The study's way averages RLlib's 10-iteration window") == 1
+    # The whole text (cells, method) stays in report.md, under each headline.
+    assert "(cell `" in section and section.count("\n  - ") == len(heads)
+
+
+def test_each_answers_figure_plots_only_its_comparison_set(quickstart_and_study, tmp_path):
+    """Every answer's figure holds the configurations of its own comparison set and no
+    other: the quickstart (Pong v5) never appears in a Pong v0 answer (point 4)."""
+    from rlperf.report.sections.answers import draw
+
+    res = quickstart_and_study
+    found = res.sections["answers"]
+    workload_of = dict(zip(res.configurations["configuration"], res.configurations["workload"],
+                           strict=True))  # fmt: skip
+    figured = [x for x in found if len(x.points) >= 2]
+    assert {x.question for x in figured} == {"How many env runners pay off?",
+                                             "Where should the GPU(s) go?"}  # fmt: skip
+    for x in figured:
+        assert {workload_of[c] for c in x.points["configuration"]} == {x.workload}
+        assert not any("quick" in c for c in x.points["configuration"])
+    drawn = draw(found, tmp_path)
+    assert sorted(drawn) == [f"answer_{n}" for n in range(1, len(figured) + 1)]
+    assert all(x.figure is not None and x.figure.is_file() for x in figured)
 
 
 def test_across_workloads_on_emulator_frames(quickstart_and_study) -> None:
