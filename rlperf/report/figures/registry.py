@@ -105,6 +105,10 @@ def intervals(ctx: FigureContext, out: Path) -> Path:
         return save(fig, out, "intervals")
 
 
+#: Beyond this many runs in a panel, ``gpu_power`` names the runs in no legend.
+MAX_LEGEND_RUNS = 12
+
+
 def gpu_power(ctx: FigureContext, out: Path) -> Path:
     """GPU board power over each run (``telemetry.csv``, monitored GPUs summed)."""
     df = ctx.power
@@ -126,7 +130,12 @@ def gpu_power(ctx: FigureContext, out: Path) -> Path:
             ax.set_ylabel("GPU power (W)")
             ax.set_ylim(bottom=0)
             ax.set_title(f"{fam} · {model}", loc="left", fontweight="bold")
-            ax.legend(fontsize=7, frameon=False, loc="upper right")
+            runs = sub["label"].nunique()
+            if runs <= MAX_LEGEND_RUNS:
+                ax.legend(fontsize=7, frameon=False, loc="upper right")
+            else:  # a legend of every run would squeeze the axes to nothing
+                ax.text(0.99, 0.97, f"{runs} runs; colour: configuration", ha="right",
+                        va="top", fontsize=7, transform=ax.transAxes)  # fmt: skip
         fig.suptitle("GPU board power over each run (NVML, monitored GPUs summed)", fontsize=10)
         return save(fig, out, "gpu_power")
 

@@ -113,7 +113,7 @@ def _workload_tables(
 
 def _ranked_on(res: ReportResult, fam: str, workload: str, objective: Any) -> str:
     """The caption's first sentences: what the table holds constant and its objective."""
-    text = f"Holds constant its workload, {workload} (in full under *Workloads*, at the top). "
+    text = f"Holds constant its workload, {workload} (in full under Workloads, at the top). "
     if objective is None:
         return text.strip()
     a = res.analyses[fam]
