@@ -30,6 +30,9 @@ CONF = REPO / "conf"
 TESTS = REPO / "tests"
 DATA = TESTS / "data"
 THESIS = DATA / "thesis"  # the 2021 study's recorded folders
+#: A drawn figure's PNG (a 256-colour palette, rlperf/report/figures/plot.py) is larger than
+#: this: empty axes with their ticks and labels make about 5.9 kB.
+NOT_BLANK_PNG_BYTES = 7_500
 
 # As the rlperf command does (rlperf/cli.py): RLlib imported in this process must not
 # import TensorFlow, whose first import by RLlib calls tf1.disable_v2_behavior() and

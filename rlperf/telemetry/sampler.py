@@ -239,7 +239,10 @@ class TelemetrySampler(StartStop):
                 _log_failure("telemetry: final sample failed", exc)
         with self._lock:
             if self._file is not None:
-                self._file.close()
+                try:
+                    self._file.close()
+                except OSError as exc:  # a full disk: the job's own error says so
+                    _log_failure("telemetry: closing telemetry.csv failed", exc)
                 self._file = None
                 self._writer = None
         if self._owns_nvml and self._nvml is not None:

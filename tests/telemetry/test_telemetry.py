@@ -8,6 +8,7 @@ injected at the wrapper's boundary; the real NVML is only touched by the
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import subprocess
@@ -552,3 +553,22 @@ def test_a_full_disk_during_sampling_is_one_line_not_a_traceback(tmp_path, caplo
     assert [
         r.exc_info is not None for r in caplog.records if "sample failed" in r.getMessage()
     ] == [True]
+
+
+def test_stop_on_a_full_disk_leaves_the_jobs_error_alone(tmp_path: Path, caplog) -> None:
+    """The job's own one line says the disk is full: the sampler's last flush failing as it
+    closes telemetry.csv is one warning, never a second exception in the job's cleanup (CI
+    once saw it replace the job's line with a traceback)."""
+
+    class FullDisk(io.StringIO):
+        def close(self) -> None:
+            raise OSError(28, "No space left on device")
+
+    sampler = TelemetrySampler(tmp_path / "telemetry.csv", interval_s=3600, gpu_indices=[])
+    sampler.start()
+    sampler._file.close()  # the disk filled after the header was written
+    sampler._file = FullDisk()
+    sampler._writer = csv.writer(sampler._file)
+    with caplog.at_level("WARNING"):
+        sampler.stop()
+    assert "closing telemetry.csv failed" in caplog.text and "No space left" in caplog.text
