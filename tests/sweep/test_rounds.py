@@ -150,8 +150,8 @@ def test_the_report_says_what_the_race_decided_and_what_it_cost(tmp_path: Path, 
     report = build_report([tmp_path], tmp_path / "report", figures=False)
     md = report.markdown.read_text()
     answers = md[md.index("## Answers") :]
-    assert "decided. `model1 · 0 workers` is best (±" in answers and "over 4 runs)" in answers
-    assert "`model1 · 1 worker`: eliminated in round 2: 1.96x slower than" in answers
+    assert "decided. `0 workers` is best (±" in answers and "over 4 runs)" in answers
+    assert "`1 worker`: eliminated in round 2: 1.96x slower than" in answers
     assert "Cost: 6 training run(s)" in answers
     assert "a fixed design of 4 run(s) of train.iterations each would have spent" in answers
     confs = report.configurations.set_index("label")
@@ -167,7 +167,7 @@ def test_the_report_says_what_is_not_decided_and_what_would_decide_it(tmp_path, 
              "ray.overcommit_cpus=true")  # fmt: skip
     md = build_report([tmp_path / "three"], tmp_path / "r3", figures=False).markdown.read_text()
     line = next(ln for ln in md.splitlines() if "training · model1: not decided" in ln)
-    assert "`model1 · 0 workers`" in line and "`model1 · 1 worker`" in line and "overlap" in line
+    assert "`0 workers`" in line and "`1 worker`" in line and "overlap" in line
     more = int(line.split("about ")[1].split(" more run(s)")[0].replace(",", ""))
     assert more > 0 and "over 3 runs" in line and "Cost: 6 training run(s)" in md
     assert "a fixed design" not in md  # nothing could stop early: no design to compare

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlperf.report.compare.axes import AxisPlan
+from rlperf.report.compare.axes import AxisPlan, within_set
 from rlperf.report.compare.findings import FamilyAnalysis, precision_text
 from rlperf.report.read.cells import Cell
 from rlperf.report.stats import estimates
@@ -70,7 +70,9 @@ def _verdict(
     sign = 1.0 if a.objective_for(confs[0].id).lower_is_better else -1.0
     ordered = sorted(confs, key=lambda c: sign * est[c.id].value)
     best, rest = ordered[0], ordered[1:]
-    name = {c.id: f"`{labels.get(c.id, c.id)}`" for c in confs}
+    # Named by what varies in the set: the line already names the workload (the model).
+    shown = within_set([labels.get(c.id, c.id) for c in confs])
+    name = {c.id: f"`{text}`" for c, text in zip(confs, shown, strict=True)}
     e_best = est[best.id]
     where = f"{family} · {workload}"
     runs = {c.id: _run_values(a, c) for c in confs}

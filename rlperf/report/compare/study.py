@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlperf.report.compare.axes import within_set
 from rlperf.report.read.cells import PHASES, Cell, included
 from rlperf.results.columns import LEARN_S, OTHER_S
 
@@ -55,7 +56,7 @@ def side_by_side(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows["learn_s_study_mean"].notna()]
     out = pd.DataFrame(
         {
-            "configuration": rows["config"].to_numpy(),
+            "configuration": within_set(list(rows["config"])),
             "time/iter s (both)": rows["iter_s_mean"].map(lambda v: f"{v:.4g}").to_numpy(),
         }
     )

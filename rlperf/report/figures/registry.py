@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from rlperf.errors import FigureNotApplicable
-from rlperf.report.compare.axes import AxisPlan
+from rlperf.report.compare.axes import AxisPlan, within_set
 from rlperf.report.compare.comparison import Comparison
 from rlperf.report.compare.findings import FamilyAnalysis, level
 from rlperf.report.figures import env
@@ -92,7 +92,8 @@ def intervals(ctx: FigureContext, out: Path) -> Path:
                 ax.errorbar(sub["objective_value"].to_numpy(dtype=float)[mask], y[mask],
                             xerr=err[:, mask], fmt="o", color="#0173b2", mfc=face,
                             capsize=3, linewidth=1.2)  # fmt: skip
-            ax.set_yticks(y, [_runs_label(c, n) for c, n in zip(sub.index, sub["repeats"],
+            ax.set_yticks(y, [_runs_label(c, n) for c, n in zip(within_set(list(sub.index)),
+                                                                 sub["repeats"],
                                                                  strict=True)])  # fmt: skip
             ax.set_ylim(len(sub) - 0.5, -0.5)
             log = len(sub) and sub["objective_value"].max() > 20 * sub["objective_value"].min()

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from rlperf.errors import FigureNotApplicable
+from rlperf.report.compare.axes import within_set
 from rlperf.report.compare.findings import level
 from rlperf.report.figures.plot import (
     PHASE_COLORS,
@@ -59,7 +60,7 @@ def phase_times(ctx: FigureContext, out: Path) -> Path:
         for ax, model in zip(axes[:, 0], models, strict=True):
             order = ctx.order[("training", model)]
             _stack_phases(ax, means.loc[model].reindex(order).fillna(0.0).clip(lower=0.0))
-            ax.set_yticks(np.arange(len(order)), order)
+            ax.set_yticks(np.arange(len(order)), within_set(order))
             ax.set_ylim(len(order) - 0.5, -0.5)
             ax.set_xlabel("mean time per iteration (s)")
             ax.set_title(model, loc="left", fontweight="bold")
@@ -133,7 +134,7 @@ def _bar_grid(
                 ax = axes[r, c]
                 data = sub[["config", col]].dropna()
                 if data.empty:
-                    ax.set_yticks(range(len(order)), order if c == 0 else [])
+                    ax.set_yticks(range(len(order)), [])
                     ax.text(
                         0.5,
                         0.5,
@@ -162,6 +163,7 @@ def _bar_grid(
                 if c:
                     ax.tick_params(labelleft=False)
                 if c == 0:
+                    ax.set_yticks(range(len(order)), within_set(order))
                     ax.set_title(model, loc="left", fontweight="bold")
         suptitle(fig, title)
         return save(fig, out, name, ctx.mixed_note.get(family, ""))
