@@ -180,13 +180,15 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 #: Continuous-action envs of the tests: a 1-D torque (Pendulum) and a 2-D velocity with
-#: unequal ranges (support/point_mass.py).
+#: unequal ranges (support/point_mass.py), whose observations are float64 (as MuJoCo's):
+#: its SAC run trains, checkpoints and rolls out through rlperf's cast to float32.
 BOX_ENVS = {
     "pendulum": ("env=pendulum",),
     "point_mass": (
         "env=custom",
         "env.entry_point=support.point_mass:PointMass",
         "env.max_episode_steps=30",
+        "env.config={dtype: float64}",
     ),
 }
 

@@ -12,7 +12,11 @@ custom     ``Class(config)`` of ``entry_point`` (``package.module:     ``entry_p
 
 Every kind also takes ``engine`` and ``threads`` (what steps the env: :mod:`.engines`;
 with RLlib's ``num_envs`` and a vector engine, one vector env of :mod:`.vector`),
-``max_episode_steps`` (a gymnasium ``TimeLimit`` in agent steps; null = the env's own,
+A ``gym`` or ``custom`` env whose Box observations are of another float dtype than float32
+(MuJoCo's float64, many users' own envs) is cast to float32 once, here, where the env meets
+every model (:func:`float32_observations`; the protocol records it:
+:func:`observation_cast`). Every kind also takes ``max_episode_steps`` (a gymnasium
+``TimeLimit`` in agent steps; null = the env's own,
 :func:`time_limit`), ``evaluation_cap`` (set by the training's greedy evaluation only:
 :class:`EvaluationCap`) and ``seed`` (the job's ``seed``: the default seed of the first
 reset, derived per env runner and sub-env as for Atari, see docs/environment.md#seeds).
@@ -29,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from rlperf.envs.atari import _DefaultSeed, _instance_seed, make_atari_env
 from rlperf.envs.atari import env_spaces as atari_spaces
@@ -156,12 +161,69 @@ def make_env(env_config: Mapping[str, Any] | None = None) -> gym.Env:
     if env_kind(env_config) == "atari":
         return make_atari_env(env_config)
     cfg = _plain_config(env_config)
-    env = construct_env(cfg)
+    env = float32_observations(construct_env(cfg))
     if cfg.get("max_episode_steps") is not None:
         env = gym.wrappers.TimeLimit(env, int(cfg["max_episode_steps"]))
     if cfg.get("seed") is not None:
         env = _DefaultSeed(env, _instance_seed(env_config, int(cfg["seed"])))
     return env
+
+
+#: The dtype every model of rlperf takes (torch's default, TFLite's float input).
+OBSERVATION_DTYPE = np.dtype(np.float32)
+
+
+def observation_cast(space: gym.Space[Any]) -> str | None:
+    """``"float64 -> float32"`` where observations of ``space`` are cast on their way to the
+    model (a Box of another float dtype), else None."""
+    if not isinstance(space, gym.spaces.Box) or not np.issubdtype(space.dtype, np.floating):
+        return None
+    if space.dtype == OBSERVATION_DTYPE:
+        return None
+    return f"{space.dtype} -> {OBSERVATION_DTYPE}"
+
+
+def float32_observations(env: gym.Env) -> gym.Env:
+    """``env`` with float32 observations where its Box observations are another float dtype
+    (:class:`Float32Observations`: the space and every observation cast); else ``env``.
+    A torch layer refuses float64 input beside float32 weights ("mat1 and mat2 must have the
+    same dtype"): cast once here, no model, rollout, export or server sees float64."""
+    if observation_cast(env.observation_space) is None:
+        return env
+    return Float32Observations(env)
+
+
+class Float32Observations(gym.ObservationWrapper[Any, Any, Any], gym.utils.RecordConstructorArgs):
+    """Box observations of another float dtype as float32, the space's bounds with them
+    (cast here: gymnasium's ``DtypeObservation`` warns that the bounds lose precision)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ObservationWrapper.__init__(self, env)
+        space = env.observation_space
+        assert isinstance(space, gym.spaces.Box)
+        with np.errstate(over="ignore"):  # beyond float32's range: ±inf, as unbounded
+            low, high = space.low.astype(OBSERVATION_DTYPE), space.high.astype(OBSERVATION_DTYPE)
+        self.observation_space = gym.spaces.Box(low, high, space.shape, np.float32)
+
+    def observation(self, observation: Any) -> Any:
+        return np.asarray(observation, dtype=OBSERVATION_DTYPE)
+
+
+def raw_observation_cast(env_config: Mapping[str, Any]) -> str | None:
+    """The cast :func:`make_env` applies to the observations of a ``gym`` or ``custom``
+    config (None for Atari, whose frames are uint8, and for an env that cannot be built:
+    the job's own error says why)."""
+    if env_kind(env_config) == "atari":
+        return None
+    try:
+        env = construct_env({k: v for k, v in dict(env_config).items() if k != "seed"})
+    except Exception:  # a wrong entry point or id: reported where the job builds it
+        return None
+    try:
+        return observation_cast(env.observation_space)
+    finally:
+        env.close()
 
 
 def _keep_context(original: Mapping[str, Any], config: dict[str, Any]) -> Mapping[str, Any]:

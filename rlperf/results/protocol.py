@@ -88,6 +88,7 @@ __all__ = [
     "GYM017_GAMES",
     "GYM017_REGISTRATION",
     "NOT_WORKLOAD",
+    "OBSERVATION_CAST",
     "PROTOCOL_SCHEMA",
     "STUDY_ENV_ID",
     "env_protocol",
@@ -220,13 +221,18 @@ GYM017_GAMES = frozenset(
 #: files say ``"env": null`` (the env was given to the trainer, not in its config).
 STUDY_ENV_ID = "Pong-v0"
 
-#: Fields that say how the env is stepped, not what an env step is: left out of
+#: The protocol's record of a cast of the env's observations on their way to the model
+#: (``"float64 -> float32"``, :func:`rlperf.envs.factory.observation_cast`).
+OBSERVATION_CAST = "observation_cast"
+
+#: Fields that say how the env is stepped, not what an env step is (and the observations'
+#: cast, which changes no step): left out of
 #: :func:`protocol_key`, so that one protocol run on two engines (issue 26: rlperf's
 #: Python wrappers against ale-py's C++ vector env, with N threads) compares as the same
 #: work, which is the comparison an engine sweep exists for. Where an engine cannot
 #: honour a setting (ALE presses FIRE only at reset), the record shows it in that
 #: setting's own field, which does count.
-NOT_WORKLOAD = ("schema", *ENGINE_KEYS)
+NOT_WORKLOAD = ("schema", OBSERVATION_CAST, *ENGINE_KEYS)
 
 _VERSION = re.compile(r"-(v\d+)$")
 

@@ -14,6 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -143,3 +144,28 @@ def test_frozenlake_one_hot_trains(tmp_path) -> None:
     net = load_policy(out / CHECKPOINT_DIR)
     assert net.obs_spec == {"type": "discrete", "n": 16} and net.in_features == 16
     assert os.path.isfile(out / CHECKPOINT_DIR / PROBE_FILE)
+
+
+def test_float64_observations_are_cast_once_where_the_env_meets_the_model() -> None:
+    """A Box env of float64 observations (as MuJoCo's) gives every consumer float32: the
+    space, reset and step (a torch layer refuses float64 beside float32 weights); the
+    protocol records the cast, and the workload stays the same as the float32 env's."""
+    from rlperf.envs.factory import make_env, raw_observation_cast
+    from rlperf.results.protocol import env_protocol, protocol_key
+
+    entry = {"kind": "custom", "entry_point": "support.point_mass:PointMass", "seed": 3}
+    wide = {**entry, "config": {"dtype": "float64"}}
+    env = make_env(wide)
+    try:
+        assert env.observation_space.dtype == np.float32
+        obs, _ = env.reset()
+        step, *_ = env.step(env.action_space.sample())
+        assert obs.dtype == step.dtype == np.float32
+        assert env.unwrapped.observation_space.dtype == np.float64  # the env's own
+    finally:
+        env.close()
+    assert raw_observation_cast(wide) == "float64 -> float32"
+    assert raw_observation_cast(entry) is None  # float32 already: nothing to cast
+    assert raw_observation_cast({**entry, "entry_point": "no_such:Env"}) is None
+    cast = {**env_protocol(wide), "observation_cast": "float64 -> float32"}
+    assert protocol_key(cast) == protocol_key(env_protocol(wide))

@@ -50,3 +50,8 @@ def test_sac_policy_rolls_out_with_the_reference_actor(sac_run: Path, tmp_path: 
     low, high = np.array(net.action_spec["low"]), np.array(net.action_spec["high"])
     assert ((values >= low) & (values <= high)).all()
     assert len(np.unique(values.round(6), axis=0)) > 1  # the actor responds to the state
+    # The point mass gives float64 observations: cast once to float32, and both the
+    # training and the rollout say so in their protocol (the workload is the same).
+    trained = json.loads((sac_run / SUMMARY_FILE).read_text())["env_protocol"]
+    cast = "float64 -> float32" if "point_mass" in str(trained["env_id"]) else None
+    assert trained.get("observation_cast") == s["env_protocol"].get("observation_cast") == cast

@@ -7,7 +7,10 @@ The observation is the position ``(x, y)`` in [-1, 1]^2; the action a velocity
 [-0.5, 0.5], so a rule that mixes the dimensions' ranges is caught); each step
 moves the point by 0.2 x the action (clipped to the square) and rewards
 ``-|position|``. Episodes last ``config["steps"]`` steps (default 30), starting at a
-seeded random position. The best actor pushes toward the origin, hard:
+seeded random position. ``config["dtype"]`` (default float32) is the observations' dtype:
+float64, as MuJoCo's and many users' envs give them, which rlperf casts to float32 where
+the env meets the model (rlperf.envs.factory.float32_observations). The best actor pushes
+toward the origin, hard:
 :func:`teacher_actions` is that rule (what :func:`fit_actor` teaches an MLP).
 gymnasium's own 2-D Box envs need Box2D or MuJoCo, which rlperf does not install.
 """
@@ -26,7 +29,8 @@ HIGH = np.array([1.0, 0.5], np.float32)
 class PointMass(gym.Env):
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.steps = int((config or {}).get("steps", 30))
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.dtype = np.dtype((config or {}).get("dtype", "float32"))
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), self.dtype)
         self.action_space = gym.spaces.Box(LOW, HIGH, dtype=np.float32)
         self.pos = np.zeros(2, np.float32)
         self.t = 0
@@ -35,14 +39,14 @@ class PointMass(gym.Env):
         super().reset(seed=seed)
         self.pos = self.np_random.uniform(-1.0, 1.0, 2).astype(np.float32)
         self.t = 0
-        return self.pos.copy(), {}
+        return self.pos.astype(self.dtype), {}
 
     def step(self, action: Any) -> Any:
         a = np.clip(np.asarray(action, np.float32).reshape(2), LOW, HIGH)
         self.pos = np.clip(self.pos + 0.2 * a, -1.0, 1.0).astype(np.float32)
         self.t += 1
         reward = -float(np.linalg.norm(self.pos))
-        return self.pos.copy(), reward, False, self.t >= self.steps, {}
+        return self.pos.astype(self.dtype), reward, False, self.t >= self.steps, {}
 
 
 def teacher_actions(obs: np.ndarray) -> np.ndarray:
