@@ -22,6 +22,7 @@ stage, the launcher and the report import it.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -367,6 +368,10 @@ def message_of(exc: BaseException) -> str:
     text = str(exc).split("\nConfig search path:")[0].strip() or type(exc).__name__
     # OmegaConf appends indented details (full_key, reference_type, ...): one line.
     text = " ".join(line for line in text.splitlines() if line and not line[0].isspace())
+    options = getattr(exc, "options", None)  # Hydra's group option not found: list them
+    if options:
+        text = re.sub(r"\s*Available options in '[^']*':\s*$", "", text)
+        text += f"; choose one of {', '.join(map(str, options))}"
     cause = exc.__cause__
     if cause is not None and not isinstance(exc, ReportedError):
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
@@ -374,11 +379,12 @@ def message_of(exc: BaseException) -> str:
             text += f": {first}"
         text += _valid_keys_hint(cause)
     # Hydra raises its composition error while handling OmegaConf's (a context).
-    return text + "".join(hint(cause or exc.__context__) for hint in _MESSAGE_HINTS)
+    return text + "".join(hint(cause or exc.__context__ or exc) for hint in _MESSAGE_HINTS)
 
 
 #: Functions a layer above adds (:func:`add_message_hint`) that explain a user error's cause
-#: in its terms; each returns "" when it has nothing to say.
+#: (the error itself where it has none) in its terms; each returns "" when it has nothing
+#: to say.
 _MESSAGE_HINTS: list[Callable[[BaseException | None], str]] = []
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from rlperf.config.schema_algo import ALGO_SCHEMAS, AlgoConfig
+from rlperf.config.schema_algo import ALGO_SCHEMAS, AlgoConfig, gone_algorithm_hint
 from rlperf.config.schema_env import ENV_SCHEMAS, EnvConfig
 from rlperf.config.schema_model import MODEL_SCHEMAS, ModelConfig
 from rlperf.config.schema_tracking import TrackingConfig
@@ -454,6 +454,7 @@ def register_configs() -> None:
     if _registered:
         return
     add_message_hint(kind_schema_hint)
+    add_message_hint(gone_algorithm_hint)
     cs = ConfigStore.instance()
     cs.store(name="rlperf_schema", node=RlperfConfig)
     for group, schemas in KIND_SCHEMAS.items():

@@ -20,6 +20,27 @@ from typing import Any
 
 from omegaconf import MISSING
 
+#: Algorithms users ask for that RLlib 2.60 does not have: ``algo=<name>`` is refused with
+#: this reason (:func:`gone_algorithm_hint`), nothing home-made in their place
+#: (docs/algorithms.md#not-in-rllib).
+NOT_IN_RLLIB = {
+    "td3": "TD3 left RLlib in 2.8 (moved to rllib_contrib) and is gone since 2.9",
+    "ddpg": "DDPG left RLlib in 2.8 (moved to rllib_contrib) and is gone since 2.9",
+    "trpo": "RLlib never had TRPO",
+}
+
+
+def gone_algorithm_hint(cause: BaseException | None) -> str:
+    """``algo=td3`` (an option Hydra did not find) for an algorithm RLlib lacks: why, and
+    which of rlperf's algorithms does continuous control instead."""
+    missing = str(getattr(cause, "missing_cfg_file", "") or "")
+    group, _, name = missing.partition("/")
+    if group != "algo" or name not in NOT_IN_RLLIB:
+        return ""
+    return (f"; {NOT_IN_RLLIB[name]}, so rlperf has no algo={name}: for continuous control "
+            "use algo=sac (or ppo, appo, impala) (docs/algorithms.md)")  # fmt: skip
+
+
 #: ``algo.name`` -> the schema of its keys, in registration order.
 ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = {}
 

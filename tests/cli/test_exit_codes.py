@@ -74,7 +74,18 @@ def raising_stage(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
         (["stage=rollout", "run={tmp}/missing"], "rlperf: run={tmp}/missing: no such folder"),
         (["stage=edge", "model_path={tmp}/none.tflite"], "rlperf: model_path={tmp}/none.tflite"),
         (["stage=foo"], "rlperf: Error merging override stage=foo: Invalid value 'foo'"),
-        (["model=nope"], "rlperf: In 'config': Could not find 'model/nope'"),
+        (
+            ["model=nope"],
+            "rlperf: In 'config': Could not find 'model/nope'; choose one of "
+            "mlp256, mlp64, model1,",
+        ),
+        (
+            ["algo=td3"],
+            "; choose one of appo, dqn, impala, ppo, sac; TD3 left RLlib in 2.8 "
+            "(moved to rllib_contrib) and is gone since 2.9, so rlperf has no "
+            "algo=td3: for continuous control use algo=sac",
+        ),
+        (["algo=trpo"], "; RLlib never had TRPO, so rlperf has no algo=trpo"),
         (["nokey=1"], "rlperf: Could not override 'nokey'."),
     ],
 )
