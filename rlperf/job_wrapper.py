@@ -266,6 +266,7 @@ def execute_stage(
         ctx.close_display()
         if sampler is not None:
             sampler.stop()
+            summary["cpu_energy"] = sampler.cpu_energy_record()
         record_env_protocol(summary, resolved)
         summary[WALL_S] = ctx.elapsed_s()
         if stage_spec(summary.get("stage")).trains:  # a downstream job has steps, not iterations
@@ -444,6 +445,7 @@ def _start_telemetry(
         interval_s=float(cfg.telemetry.interval_s),
         gpu_indices=gpu_indices,
         time_origin=time_origin,  # telemetry.csv and metrics.csv share "seconds since job start"
+        powercap=Path(cfg.telemetry.powercap) if cfg.telemetry.powercap else None,
     )
     sampler.start()
     return sampler

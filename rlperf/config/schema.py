@@ -267,6 +267,8 @@ class TelemetryConfig:
 
     enabled: bool = True
     interval_s: float = 1.0
+    # Where the RAPL counters of the CPU packages are (CPU energy); null: not read.
+    powercap: str | None = "/sys/class/powercap"
 
 
 @dataclass

@@ -28,6 +28,7 @@ import psutil
 from rlperf.results.columns import CPU_UTIL_PCT, RAM_UTIL_PCT, TIME_S
 from rlperf.telemetry.cpu import MIB, cpu_util_between, process_tree_rss_mb
 from rlperf.telemetry.nvml import NvmlSession, nvml_unavailable_reason, open_nvml
+from rlperf.telemetry.rapl import POWERCAP, Rapl, open_rapl
 from rlperf.telemetry.window import StartStop
 
 log = logging.getLogger(__name__)
@@ -61,9 +62,15 @@ def gpu_columns(indices: Iterable[int]) -> list[str]:
     return [f"gpu{i}_{metric}" for i in indices for metric in GPU_METRICS]
 
 
-def telemetry_columns(indices: Iterable[int]) -> list[str]:
-    """All ``telemetry.csv`` columns for the monitored GPUs ``indices``."""
-    return [*SYSTEM_COLUMNS, *gpu_columns(indices)]
+#: The CPU packages' energy (RAPL, :mod:`rlperf.telemetry.rapl`): in ``telemetry.csv`` the
+#: joules since the job's start, per iteration in ``metrics.csv`` the counter difference.
+CPU_ENERGY_J = "cpu_energy_j"
+
+
+def telemetry_columns(indices: Iterable[int], cpu_energy: bool = False) -> list[str]:
+    """All ``telemetry.csv`` columns for the monitored GPUs ``indices`` (and the CPU
+    energy where RAPL counters are read)."""
+    return [*SYSTEM_COLUMNS, *gpu_columns(indices), *([CPU_ENERGY_J] if cpu_energy else [])]
 
 
 class _CounterTrace:
@@ -139,6 +146,7 @@ class TelemetrySampler(StartStop):
         *,
         pynvml_module: Any | None = None,
         time_origin: float | None = None,
+        powercap: Path | None = POWERCAP,
     ) -> None:
         if not interval_s > 0:
             raise ValueError(f"telemetry.interval_s must be > 0, got {interval_s!r}")
@@ -174,7 +182,12 @@ class TelemetrySampler(StartStop):
                     self._nvml.close()
                 raise
             self.gpu_indices = [d.index for d in devices]
-        self.columns: list[str] = telemetry_columns(self.gpu_indices)
+        # CPU energy where the machine's RAPL counters can be read (None: not looked for).
+        self.rapl: Rapl | None = None
+        self.rapl_unavailable_reason: str | None = "not sampled"
+        if powercap is not None:
+            self.rapl, self.rapl_unavailable_reason = open_rapl(powercap)
+        self.columns: list[str] = telemetry_columns(self.gpu_indices, self.rapl is not None)
 
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
@@ -189,6 +202,7 @@ class TelemetrySampler(StartStop):
         self._energy: dict[int, _CounterTrace] = {i: _CounterTrace() for i in self.gpu_indices}
         self._energy_base: dict[int, float] = dict.fromkeys(self.gpu_indices, NAN)
         self._last_energy_t = -math.inf
+        self._cpu_energy = _CounterTrace()  # RAPL joules x 1000 (the trace's unit)
         self._stopped = False
         self._error_logged = False
 
@@ -281,7 +295,7 @@ class TelemetrySampler(StartStop):
         instead of interpolating between samples.
         """
         with self._lock:
-            if self._nvml_live():
+            if self._counters_live():
                 return self._read_energy_locked()
             return self.now()
 
@@ -290,9 +304,32 @@ class TelemetrySampler(StartStop):
     def _nvml_live(self) -> bool:
         return self._nvml is not None and self._nvml.is_open and bool(self.gpu_indices)
 
+    def _counters_live(self) -> bool:
+        return self._nvml_live() or self.rapl is not None
+
+    def _read_cpu_energy_locked(self, t: float) -> float:
+        """One RAPL reading (J since the start) into the CPU trace; NaN once it failed."""
+        if self.rapl is None:
+            return NAN
+        try:
+            joules = self.rapl.read_j()
+        except (OSError, ValueError) as exc:
+            self.rapl.failed = f"the RAPL counters could not be read: {exc}"
+            joules = NAN
+        if math.isnan(joules):
+            if self.rapl_unavailable_reason is None:
+                self.rapl_unavailable_reason = self.rapl.failed
+                log.warning("telemetry: %s; CPU energy is not measured from here on",
+                            self.rapl.failed)  # fmt: skip
+            return NAN
+        self._cpu_energy.append(t, 1000.0 * joules)
+        return joules
+
     def _read_energy_locked(self) -> float:
-        """Append one energy-counter reading per GPU; return its timestamp."""
+        """Append one energy-counter reading per GPU and of the CPU; return its timestamp."""
         t = self.now()
+        self._read_cpu_energy_locked(t)
+        self._last_energy_t = t
         if self._nvml_live():
             assert self._nvml is not None
             for i in self.gpu_indices:
@@ -331,6 +368,9 @@ class TelemetrySampler(StartStop):
                 row[f"gpu{i}_energy_j"] = (mj - self._energy_base[i]) / 1000.0
             if nvml_live:
                 self._last_energy_t = t
+            if self.rapl is not None:
+                row[CPU_ENERGY_J] = self._read_cpu_energy_locked(t)
+                self._last_energy_t = t
             cpu_after = psutil.cpu_times()
             vm = psutil.virtual_memory()
             row[CPU_UTIL_PCT] = cpu_util_between(self._cpu_before, cpu_after)
@@ -350,6 +390,20 @@ class TelemetrySampler(StartStop):
 
     # -- queries ---------------------------------------------------------------------
 
+    def cpu_energy_record(self) -> dict[str, Any]:
+        """``summary.json`` ``cpu_energy``: whether the CPU packages' energy was measured,
+        the RAPL zones read, the whole job's joules (from the sampler's start to its last
+        reading), or why it was not measured."""
+        with self._lock:
+            last = self._cpu_energy.mj[-1] / 1000.0 if self._cpu_energy.mj else NAN
+        measured = self.rapl is not None and self.rapl.failed is None
+        return {
+            "measured": measured,
+            "zones": [z.name for z in self.rapl.zones] if self.rapl is not None else [],
+            "job_j": round(last, 3) if measured and not math.isnan(last) else None,
+            "unavailable_reason": None if measured else self.rapl_unavailable_reason,
+        }
+
     def samples(self) -> list[dict[str, float]]:
         """A copy of every sample taken so far (the rows of ``telemetry.csv``)."""
         with self._lock:
@@ -368,15 +422,21 @@ class TelemetrySampler(StartStop):
           counter readings (samples, :meth:`mark` calls, and a fresh reading taken
           here if ``t1`` is later than the last one). NaN without a counter.
 
-        Empty dict when no GPU is monitored.
+        * ``cpu_energy_j`` where RAPL counters are read: the CPU packages' counter
+          difference, interpolated the same way (NaN once the counters failed).
+
+        Empty dict when no GPU is monitored and no CPU energy read.
         """
         if t1 < t0:
             raise ValueError(f"window end {t1} is before its start {t0}")
-        if not self.gpu_indices:
+        if not self.gpu_indices and self.rapl is None:
             return {}
         with self._lock:
-            if t1 > self._last_energy_t and self._nvml_live():
+            if t1 > self._last_energy_t and self._counters_live():
                 self._read_energy_locked()
+            cpu_j = (self._cpu_energy.at(t1) - self._cpu_energy.at(t0)) / 1000.0
+            if self.rapl is not None and self.rapl.failed is not None:
+                cpu_j = NAN
             lo = bisect.bisect_left(self._row_times, t0)
             hi = bisect.bisect_right(self._row_times, t1)
             rows = [dict(zip(self.columns, r, strict=True)) for r in self._rows[lo:hi]]
@@ -391,7 +451,7 @@ class TelemetrySampler(StartStop):
                 for metric in _MEAN_METRICS:
                     fresh[f"gpu{i}_{metric}"] = reading[metric]
             rows = [fresh]
-        out: dict[str, float] = {}
+        out: dict[str, float] = {CPU_ENERGY_J: cpu_j} if self.rapl is not None else {}
         for i in self.gpu_indices:
             for metric in GPU_METRICS:
                 col = f"gpu{i}_{metric}"

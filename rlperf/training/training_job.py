@@ -56,7 +56,7 @@ from rlperf.results.csvlog import CsvLog
 from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.runs.probe import write_probe
 from rlperf.telemetry.cpu import CpuWindow
-from rlperf.telemetry.sampler import gpu_columns
+from rlperf.telemetry.sampler import CPU_ENERGY_J, gpu_columns
 from rlperf.training import faults
 from rlperf.training.target import (
     StopCheck,
@@ -451,7 +451,12 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, A
 
     if cfg.train.torch_threads is not None:
         torch.set_num_threads(int(cfg.train.torch_threads))
-    columns = [*TRAIN_COLUMNS, *gpu_columns(ctx.gpu_indices)]
+    cpu_energy = ctx.sampler is not None and ctx.sampler.rapl is not None  # RAPL read here
+    columns = [
+        *TRAIN_COLUMNS,
+        *gpu_columns(ctx.gpu_indices),
+        *([CPU_ENERGY_J] if cpu_energy else []),
+    ]
     # Recorded before Ray starts, so that a layout Ray cannot place still shows its plan.
     ctx.summary["resource_plan"] = plan_record(ctx.plan, str(cfg.gpu_layout.name))
     measure_env_ceiling(cfg, ctx)

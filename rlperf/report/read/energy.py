@@ -15,7 +15,12 @@ the energy per sampled env step and per trained step, the mean power, and the
 whole job's GPU energy from ``telemetry.csv`` (its last cumulative counter
 value: setup and warm-up included). Where nothing was measured the run says
 why (:func:`unavailable_reason`: the fingerprint's ``nvml_unavailable_reason``
-on a machine without NVML). CPU energy is not measured.
+on a machine without NVML).
+
+CPU energy (:func:`cpu_energy_summary`): where the job read the CPU packages' RAPL
+counters (``metrics.csv`` ``cpu_energy_j`` per iteration, rlperf.telemetry.rapl), the
+energy over the iterations that count and per 1 000 sampled env steps; elsewhere
+``cpu_energy_unavailable`` says why ("not measured here: ..."), never an estimate.
 """
 
 from __future__ import annotations
@@ -82,8 +87,48 @@ def unavailable_reason(cell: Cell) -> str:
     return "NVML gave no power or energy reading for the monitored GPUs"
 
 
+#: The per-iteration CPU energy column of ``metrics.csv`` (rlperf.telemetry.sampler).
+CPU_ENERGY_J = "cpu_energy_j"
+
+
+def cpu_unavailable_reason(cell: Cell) -> str:
+    """Why a run has no CPU energy (empty when it has some)."""
+    df = cell.iterations
+    if df is not None and CPU_ENERGY_J in df and _any_number(df[CPU_ENERGY_J]):
+        return ""
+    if cell.source == "legacy":
+        return "not measured here: RLlib 1.x recorded no CPU energy"
+    record = cell.summary.get("cpu_energy")
+    if not isinstance(record, dict):
+        return "not measured here: no record (telemetry disabled, or an older rlperf)"
+    return f"not measured here: {record.get('unavailable_reason') or 'no RAPL reading'}"
+
+
+def _any_number(values: pd.Series) -> bool:
+    return bool(pd.to_numeric(values, errors="coerce").notna().any())
+
+
+def cpu_energy_summary(cell: Cell) -> dict[str, Any]:
+    """CPU energy columns of the run's row in ``runs.csv`` (over the iterations that count)."""
+    reason = cpu_unavailable_reason(cell)
+    df = cell.iterations
+    if reason or df is None:
+        return {"cpu_energy_unavailable": reason}
+    kept = included(df)
+    energy = float(pd.to_numeric(kept[CPU_ENERGY_J], errors="coerce").sum(min_count=1))
+    env_steps = float(kept[ENV_STEPS].sum())
+    record = cell.summary.get("cpu_energy") or {}
+    return {
+        "cpu_energy_j": energy,
+        "cpu_energy_per_1k_env_steps_j": 1000 * energy / env_steps if env_steps > 0 else np.nan,
+        "job_cpu_energy_j": record.get("job_j", np.nan) if isinstance(record, dict) else np.nan,
+        "cpu_energy_unavailable": "",
+    }
+
+
 def energy_summary(cell: Cell) -> dict[str, Any]:
-    """Energy columns of the run's row in ``runs.csv`` (over the iterations that count)."""
+    """GPU energy columns of the run's row in ``runs.csv`` (over the iterations that count;
+    the CPU's: :func:`cpu_energy_summary`)."""
     reason = unavailable_reason(cell)
     df = cell.iterations
     if reason or df is None:
@@ -142,12 +187,22 @@ def energy_text(cells: list[Cell], summaries: pd.DataFrame) -> str:
         "**Energy.** GPU energy per iteration is the NVML total-energy counter's difference "
         "over the iteration, or, on a GPU without that counter, its mean board power × the "
         "iteration time (`energy_source` says which); tables give it per sampled env step and "
-        "per trained step over the iterations that count, summed over the monitored GPUs. CPU "
-        f"energy is not measured. Measured for {len(measured)} of {len(trained)} completed "
-        "training run(s)"
+        "per trained step over the iterations that count, summed over the monitored GPUs. "
+        f"Measured for {len(measured)} of {len(trained)} completed training run(s)"
     )
     if missing:
         text += "; not measurable for " + "; ".join(f"{n} ({why})" for why, n in missing.items())
+    cpu_missing: dict[str, int] = {}
+    for c in trained:
+        why = cpu_unavailable_reason(c)
+        if why:
+            cpu_missing[why] = cpu_missing.get(why, 0) + 1
+    cpu = len(trained) - sum(cpu_missing.values())
+    text += (". CPU energy is the CPU packages' RAPL counters (Linux powercap, top-level "
+             f"zones) differenced over each iteration, never estimated: measured for {cpu} of "
+             f"{len(trained)}")  # fmt: skip
+    if cpu_missing:
+        text += "; " + "; ".join(f"{n}: {why}" for why, n in cpu_missing.items())
     return text + "."
 
 

@@ -20,7 +20,7 @@ from rlperf.report.compare.axes import AxisPlan
 from rlperf.report.compare.findings import FamilyAnalysis
 from rlperf.report.compare.study import study_way_means
 from rlperf.report.read.cells import ENV_FAMILY, PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell, included
-from rlperf.report.read.energy import energy_summary
+from rlperf.report.read.energy import cpu_energy_summary, energy_summary
 from rlperf.report.read.load import as_text
 from rlperf.report.stats.estimates import ONE_RUN, Estimate
 from rlperf.report.tables.env import env_summary
@@ -218,6 +218,7 @@ def _train_summary(c: Cell) -> dict[str, Any]:
     if c.summary.get("model_params") is not None:
         row["model_params"] = c.summary.get("model_params")
     row.update(energy_summary(c))
+    row.update(cpu_energy_summary(c))
     row.update(study_way_means(c))
     return row
 

@@ -141,20 +141,23 @@ def test_the_methods_paragraph_counts_what_could_not_be_measured() -> None:
                               "energy_unavailable": ["", "NVML unavailable: x", NAN]})  # fmt: skip
     text = energy.energy_text(cells, summaries)
     assert text.startswith("**Energy.** GPU energy per iteration is the NVML total-energy ")
-    assert text.endswith(
-        "CPU energy is not measured. Measured for 2 of 4 completed training run(s); not "
-        "measurable for 1 (NVML unavailable: x); 1 (not summarised)."
-    )
+    assert (
+        "Measured for 2 of 4 completed training run(s); not measurable for 1 (NVML "
+        "unavailable: x); 1 (not summarised). CPU energy is the CPU packages' RAPL counters"
+    ) in text
+    # These cells have no summary.json record: their CPU energy says why, once for all.
+    assert text.endswith("measured for 0 of 4; 4: not measured here: no record (telemetry "
+                         "disabled, or an older rlperf).")  # fmt: skip
     everything = energy.energy_text(cells[:1], summaries)
-    assert everything.endswith("Measured for 1 of 1 completed training run(s).")
-    assert energy.energy_text(cells[:1], pd.DataFrame({"cell": ["a"]})).endswith(
-        "Measured for 0 of 1 completed training run(s); not measurable for 1 (not summarised)."
-    )
+    assert "Measured for 1 of 1 completed training run(s). CPU energy" in everything
+    assert (
+        "Measured for 0 of 1 completed training run(s); not measurable for 1 (not summarised). CPU"
+    ) in energy.energy_text(cells[:1], pd.DataFrame({"cell": ["a"]}))
     assert energy.energy_text(cells[4:], summaries) == ""
     indexed = summaries.set_index("cell")
-    assert energy.energy_text(cells[:2], indexed).endswith(
-        "of 2 completed training run(s); not measurable for 1 (NVML unavailable: x)."
-    )
+    assert (
+        "of 2 completed training run(s); not measurable for 1 (NVML unavailable: x). CPU"
+    ) in energy.energy_text(cells[:2], indexed)
 
 
 def test_unreadable_values_count_as_missing() -> None:
@@ -199,7 +202,29 @@ def test_the_whole_methods_paragraph() -> None:
         "**Energy.** GPU energy per iteration is the NVML total-energy counter's difference "
         "over the iteration, or, on a GPU without that counter, its mean board power × the "
         "iteration time (`energy_source` says which); tables give it per sampled env step and "
-        "per trained step over the iterations that count, summed over the monitored GPUs. CPU "
-        "energy is not measured. Measured for 1 of 3 completed training run(s); not "
-        "measurable for 2 (NVML unavailable: x)."
+        "per trained step over the iterations that count, summed over the monitored GPUs. "
+        "Measured for 1 of 3 completed training run(s); not measurable for 2 (NVML "
+        "unavailable: x). CPU energy is the CPU packages' RAPL counters (Linux powercap, "
+        "top-level zones) differenced over each iteration, never estimated: measured for 0 of "
+        "3; 3: not measured here: no record (telemetry disabled, or an older rlperf)."
     )
+
+
+def test_cpu_energy_per_run_or_why_not() -> None:
+    """RAPL's per-iteration joules summed over the iterations that count, per 1 000 env
+    steps; where the job read none, the reason its summary.json recorded."""
+    rows = _rows().assign(cpu_energy_j=[500.0, 30.0, 50.0, 999.0])  # warm-up, 2 counted, fault
+    measured = _cell("m", rows, summary={"cpu_energy": {"measured": True, "job_j": 1600.0}})
+    assert energy.cpu_energy_summary(measured) == {
+        "cpu_energy_j": 80.0,
+        "cpu_energy_per_1k_env_steps_j": 80.0,  # 80 J over 400 + 600 env steps
+        "job_cpu_energy_j": 1600.0,
+        "cpu_energy_unavailable": "",
+    }
+    why = "no RAPL counter: /sys/class/powercap has no intel-rapl package zone"
+    absent = _cell("a", _rows(), summary={"cpu_energy": {"unavailable_reason": why}})
+    assert energy.cpu_energy_summary(absent) == {
+        "cpu_energy_unavailable": f"not measured here: {why}"
+    }
+    legacy = _cell("l", _rows(), axes={"source": "legacy"})
+    assert energy.cpu_unavailable_reason(legacy).startswith("not measured here: RLlib 1.x")
