@@ -46,6 +46,7 @@ from rlperf.job_wrapper import JobContext
 from rlperf.layout import EPISODES_FILE, EXCLUDED_COLUMN, STEPS_FILE
 from rlperf.results.csvlog import read_rows
 from rlperf.results.latency import episode_windows
+from rlperf.telemetry.sampler import action_energy
 from rlperf.tflite.cache import settings_hash
 from rlperf.tflite.tflite_model import gzip_size, input_distortion, read_tflite, weight_sparsity
 
@@ -300,10 +301,15 @@ def run_edge(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
     if cell.spec.on_edgetpu:
         cell.edgetpu = edgetpu_preflight(cfg)
     prepare_variant(cell)
+    t0 = ctx.telemetry_now()  # the energy counters, read around the benchmark
     spec, result, bench_s = benchmark(cell)
+    window = ctx.telemetry_window(t0, ctx.telemetry_now())
     track_episodes(out_dir, ctx)
     checks = check_cell(cell, spec, result)
-    return summarise(cell, result, bench_s, checks)
+    out = summarise(cell, result, bench_s, checks)
+    # Over the whole benchmark (its process's start and the model's load included).
+    out["energy"] = action_energy(window, int(out.get("steps") or 0))
+    return out
 
 
 def track_episodes(out_dir: Path, ctx: JobContext) -> None:

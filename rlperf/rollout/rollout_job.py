@@ -43,11 +43,13 @@ from rlperf.results.latency import LatencyRecorder, LatencyWindows
 from rlperf.rollout.timing import measure_timer
 from rlperf.runs.checkpoint import TrainedRun
 from rlperf.runs.probe import check_probe
+from rlperf.telemetry.sampler import action_energy
 
 PROGRESS_EVERY_S = 30.0
 
 #: What the rollout adds to ``summary.json`` (docs/rollout.md).
 SUMMARY_KEYS = (
+    "energy",
     "source",
     "seed",
     "explore",
@@ -378,9 +380,12 @@ def play_timed(rollout: Rollout, policy: Any, ctx: JobContext, stack: ExitStack)
         rollout.precision = LatencyWindows(rollout.recorder, int(r.warmup_steps),
                                            float(r.precision), int(r.steps))  # fmt: skip
         stop = rollout.precision.after
+    t0 = ctx.telemetry_now()  # the energy counters, read at the loop's edges
     played = play(policy, env, rollout.recorder, int(r.episodes), steps, ctx.progress, ctx.track,
                   stop)  # fmt: skip
     summary.update(played)
+    summary["energy"] = action_energy(ctx.telemetry_window(t0, ctx.telemetry_now()),
+                                      int(played["steps"]))  # fmt: skip
     if rollout.precision is not None:
         summary["precision"] = rollout.precision.summary(ACTION_MS_P50, "at_step")
         if rollout.precision.rule.at is not None:

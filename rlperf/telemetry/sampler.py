@@ -17,6 +17,7 @@ import bisect
 import csv
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -65,6 +66,28 @@ def gpu_columns(indices: Iterable[int]) -> list[str]:
 #: The CPU packages' energy (RAPL, :mod:`rlperf.telemetry.rapl`): in ``telemetry.csv`` the
 #: joules since the job's start, per iteration in ``metrics.csv`` the counter difference.
 CPU_ENERGY_J = "cpu_energy_j"
+
+
+def action_energy(window: dict[str, float], actions: int) -> dict[str, Any]:
+    """The energy of a window in which ``actions`` actions were taken (a rollout's or an
+    edge benchmark's, :meth:`TelemetrySampler.window`): the CPU packages' joules (RAPL)
+    and the monitored GPUs' (NVML counters), each per 1 000 actions; a part that was not
+    read is left out (the job's ``cpu_energy`` record says why)."""
+    out: dict[str, Any] = {"actions": int(actions)}
+    parts = {
+        "cpu": [window.get(CPU_ENERGY_J, NAN)] if CPU_ENERGY_J in window else [],
+        "gpu": [v for k, v in window.items() if re.fullmatch(r"gpu\d+_energy_j", k)],
+    }
+    for name, values in parts.items():
+        finite = [v for v in values if not math.isnan(v)]
+        if not finite:
+            continue
+        joules = float(sum(finite))
+        out[f"{name}_energy_j"] = round(joules, 4)
+        out[f"{name}_energy_per_1k_actions_j"] = (
+            round(1000 * joules / actions, 4) if actions > 0 else None
+        )
+    return out
 
 
 def telemetry_columns(indices: Iterable[int], cpu_energy: bool = False) -> list[str]:

@@ -155,6 +155,10 @@ def test_job_int8_then_other_backends_reuse_the_export(
     assert s["episodes"]["count"] == 2 and s["episodes"]["length_mean"] == 60.0
     steps = _csv(out / STEPS_FILE)
     assert len(steps) == 120 == s["steps"]
+    # The benchmark's energy per 1 000 actions: the CPU's where RAPL was read.
+    assert s["energy"]["actions"] == 120
+    measured = (s.get("cpu_energy") or {}).get("measured", False)  # none: telemetry off
+    assert ("cpu_energy_per_1k_actions_j" in s["energy"]) == measured
     assert sum(r["excluded"] == "warmup" for r in steps) == 10
     assert s["latency"]["forward_ms"]["count"] == 110
     lat = s["latency"]

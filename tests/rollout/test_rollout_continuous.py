@@ -34,6 +34,11 @@ def test_sac_policy_rolls_out_with_the_reference_actor(sac_run: Path, tmp_path: 
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     s = json.loads((out / SUMMARY_FILE).read_text())
     assert s["status"] == "completed" and s["steps"] == 120
+    # Its loop's energy per 1 000 actions: the CPU's where RAPL was read (not on machines
+    # without powercap, which the job's cpu_energy record then names).
+    assert s["energy"]["actions"] == 120
+    measured = (s.get("cpu_energy") or {}).get("measured", False)  # none: telemetry off
+    assert ("cpu_energy_per_1k_actions_j" in s["energy"]) == measured
     # Per-step latency exactly as for a Discrete policy.
     assert set(s["latency"]) == {"forward_ms", "action_ms", "env_step_ms"}
     assert s["latency"]["action_ms"]["count"] == 100

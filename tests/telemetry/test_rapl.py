@@ -187,3 +187,34 @@ def test_a_job_records_its_cpu_energy_where_the_counters_move(
     execute_stage(cfg, tmp_path / "off", stage_function("env"), in_trial=False)
     record = json.loads((tmp_path / "off" / SUMMARY_FILE).read_text())["cpu_energy"]
     assert record["measured"] is False and record["unavailable_reason"].startswith("no RAPL")
+
+
+def test_energy_per_1000_actions_of_a_window() -> None:
+    """A rollout's or edge benchmark's loop: CPU and GPU joules per 1 000 actions; a part
+    not read (no RAPL, no GPU, a NaN counter) is left out, never zero."""
+    from rlperf.telemetry.sampler import action_energy
+
+    window = {CPU_ENERGY_J: 12.0, "gpu0_energy_j": 30.0, "gpu1_energy_j": math.nan,
+              "gpu0_power_w": 100.0}  # fmt: skip
+    assert action_energy(window, 600) == {
+        "actions": 600, "cpu_energy_j": 12.0, "cpu_energy_per_1k_actions_j": 20.0,
+        "gpu_energy_j": 30.0, "gpu_energy_per_1k_actions_j": 50.0,
+    }  # fmt: skip
+    assert action_energy({}, 600) == {"actions": 600}
+    assert action_energy({CPU_ENERGY_J: math.nan}, 600) == {"actions": 600}
+    assert action_energy({CPU_ENERGY_J: 1.0}, 0)["cpu_energy_per_1k_actions_j"] is None
+
+
+def test_an_inference_run_reports_its_energy_per_1000_actions_or_why_not() -> None:
+    from rlperf.report.read.cells import Cell
+    from rlperf.report.read.energy import action_energy_summary
+
+    def cell(summary: dict) -> Cell:
+        return Cell("r", Path("r"), "rlperf", "g", "completed", {"stage": "rollout"},
+                    summary=summary)  # fmt: skip
+
+    measured = cell({"energy": {"actions": 600, "cpu_energy_per_1k_actions_j": 20.0}})
+    assert action_energy_summary(measured) == {"cpu_energy_per_1k_actions_j": 20.0}
+    why = "no RAPL counter: here"
+    absent = cell({"energy": {"actions": 600}, "cpu_energy": {"unavailable_reason": why}})
+    assert action_energy_summary(absent) == {"cpu_energy_unavailable": f"not measured here: {why}"}

@@ -126,6 +126,21 @@ def cpu_energy_summary(cell: Cell) -> dict[str, Any]:
     }
 
 
+def action_energy_summary(cell: Cell) -> dict[str, Any]:
+    """An inference run's energy per 1 000 actions (``summary.json`` ``energy``: the CPU's
+    RAPL joules and the GPUs' over its timed loop), or why its CPU energy was not measured."""
+    energy = cell.summary.get("energy")
+    energy = energy if isinstance(energy, dict) else {}
+    out: dict[str, Any] = {
+        k: energy[k]
+        for k in ("cpu_energy_per_1k_actions_j", "gpu_energy_per_1k_actions_j")
+        if k in energy
+    }
+    if "cpu_energy_per_1k_actions_j" not in out:
+        out["cpu_energy_unavailable"] = cpu_unavailable_reason(cell)
+    return out  # fmt: skip
+
+
 def energy_summary(cell: Cell) -> dict[str, Any]:
     """GPU energy columns of the run's row in ``runs.csv`` (over the iterations that count;
     the CPU's: :func:`cpu_energy_summary`)."""

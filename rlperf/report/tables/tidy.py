@@ -20,7 +20,7 @@ from rlperf.report.compare.axes import AxisPlan
 from rlperf.report.compare.findings import FamilyAnalysis
 from rlperf.report.compare.study import study_way_means
 from rlperf.report.read.cells import ENV_FAMILY, PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell, included
-from rlperf.report.read.energy import cpu_energy_summary, energy_summary
+from rlperf.report.read.energy import action_energy_summary, cpu_energy_summary, energy_summary
 from rlperf.report.read.load import as_text
 from rlperf.report.stats.estimates import ONE_RUN, Estimate
 from rlperf.report.tables.env import env_summary
@@ -225,7 +225,7 @@ def _train_summary(c: Cell) -> dict[str, Any]:
 
 def _inference_summary(c: Cell) -> dict[str, Any]:
     df = c.latency
-    row: dict[str, Any] = {}
+    row: dict[str, Any] = action_energy_summary(c)
     if df is not None and len(df):
         kept = included(df)
         row["granularity"] = str(df["granularity"].iloc[0])
