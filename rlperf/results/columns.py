@@ -24,6 +24,9 @@ ITER_S = "iter_s"
 OTHER_S = "other_s"
 EVAL_S = "eval_s"
 ENV_STEPS = "env_steps"
+#: The CPU packages' energy (RAPL, rlperf.telemetry.rapl): in telemetry.csv the joules since
+#: the job's start, per iteration in metrics.csv the counter difference.
+CPU_ENERGY_J = "cpu_energy_j"
 ENV_STEPS_PER_S = "env_steps_per_s"
 SAMPLING_EFFICIENCY = "sampling_efficiency"
 TRAINED_STEPS = "trained_steps"

@@ -26,7 +26,7 @@ from typing import IO, Any
 
 import psutil
 
-from rlperf.results.columns import CPU_UTIL_PCT, RAM_UTIL_PCT, TIME_S
+from rlperf.results.columns import CPU_ENERGY_J, CPU_UTIL_PCT, RAM_UTIL_PCT, TIME_S
 from rlperf.telemetry.cpu import MIB, cpu_util_between, process_tree_rss_mb
 from rlperf.telemetry.nvml import NvmlSession, nvml_unavailable_reason, open_nvml
 from rlperf.telemetry.rapl import POWERCAP, Rapl, open_rapl
@@ -61,11 +61,6 @@ def gpu_columns(indices: Iterable[int]) -> list[str]:
     per-iteration columns of ``metrics.csv``.
     """
     return [f"gpu{i}_{metric}" for i in indices for metric in GPU_METRICS]
-
-
-#: The CPU packages' energy (RAPL, :mod:`rlperf.telemetry.rapl`): in ``telemetry.csv`` the
-#: joules since the job's start, per iteration in ``metrics.csv`` the counter difference.
-CPU_ENERGY_J = "cpu_energy_j"
 
 
 def action_energy(window: dict[str, float], actions: int) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.read.cells import Cell, included
-from rlperf.results.columns import ENV_STEPS, ITER_S, TIME_S, TRAINED_STEPS
+from rlperf.results.columns import CPU_ENERGY_J, ENV_STEPS, ITER_S, TIME_S, TRAINED_STEPS
 
 COUNTER = "counter"
 POWER_TIME = "power × time"
@@ -87,10 +87,6 @@ def unavailable_reason(cell: Cell) -> str:
     return "NVML gave no power or energy reading for the monitored GPUs"
 
 
-#: The per-iteration CPU energy column of ``metrics.csv`` (rlperf.telemetry.sampler).
-CPU_ENERGY_J = "cpu_energy_j"
-
-
 def cpu_unavailable_reason(cell: Cell) -> str:
     """Why a run has no CPU energy (empty when it has some)."""
     df = cell.iterations
@@ -119,7 +115,7 @@ def cpu_energy_summary(cell: Cell) -> dict[str, Any]:
     env_steps = float(kept[ENV_STEPS].sum())
     record = cell.summary.get("cpu_energy") or {}
     return {
-        "cpu_energy_j": energy,
+        CPU_ENERGY_J: energy,
         "cpu_energy_per_1k_env_steps_j": 1000 * energy / env_steps if env_steps > 0 else np.nan,
         "job_cpu_energy_j": record.get("job_j", np.nan) if isinstance(record, dict) else np.nan,
         "cpu_energy_unavailable": "",
