@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.algos import plan_resources
 from rlperf.console import TERMINAL, current
 from rlperf.console.deprecations import watching
-from rlperf.envs.factory import raw_observation_cast
+from rlperf.envs.factory import built_env_facts
 from rlperf.errors import (
     ConfigError,
     InfeasibleError,
@@ -50,7 +50,12 @@ from rlperf.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunSta
 from rlperf.resources.plan import Machine, ResourcePlan, check_feasibility, detect_machine
 from rlperf.resources.ray_session import applied_placement
 from rlperf.results.columns import ENV_STEPS, WALL_S
-from rlperf.results.protocol import OBSERVATION_CAST, env_protocol
+from rlperf.results.protocol import (
+    OBSERVATION_CAST,
+    SIMULATOR,
+    SIMULATOR_VERSION,
+    env_protocol,
+)
 from rlperf.results.summary import write_json
 from rlperf.specs.stages import EnvSource, stage_spec
 from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
@@ -397,9 +402,14 @@ def record_env_protocol(summary: dict[str, Any], resolved: Mapping[str, Any]) ->
         env = resolved.get("env") if source == EnvSource.config else None
     if isinstance(env, Mapping):
         protocol = env_protocol(env)
-        cast = raw_observation_cast(env)  # float64 observations: cast where they meet the model
-        if cast is not None:
-            protocol[OBSERVATION_CAST] = cast
+        facts = built_env_facts(env)  # float64 observations: cast where they meet the model
+        if facts.observation_cast is not None:
+            protocol[OBSERVATION_CAST] = facts.observation_cast
+        if facts.simulator is not None:  # a MuJoCo env's settings, which its id hides
+            protocol[SIMULATOR], protocol[SIMULATOR_VERSION] = (
+                facts.simulator,
+                facts.simulator_version,
+            )
         summary["env_protocol"] = protocol
 
 

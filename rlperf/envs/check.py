@@ -6,7 +6,8 @@ names the entry point (or id), the call and what was wrong:
 
 - ``atari``: the id is a registered gymnasium id of an ALE game (without
   starting an emulator for Pong and Breakout);
-- ``gym``: the id is registered and ``gymnasium.make(id, **env.config)`` builds;
+- ``gym``: the id is registered and ``gymnasium.make(id, **env.config)`` builds (a MuJoCo
+  id without the ``mujoco`` package: one line naming ``pip install 'rlperf[mujoco]'``);
 - ``custom`` (and ``frozenlake``): the module imports, the class constructs with
   ``env.config``, its spaces are gymnasium spaces, ``reset(seed=..., options=...)``
   takes the keywords and returns ``(obs, info)``, one ``step`` returns
@@ -42,6 +43,7 @@ import numpy as np
 
 from rlperf.envs.entry_point import load_entry_point
 from rlperf.envs.factory import describe_env, env_kind, env_spaces, make_env, time_limit
+from rlperf.envs.mujoco import is_mujoco_id, missing_mujoco
 from rlperf.errors import EntryPointError, EnvCheckError
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,10 @@ def check_env(env_config: Mapping[str, Any]) -> EnvReport:
     Raises:
         EnvCheckError: naming the env, the call that failed and why.
     """
+    if env_kind(env_config) == "gym" and is_mujoco_id(str(env_config.get("id"))):
+        missing = missing_mujoco(str(env_config.get("id")))  # not cached: installs change
+        if missing is not None:
+            raise EnvCheckError(missing)
     key = json.dumps(dict(env_config), sort_keys=True, default=str)
     if key not in _CACHE:
         t0 = time.perf_counter()

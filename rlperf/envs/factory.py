@@ -30,6 +30,7 @@ A config without ``kind`` (runs of rlperf before 0.2) is Atari.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -38,6 +39,12 @@ import numpy as np
 from rlperf.envs.atari import _DefaultSeed, _instance_seed, make_atari_env
 from rlperf.envs.atari import env_spaces as atari_spaces
 from rlperf.envs.entry_point import load_entry_point
+from rlperf.envs.mujoco import (
+    is_mujoco_id,
+    route_warnings,
+    simulator_facts,
+    simulator_version,
+)
 from rlperf.specs.engines import ENGINE_KEYS, engine_of
 
 #: Name under which :func:`register_rllib_env` registers :func:`make_env`.
@@ -90,6 +97,8 @@ def construct_env(env_config: Mapping[str, Any]) -> gym.Env:
     cfg = _plain_config(env_config)
     kwargs = dict(cfg.get("config") or {})
     if env_kind(cfg) == "gym":
+        if is_mujoco_id(str(cfg["id"])):
+            route_warnings()  # MuJoCo's warnings to the log, not the terminal and a file
         return gym.make(str(cfg["id"]), disable_env_checker=True, **kwargs)
     return load_entry_point(str(cfg["entry_point"]))(kwargs)  # type: ignore[no-any-return]
 
@@ -210,18 +219,34 @@ class Float32Observations(gym.ObservationWrapper[Any, Any, Any], gym.utils.Recor
         return np.asarray(observation, dtype=OBSERVATION_DTYPE)
 
 
-def raw_observation_cast(env_config: Mapping[str, Any]) -> str | None:
-    """The cast :func:`make_env` applies to the observations of a ``gym`` or ``custom``
-    config (None for Atari, whose frames are uint8, and for an env that cannot be built:
-    the job's own error says why)."""
+@dataclass(frozen=True)
+class BuiltEnvFacts:
+    """What only the built env of a ``gym`` or ``custom`` config tells, for its protocol:
+    the observation cast (:func:`observation_cast`) and, for a MuJoCo env, its simulator's
+    facts and version (:mod:`rlperf.envs.mujoco`)."""
+
+    observation_cast: str | None = None
+    simulator: dict[str, Any] | None = None
+    simulator_version: str | None = None
+
+
+def built_env_facts(env_config: Mapping[str, Any]) -> BuiltEnvFacts:
+    """:class:`BuiltEnvFacts` of the env :func:`make_env` builds from ``env_config`` (empty
+    for Atari, whose frames are uint8, and for an env that cannot be built: the job's own
+    error says why)."""
     if env_kind(env_config) == "atari":
-        return None
+        return BuiltEnvFacts()
     try:
         env = construct_env({k: v for k, v in dict(env_config).items() if k != "seed"})
     except Exception:  # a wrong entry point or id: reported where the job builds it
-        return None
+        return BuiltEnvFacts()
     try:
-        return observation_cast(env.observation_space)
+        simulator = simulator_facts(env)
+        return BuiltEnvFacts(
+            observation_cast(env.observation_space),
+            simulator,
+            None if simulator is None else simulator_version(),
+        )
     finally:
         env.close()
 

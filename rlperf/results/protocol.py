@@ -46,6 +46,10 @@ field                           meaning
                                 ``gymnasium_sync``, ``gymnasium_async``, ``ale_vector``)
 ``threads``                     ``env.threads`` of a threaded engine (null: its default,
                                 1); engine and threads are not part of the workload
+``observation_cast``            ``"float64 -> float32"`` where the env's observations
+                                are cast on their way to the model (not workload)
+``simulator``                   a MuJoCo env's settings (:data:`SIMULATOR`)
+``simulator_version``           ``"mujoco 4.0.1"`` (not workload)
 ==============================  =====================================================
 
 Facts the Atari fields rest on (checked against ale-py 0.12.1's
@@ -90,6 +94,8 @@ __all__ = [
     "NOT_WORKLOAD",
     "OBSERVATION_CAST",
     "PROTOCOL_SCHEMA",
+    "SIMULATOR",
+    "SIMULATOR_VERSION",
     "STUDY_ENV_ID",
     "env_protocol",
     "legacy_env_protocol",
@@ -225,14 +231,22 @@ STUDY_ENV_ID = "Pong-v0"
 #: (``"float64 -> float32"``, :func:`rlperf.envs.factory.observation_cast`).
 OBSERVATION_CAST = "observation_cast"
 
+#: The protocol's record of a MuJoCo env's settings, which its id hides (``frame_skip``,
+#: ``timestep``, ``dt``, ``reset_noise_scale``,
+#: ``exclude_current_positions_from_observation``, the registered ``max_episode_steps``:
+#: :func:`rlperf.envs.mujoco.simulator_facts`); part of the workload.
+SIMULATOR = "simulator"
+#: ... and the simulator's version (``"mujoco 4.0.1"``); not part of the workload.
+SIMULATOR_VERSION = "simulator_version"
+
 #: Fields that say how the env is stepped, not what an env step is (and the observations'
-#: cast, which changes no step): left out of
+#: cast, which changes no step, and the simulator's version): left out of
 #: :func:`protocol_key`, so that one protocol run on two engines (issue 26: rlperf's
 #: Python wrappers against ale-py's C++ vector env, with N threads) compares as the same
 #: work, which is the comparison an engine sweep exists for. Where an engine cannot
 #: honour a setting (ALE presses FIRE only at reset), the record shows it in that
 #: setting's own field, which does count.
-NOT_WORKLOAD = ("schema", OBSERVATION_CAST, *ENGINE_KEYS)
+NOT_WORKLOAD = ("schema", OBSERVATION_CAST, SIMULATOR_VERSION, *ENGINE_KEYS)
 
 _VERSION = re.compile(r"-(v\d+)$")
 

@@ -109,6 +109,26 @@ def test_user_errors_exit_2_with_one_message(
 
 
 @pytest.mark.usefixtures("hydra_restore_singletons")
+def test_a_mujoco_env_without_mujoco_is_refused_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The mujoco package absent (an import that fails, as on a machine without the extra):
+    one line naming the pip command, before Ray starts, and the job's folder says why."""
+    monkeypatch.setitem(sys.modules, "mujoco", None)  # `import mujoco` raises ImportError
+    out = tmp_path / "run"
+    code, printed = run_cli(
+        monkeypatch, capfd, "env=mujoco", "env.id=Hopper-v5", "model=mlp64", "algo=sac",
+        f"hydra.run.dir={out}",
+    )  # fmt: skip
+    assert code == ExitCode.user_error, printed
+    assert "Traceback" not in printed
+    line = last_line(printed)
+    assert line.startswith("rlperf: env.id=Hopper-v5 is a MuJoCo env, and the mujoco package")
+    assert line.endswith("install it with: pip install 'rlperf[mujoco]'")
+    assert json.loads((out / SUMMARY_FILE).read_text())["status"] == "invalid"
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
 @pytest.mark.parametrize(
     ("exc", "code", "status", "traceback"),
     [

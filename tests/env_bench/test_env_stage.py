@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from rlperf.algos import plan_resources
 from rlperf.env_bench.measure import windows
@@ -214,3 +215,44 @@ def test_a_sweep_over_engines_and_envs_is_reported_as_curves(tmp_path: Path) -> 
     text = res.markdown.read_text()
     assert "## Env throughput (stage=env)" in text and "busy % per core" in text
     assert len(res.env_windows) == 6 * 7  # every window of every cell, warm-up included
+
+
+def test_a_mujoco_env_is_measured_and_reported(
+    compose_cfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``stage=env env=mujoco``: HalfCheetah's simulator steps like any env (steps/s, busy
+    per core); its protocol records the settings its id hides and the float64 cast, and
+    the report names it. MuJoCo's compiler warning about gymnasium's model file reaches
+    neither the terminal nor a MUJOCO_LOG.TXT in the working directory."""
+    from rlperf.report import build_report
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "cheetah"
+    cfg = compose_cfg("stage=env", "env=mujoco", "model=mlp64", "env_runner.num_envs=2",
+                      "env_bench.steps=600", "env_bench.warmup_steps=60",
+                      "env_bench.windows=4", "telemetry.enabled=false")  # fmt: skip
+    summary = execute_stage(cfg, run, stage_function("env"), in_trial=False)
+    assert summary["status"] == "completed" and summary["steps"] == 600
+    assert summary["env_steps_per_s"] > 100  # thousands here; random torques
+    assert len(summary["cpu"]["per_core_busy_pct"]) == os.cpu_count()
+    protocol = summary["env_protocol"]
+    (run / ".hydra").mkdir()
+    OmegaConf.save(cfg, run / ".hydra" / "config.yaml")  # a job folder, as Hydra leaves it
+    assert (protocol["env_id"], protocol["observation_cast"]) == (
+        "HalfCheetah-v5", "float64 -> float32",
+    )  # fmt: skip
+    assert protocol["simulator"] == {
+        "engine": "mujoco", "frame_skip": 5, "timestep": 0.01, "dt": 0.05,
+        "reset_noise_scale": 0.1, "exclude_current_positions_from_observation": True,
+        "max_episode_steps": 1000,
+    }  # fmt: skip
+    assert protocol["simulator_version"].startswith("mujoco 4.")
+    assert "settotalmass" not in "".join(capfd.readouterr())
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    res = build_report([run], tmp_path / "report")
+    (row,) = res.runs.to_dict("records")
+    assert row["family"] == "env" and row["throughput"] == pytest.approx(
+        summary["env_steps_per_s"], rel=1e-6
+    )
+    text = res.markdown.read_text()
+    assert "## Env throughput (stage=env)" in text and "HalfCheetah-v5" in text

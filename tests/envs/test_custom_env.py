@@ -150,7 +150,7 @@ def test_float64_observations_are_cast_once_where_the_env_meets_the_model() -> N
     """A Box env of float64 observations (as MuJoCo's) gives every consumer float32: the
     space, reset and step (a torch layer refuses float64 beside float32 weights); the
     protocol records the cast, and the workload stays the same as the float32 env's."""
-    from rlperf.envs.factory import make_env, raw_observation_cast
+    from rlperf.envs.factory import BuiltEnvFacts, built_env_facts, make_env
     from rlperf.results.protocol import env_protocol, protocol_key
 
     entry = {"kind": "custom", "entry_point": "support.point_mass:PointMass", "seed": 3}
@@ -164,8 +164,8 @@ def test_float64_observations_are_cast_once_where_the_env_meets_the_model() -> N
         assert env.unwrapped.observation_space.dtype == np.float64  # the env's own
     finally:
         env.close()
-    assert raw_observation_cast(wide) == "float64 -> float32"
-    assert raw_observation_cast(entry) is None  # float32 already: nothing to cast
-    assert raw_observation_cast({**entry, "entry_point": "no_such:Env"}) is None
+    assert built_env_facts(wide) == BuiltEnvFacts("float64 -> float32")  # not MuJoCo
+    assert built_env_facts(entry).observation_cast is None  # float32 already: no cast
+    assert built_env_facts({**entry, "entry_point": "no_such:Env"}) == BuiltEnvFacts()
     cast = {**env_protocol(wide), "observation_cast": "float64 -> float32"}
     assert protocol_key(cast) == protocol_key(env_protocol(wide))

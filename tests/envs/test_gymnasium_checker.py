@@ -24,6 +24,7 @@ CASES = {
     "pendulum": ("env=pendulum", "model=mlp64"),
     "frozenlake": ("env=frozenlake", "model=mlp64"),
     "gym": ("env=gym", "env.id=Acrobot-v1", "model=mlp64"),
+    "mujoco": ("env=mujoco", "model=mlp64"),  # float64 observations, cast to float32
 }
 
 
