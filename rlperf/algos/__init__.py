@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 #: ``algo.name`` -> its spec.
 SPECS: dict[str, AlgoSpec] = {
-    s.name: s for s in (ppo.SPEC, appo.SPEC, impala.SPEC, replay.DQN_SPEC, replay.SAC_SPEC)
+    s.name: s
+    for s in (ppo.SPEC, appo.SPEC, impala.SPEC, replay.DQN_SPEC, replay.SAC_SPEC, replay.TQC_SPEC)
 }
 
 

@@ -1,10 +1,10 @@
-"""DQN and SAC (RLlib's new API stack, torch): off-policy learning from an episode
+"""DQN, SAC and TQC (RLlib's new API stack, torch): off-policy learning from an episode
 replay buffer in the driver, on RLlib's default RLModules shaped by the MLP model.
 
-Config subtrees used: ``algo`` (``conf/algo/dqn.yaml``, ``conf/algo/sac.yaml``),
+Config subtrees used: ``algo`` (``conf/algo/dqn.yaml``, ``sac.yaml``, ``tqc.yaml``),
 ``model`` (``kind=mlp``: ``hiddens`` and ``activation`` become RLlib's
 ``fcnet_hiddens``/``fcnet_activation``), ``env``, ``seed``. DQN needs ``Discrete``
-actions, SAC a ``Box`` (their specs' ``actions``, checked on the built env before Ray
+actions, SAC and TQC a ``Box`` (their specs' ``actions``, checked on the built env before Ray
 starts). Their timing is :class:`rlperf.algos.timing.ReplayTiming`.
 """
 
@@ -57,23 +57,43 @@ def build_dqn_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
     )
 
 
+def _entropy_training(a: DictConfig) -> dict[str, Any]:
+    """The actor's and the entropy's keys SAC and TQC share."""
+    te = a.target_entropy
+    return {
+        "actor_lr": float(a.actor_lr),
+        "critic_lr": float(a.critic_lr),
+        "alpha_lr": float(a.alpha_lr),
+        "initial_alpha": float(a.initial_alpha),
+        "target_entropy": te if te == "auto" else float(te),
+    }
+
+
 def build_sac_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
     """RLlib's ``SACConfig`` ``config`` with the composed config and resource plan."""
     a = cfg.algo
-    te = a.target_entropy
+    config = common_config(config, cfg, plan)
+    return (
+        optional_reporting(config, a)
+        .training(**_replay_training(a, plan), **_entropy_training(a), twin_q=bool(a.twin_q))
+        .rl_module(rl_module_spec=rllib_mlp_module_spec(cfg, _sac_module()))
+    )
+
+
+def build_tqc_config(config: Any, cfg: DictConfig, plan: ResourcePlan) -> Any:
+    """RLlib's ``TQCConfig`` ``config`` with the composed config and resource plan."""
+    a = cfg.algo
     config = common_config(config, cfg, plan)
     return (
         optional_reporting(config, a)
         .training(
             **_replay_training(a, plan),
-            actor_lr=float(a.actor_lr),
-            critic_lr=float(a.critic_lr),
-            alpha_lr=float(a.alpha_lr),
-            initial_alpha=float(a.initial_alpha),
-            target_entropy=te if te == "auto" else float(te),
-            twin_q=bool(a.twin_q),
+            **_entropy_training(a),
+            n_quantiles=int(a.n_quantiles),
+            n_critics=int(a.n_critics),
+            top_quantiles_to_drop_per_net=int(a.top_quantiles_to_drop_per_net),
         )
-        .rl_module(rl_module_spec=rllib_mlp_module_spec(cfg, _sac_module()))
+        .rl_module(rl_module_spec=rllib_mlp_module_spec(cfg, _tqc_module()))
     )
 
 
@@ -91,6 +111,14 @@ def _sac_module() -> type:
     from rlperf.models.rl_module import SacRLModule
 
     return SacRLModule
+
+
+def _tqc_module() -> type:
+    """rlperf's TQC module: RLlib's, acting greedily with the reference actor."""
+    # rlperf's RLModules subclass RLlib's: deferred, importing rlperf.algos must not import Ray.
+    from rlperf.models.rl_module import TqcRLModule
+
+    return TqcRLModule
 
 
 def validate_replay(cfg: DictConfig) -> None:
@@ -135,11 +163,26 @@ def validate_dqn(cfg: DictConfig) -> None:
 
 
 def validate_sac(cfg: DictConfig) -> None:
-    """``algo.*`` of SAC: the replay keys and the target entropy."""
+    """``algo.*`` of SAC (and TQC): the replay keys and the target entropy."""
     validate_replay(cfg)
     te = cfg.algo.target_entropy
     if te != "auto" and not isinstance(te, int | float):
         raise ConfigError(f"algo.target_entropy={te!r} must be 'auto' (-dim(actions)) or a number")
+
+
+def validate_tqc(cfg: DictConfig) -> None:
+    """``algo.*`` of TQC: SAC's, and quantiles that leave some in the target."""
+    validate_sac(cfg)
+    a = cfg.algo
+    for key in ("n_quantiles", "n_critics"):
+        positive(f"algo.{key}", a[key])
+    positive("algo.top_quantiles_to_drop_per_net", a.top_quantiles_to_drop_per_net, True)
+    if a.top_quantiles_to_drop_per_net >= a.n_quantiles:
+        raise ConfigError(
+            f"algo.top_quantiles_to_drop_per_net={a.top_quantiles_to_drop_per_net} leaves no "
+            f"quantile of algo.n_quantiles={a.n_quantiles} in the target; drop fewer than "
+            f"n_quantiles (RLlib's default: 2 of 25)"
+        )
 
 
 DQN_SPEC = AlgoSpec(
@@ -159,6 +202,16 @@ SAC_SPEC = AlgoSpec(
     rllib_class="ray.rllib.algorithms.sac:SAC",
     builder=build_sac_config,
     validator=validate_sac,
+    timing="rlperf.algos.timing:ReplayTiming",
+    default_learners=0,  # the learner runs in the driver
+    actions=ActionSpace("Box", "env=pendulum", "algo=dqn or ppo for discrete actions"),
+)
+
+TQC_SPEC = AlgoSpec(
+    name="tqc",
+    rllib_class="ray.rllib.algorithms.tqc:TQC",
+    builder=build_tqc_config,
+    validator=validate_tqc,
     timing="rlperf.algos.timing:ReplayTiming",
     default_learners=0,  # the learner runs in the driver
     actions=ActionSpace("Box", "env=pendulum", "algo=dqn or ppo for discrete actions"),

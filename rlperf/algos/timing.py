@@ -10,7 +10,7 @@ empty — NaN, written as an empty cell, never 0):
 - :class:`AsyncTiming` (APPO, IMPALA): sampling and learning overlap and the driver
   only enqueues, so no phase columns; throughput, learner update calls, and what
   RLlib's result dict reports of the learner queue and of the policy lag.
-- :class:`ReplayTiming` (DQN, SAC): ``training_step`` is sample → store → replay →
+- :class:`ReplayTiming` (DQN, SAC, TQC): ``training_step`` is sample → store → replay →
   learn → sync in the driver, so the phases add up, with ``replay_s`` and the
   replay ratio.
 """

@@ -38,7 +38,7 @@ def gone_algorithm_hint(cause: BaseException | None) -> str:
     if group != "algo" or name not in NOT_IN_RLLIB:
         return ""
     return (f"; {NOT_IN_RLLIB[name]}, so rlperf has no algo={name}: for continuous control "
-            "use algo=sac (or ppo, appo, impala) (docs/algorithms.md)")  # fmt: skip
+            "use algo=sac (or tqc, ppo, appo, impala) (docs/algorithms.md)")  # fmt: skip
 
 
 #: ``algo.name`` -> the schema of its keys, in registration order.
@@ -176,6 +176,23 @@ class SacAlgoConfig(ReplayAlgoConfig):
     initial_alpha: float = MISSING
     target_entropy: Any = MISSING  # a float, or "auto" (-|A|)
     twin_q: bool = MISSING
+
+
+@algo_schema("tqc")
+@dataclass
+class TqcAlgoConfig(ReplayAlgoConfig):
+    """``algo=tqc``: truncated quantile critics (SAC's actor and entropy, critics of
+    quantiles whose top ones are dropped from the target); ``Box`` actions (RLlib 2.60
+    defaults)."""
+
+    actor_lr: float = MISSING
+    critic_lr: float = MISSING
+    alpha_lr: float = MISSING
+    initial_alpha: float = MISSING
+    target_entropy: Any = MISSING  # a float, or "auto" (-|A|)
+    n_quantiles: int = MISSING  # quantiles per critic
+    n_critics: int = MISSING
+    top_quantiles_to_drop_per_net: int = MISSING  # dropped from each critic's target
 
 
 #: ``algo.name``: one member per registered schema. Built with the functional API from

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from ray.rllib.algorithms.dqn.dqn_learner import QF_PREDS
 from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
+from ray.rllib.algorithms.tqc.torch.default_tqc_torch_rl_module import DefaultTQCTorchRLModule
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import (
     TorchDeterministic,
@@ -123,11 +124,11 @@ class ReferenceSquashedGaussian(TorchSquashedGaussian):
         return TorchDeterministic(loc=self._squash(self.loc))
 
 
-class SacRLModule(DefaultSACTorchRLModule):
-    """RLlib's SAC module (policy, twin Q-networks, shaped by ``fcnet_hiddens``) acting
-    greedily with the reference actor (:class:`ReferenceSquashedGaussian`), so that
-    ``judge=eval``, the rollout and RLlib's own evaluation act as the saved actor does.
-    :meth:`actor_net` is that actor as rlperf's :class:`MlpNet` (``rlperf_policy.pt``)."""
+class _SquashedActor:
+    """An actor of ``pi_encoder`` then ``pi`` (RLlib's SAC and TQC modules) acting greedily
+    with the reference actor (:class:`ReferenceSquashedGaussian`), so that ``judge=eval``,
+    the rollout and RLlib's own evaluation act as the saved actor does. :meth:`actor_net`
+    is that actor as rlperf's :class:`MlpNet` (``rlperf_policy.pt``)."""
 
     def get_inference_action_dist_cls(self) -> type[TorchSquashedGaussian]:
         return ReferenceSquashedGaussian
@@ -135,9 +136,10 @@ class SacRLModule(DefaultSACTorchRLModule):
     def actor_net(self, hiddens: list[int], activation: str) -> MlpNet:
         """The policy network (``pi_encoder`` then ``pi``) as an :class:`MlpNet` with
         ``squash="tanh"`` and no value network, holding a copy of its weights."""
+        module = cast(Any, self)  # an RLlib module of pi_encoder and pi (SAC's, TQC's)
         net = MlpNet.for_spaces(
-            self.observation_space,
-            self.action_space,
+            module.observation_space,
+            module.action_space,
             hiddens,
             activation,
             squash="tanh",
@@ -145,13 +147,23 @@ class SacRLModule(DefaultSACTorchRLModule):
         )
         src = [
             m
-            for part in (self.pi_encoder, self.pi)
+            for part in (module.pi_encoder, module.pi)
             for m in part.modules()
             if isinstance(m, torch.nn.Linear)
         ]
         dst = [m for m in net.pi_net.modules() if isinstance(m, torch.nn.Linear)]
         _copy_linears(src, dst, hiddens)
         return net.eval()
+
+
+class SacRLModule(_SquashedActor, DefaultSACTorchRLModule):
+    """RLlib's SAC module (policy, twin Q-networks, shaped by ``fcnet_hiddens``) with
+    rlperf's greedy reference actor (:class:`_SquashedActor`)."""
+
+
+class TqcRLModule(_SquashedActor, DefaultTQCTorchRLModule):
+    """RLlib's TQC module (SAC's policy, critics of quantiles) with rlperf's greedy
+    reference actor (:class:`_SquashedActor`)."""
 
 
 class DqnRLModule(DefaultDQNTorchRLModule):

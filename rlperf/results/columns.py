@@ -82,7 +82,7 @@ FAULT_COLUMNS = (
 
 #: What each algorithm family adds to the phases (rlperf.algos.timing; docs/results.md
 #: says which algorithm fills which): LearnerGroup.update calls, the replay buffer's time
-#: and trained/sampled steps (DQN, SAC), the learner in-queue and policy lag (APPO, IMPALA).
+#: and trained/sampled steps (DQN, SAC, TQC), the learner in-queue and policy lag (APPO, IMPALA).
 ALGO_COLUMNS = (
     LEARNER_UPDATES,
     REPLAY_S,

@@ -1,5 +1,5 @@
 """The ``algo`` group beyond PPO: validation before Ray (fast) and one real short training
-each of APPO, IMPALA (CartPole), DQN (CartPole) and SAC (Pendulum) through the entry
+each of APPO, IMPALA (CartPole), DQN (CartPole), SAC and TQC (Pendulum) through the entry
 point (slow), asserting which timing columns each fills and which stay empty
 (docs/results.md#timing-per-algorithm)."""
 
@@ -39,9 +39,9 @@ QUICK = ("train.env_ceiling.duration_s=0.3", "telemetry.interval_s=0.5")
 
 
 def test_every_algorithm_has_an_option_with_its_schema(compose_cfg) -> None:
-    assert group_options("algo") == ["appo", "dqn", "impala", "ppo", "sac"]
+    assert group_options("algo") == ["appo", "dqn", "impala", "ppo", "sac", "tqc"]
     for name, env in [("appo", "cartpole"), ("impala", "cartpole"), ("dqn", "cartpole"),
-                      ("sac", "pendulum"), ("ppo", "cartpole")]:  # fmt: skip
+                      ("sac", "pendulum"), ("tqc", "mujoco"), ("ppo", "cartpole")]:  # fmt: skip
         cfg = compose_cfg(f"algo={name}", f"env={env}", "model=mlp64")
         assert cfg.algo.name == name
         validate_config(cfg)  # the shipped options are valid
@@ -71,10 +71,12 @@ def test_specs_schemas_and_options_name_the_same_algorithms() -> None:
         "impala": 1,
         "dqn": 0,
         "sac": 0,
+        "tqc": 0,
     }
     assert {n: s.actions.space for n, s in SPECS.items() if s.actions} == {
         "dqn": "Discrete",
         "sac": "Box",
+        "tqc": "Box",
     }
 
 
@@ -99,6 +101,9 @@ def test_specs_schemas_and_options_name_the_same_algorithms() -> None:
          ["algo.target_entropy='low'", "'auto'"]),
         (["algo=impala", "env=cartpole", "model=mlp64", "algo.min_time_s_per_iteration=-1"],
          ["algo.min_time_s_per_iteration=-1"]),
+        (["algo=tqc", "env=cartpole", "model=mlp64"], ["algo=tqc needs Box actions"]),
+        (["algo=tqc", "env=pendulum", "model=mlp64", "algo.top_quantiles_to_drop_per_net=25"],
+         ["algo.top_quantiles_to_drop_per_net=25", "algo.n_quantiles=25"]),
     ],
 )  # fmt: skip
 def test_bad_algorithm_settings_are_refused_naming_the_key(
@@ -183,7 +188,9 @@ def _policy_file_is_the_learners(ckpt: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("algo", "env"), [("dqn", "cartpole"), ("sac", "pendulum")])
+@pytest.mark.parametrize(
+    ("algo", "env"), [("dqn", "cartpole"), ("sac", "pendulum"), ("tqc", "pendulum")]
+)
 def test_replay_algorithm_fills_phases_and_replay(tmp_path, algo, env) -> None:
     m, s = _train(
         tmp_path, f"algo={algo}", f"env={env}", "model=mlp64", "workers=0",

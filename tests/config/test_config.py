@@ -55,12 +55,14 @@ COMPANIONS = {
     ("env", "cartpole"): ["model=mlp64"],
     ("env", "pendulum"): ["model=mlp64"],
     ("env", "frozenlake"): ["model=mlp64"],
+    ("env", "mujoco"): ["model=mlp64"],
     ("env", "gym"): ["model=mlp64", "env.id=Acrobot-v1"],
     ("env", "custom"): ["model=mlp64", "env.entry_point=rlperf.envs.frozenlake:FrozenLake"],
     ("model", "mlp64"): ["env=cartpole"],
     ("model", "mlp256"): ["env=pendulum"],
     ("algo", "dqn"): ["env=cartpole", "model=mlp64"],
     ("algo", "sac"): ["env=pendulum", "model=mlp64"],
+    ("algo", "tqc"): ["env=pendulum", "model=mlp64"],
 }
 
 
