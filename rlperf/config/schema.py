@@ -93,6 +93,15 @@ class Int8Io(StrEnum):
     int8 = "int8"
 
 
+class InputScaling(StrEnum):
+    """``edge.input_scaling``: how a full-integer model of Box observations quantizes them."""
+
+    # each feature's calibrated range mapped onto [-1, 1] outside the graph, the inverse
+    # folded into the first layer (rlperf.tflite.tflite_model.InputNormalization)
+    per_feature = "per_feature"
+    per_tensor = "per_tensor"  # one scale for every feature (TFLite's own)
+
+
 class RunSelect(StrEnum):
     """``run_select``: which matching job of a sweep folder (``run=``) a downstream job takes.
 
@@ -318,6 +327,9 @@ class EdgeConfig:
     # (the study's and the Edge TPU's; docs/study.md) or int8 (no uint8<->int8 QUANTIZE ops,
     # so XNNPACK runs every op on CPU). Both feed raw frames losslessly.
     int8_io: Int8Io = Int8Io.auto
+    # Box observations of an int8 model: per_feature (each feature its own range, the
+    # default) or per_tensor (one input scale for all; docs/edge.md#per-feature-input-scaling).
+    input_scaling: InputScaling = InputScaling.per_feature
     xnnpack: bool = True  # apply LiteRT's XNNPACK delegate on CPU backends
     isolate: bool = True  # benchmark each variant in a fresh process (own peak memory)
     edgetpu_library: str = "libedgetpu.so.1"

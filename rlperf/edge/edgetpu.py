@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from rlperf.errors import EdgeTpuUnavailable
+from rlperf.tflite.tflite_model import read_tflite, with_input_normalization
 
 EDGETPU_LIBRARY = "libedgetpu.so.1"
 COMPILER = "edgetpu_compiler"
@@ -260,6 +261,19 @@ def compile_model(
         raise RuntimeError(
             f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{output.strip()[-4000:]}"
         )
+    _keep_input_normalization(model_path, compiled)
     report = parse_compiler_output(output)
     report.compiled = True
     return compiled, report, output
+
+
+def _keep_input_normalization(source: Path, compiled: Path) -> None:
+    """The source's per-feature input normalization in the compiled file too, where the
+    compiler did not carry its metadata over: without it the Edge TPU would be fed raw
+    observations that the folded first layer takes as normalized ones."""
+    try:
+        norm = read_tflite(source).input_normalization
+    except ValueError:  # not a TFLite flatbuffer: the compiler judged it already
+        return
+    if norm is not None and read_tflite(compiled).input_normalization is None:
+        compiled.write_bytes(with_input_normalization(compiled.read_bytes(), norm))

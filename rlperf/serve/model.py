@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rlperf.tflite.runtime import open_interpreter
-from rlperf.tflite.tflite_model import input_quantizer, logits_output, output_dequantizer
+from rlperf.tflite.tflite_model import input_encoder, logits_output, output_dequantizer
 
 #: ``ModelSpec.kind`` values.
 KINDS = ("torch", "tflite", "echo")
@@ -107,7 +107,7 @@ def _tflite_act(spec: ModelSpec) -> Any:
     tensor_in = info.inputs[0]
     output = logits_output(info, spec.num_actions)
     out_index = output.index
-    quantize, dequantize = input_quantizer(tensor_in), output_dequantizer(output)
+    quantize, dequantize = input_encoder(info), output_dequantizer(output)
 
     def act(batch: np.ndarray) -> np.ndarray:
         if spec.continuous:  # the output is the action: dequantized

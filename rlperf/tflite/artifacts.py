@@ -18,7 +18,7 @@ conversion, cache); each step is a function of the module that owns it
 
 Config keys (``edge.*``): ``fidelity_observations``, ``fidelity_seed``,
 ``fidelity_policy``, ``calibration_size``, ``calibration_seed``,
-``calibration_policy``, ``heads``, ``int8_io``, ``export_tolerance``, and the
+``calibration_policy``, ``heads``, ``int8_io``, ``input_scaling``, ``export_tolerance``, and the
 compressed backends' ``finetune_steps``, ``finetune_lr``, ``finetune_batch``.
 """
 
@@ -44,9 +44,10 @@ from rlperf.tflite.calibration import (
     observation_range,
 )
 from rlperf.tflite.compress import compress_policy
-from rlperf.tflite.convert import convert_keras, int8_io_for
-from rlperf.tflite.export import export_policy, torch_outputs
+from rlperf.tflite.convert import convert_keras, int8_io_for, value_range
+from rlperf.tflite.export import build_keras_policy, export_policy, torch_outputs
 from rlperf.tflite.finetune import finetune_settings
+from rlperf.tflite.tflite_model import InputNormalization, with_input_normalization
 
 log = logging.getLogger("rlperf.tflite")
 
@@ -156,11 +157,37 @@ def _observation_set(
 CACHED_VARIANTS = ("fp32", "fp16", "dynamic", "int8")
 
 
-def variant_file_name(heads: str, variant: str, int8_io: str, calibration_key: str) -> str:
-    """Cache name of a TFLite variant (int8 names carry the I/O type and calibration set)."""
+def variant_file_name(
+    heads: str, variant: str, int8_io: str, calibration_key: str, per_feature: bool = False
+) -> str:
+    """Cache name of a TFLite variant (int8 names carry the I/O type, the calibration set and
+    ``-perfeature`` for a per-feature normalized input)."""
     if variant == "int8":
-        return f"{heads}-int8-{int8_io}-{calibration_key}.tflite"
+        scaled = "-perfeature" if per_feature else ""
+        return f"{heads}-int8-{int8_io}-{calibration_key}{scaled}.tflite"
     return f"{heads}-{variant}.tflite"
+
+
+#: ``edge.input_scaling``: how a full-integer model of Box observations quantizes its input.
+INPUT_SCALINGS = ("per_feature", "per_tensor")
+
+
+def input_normalization(
+    setting: str,
+    net: Any,
+    calibration: np.ndarray,
+    input_range: tuple[np.ndarray, np.ndarray] | None,
+) -> InputNormalization | None:
+    """The per-feature normalization of an int8 model of ``net`` (``edge.input_scaling``
+    ``per_feature``), over the range its calibration covers
+    (:func:`~rlperf.tflite.convert.value_range`); None for ``per_tensor``, and for what it
+    does not apply to: uint8 frames (exact already), Discrete states (one number)."""
+    if setting not in INPUT_SCALINGS:
+        raise ValueError(f"edge.input_scaling={setting!r} must be one of {INPUT_SCALINGS}")
+    box = getattr(net, "kind", "vision") == "mlp" and net.obs_spec["type"] != "discrete"
+    if setting != "per_feature" or not box or np.asarray(calibration).dtype == np.uint8:
+        return None
+    return InputNormalization.of_range(*value_range(calibration, input_range))
 
 
 #: Bumped when a compressed backend's build changes (2: QAT's input range covers the
@@ -223,6 +250,17 @@ def build_variant(
     def convert(model: Any, variant: str) -> bytes:
         return convert_keras(model, variant, calib.observations, int8_io, input_range)
 
+    norm = input_normalization(str(cfg.edge.input_scaling), net, calib.observations, input_range)
+
+    def convert_int8(model: Any) -> bytes:
+        """The int8 file; with ``norm``, of the model rebuilt to take normalized input,
+        calibrated on normalized observations, the normalization in its metadata."""
+        if norm is None:
+            return convert(model, "int8")
+        normalized = build_keras_policy(net, heads, batch_size=1, input_normalization=norm)
+        data = convert_keras(normalized, "int8", norm.apply(calib.observations), int8_io)
+        return with_input_normalization(data, norm)
+
     if spec.compressed:  # fine-tuned from the policy: one file per backend and settings
         settings = finetune_settings(cfg)
         name = compressed_file_name(heads, backend, int8_io, calib_key, settings)
@@ -241,7 +279,10 @@ def build_variant(
         label = backend.removeprefix("tflite_")
         return VariantBuild(cache.path(name), label, info.get("export"), calib_meta, info,
                             built=built, reused=reused, timings_s=timings)  # fmt: skip
-    names = {v: variant_file_name(heads, v, int8_io, calib_key) for v in CACHED_VARIANTS}
+    names = {
+        v: variant_file_name(heads, v, int8_io, calib_key, norm is not None)
+        for v in CACHED_VARIANTS
+    }
     export_name = f"export-{heads}.json"
     missing = [v for v, n in names.items() if not cache.has(n)]
     if missing or not cache.has(export_name):
@@ -256,9 +297,12 @@ def build_variant(
             t0 = time.perf_counter()
             log.info("converting to TFLite %s", v)
             int8 = v == "int8"
-            _store(cache, names[v], convert(model, v), {"kind": f"tflite {v}", "heads": heads,
+            data = convert_int8(model) if int8 else convert(model, v)
+            scaling = ("per_feature" if norm else "per_tensor") if int8 else None
+            _store(cache, names[v], data, {"kind": f"tflite {v}", "heads": heads,
                    "int8_io": int8_io if int8 else None,
-                   "calibration": calib_meta["file"] if int8 else None})  # fmt: skip
+                   "calibration": calib_meta["file"] if int8 else None,
+                   "input_scaling": scaling})  # fmt: skip
             timings[f"convert_{v}_s"] = time.perf_counter() - t0
             built.append(names[v])
     else:

@@ -32,6 +32,12 @@ observation bounds where they are finite (0..n-1 for a Discrete state), the
 calibration set's own extremes where not — through two extra samples at its
 low and high ends (:func:`with_value_range`), so observations the trained
 policy meets beyond what random play saw are not clipped to a narrower range.
+
+That range is one scale for the whole input tensor. A full-integer model of Box
+observations (``int8``) therefore takes them normalized per feature
+(``edge.input_scaling=per_feature``, the default): each feature's range maps onto [-1, 1]
+outside the graph, the inverse folded into the first layer
+(:class:`~rlperf.tflite.tflite_model.InputNormalization`, written into the file).
 """
 
 from __future__ import annotations
@@ -84,11 +90,11 @@ def with_full_pixel_range(observations: np.ndarray) -> np.ndarray:
     return obs
 
 
-def with_value_range(
+def value_range(
     observations: np.ndarray, input_range: tuple[np.ndarray, np.ndarray] | None
-) -> np.ndarray:
-    """float32 ``observations`` plus two samples at the low and high end of ``input_range``
-    (per value; the observations' own extremes where the range is not finite or not given)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per value, the range a calibration covers: the observations' extremes, widened to
+    ``input_range`` where it is finite."""
     obs = np.asarray(observations, dtype=np.float32)
     low, high = obs.min(axis=0), obs.max(axis=0)
     if input_range is not None:
@@ -96,7 +102,17 @@ def with_value_range(
         hi = np.broadcast_to(np.asarray(input_range[1], np.float32), high.shape)
         low = np.where(np.isfinite(lo), np.minimum(lo, low), low)
         high = np.where(np.isfinite(hi), np.maximum(hi, high), high)
-    return np.concatenate([obs, low[None], high[None]])
+    return low, high
+
+
+def with_value_range(
+    observations: np.ndarray, input_range: tuple[np.ndarray, np.ndarray] | None
+) -> np.ndarray:
+    """float32 ``observations`` plus two samples at the low and high end of
+    :func:`value_range` (per value; the observations' own extremes where the range is not
+    finite or not given)."""
+    low, high = value_range(observations, input_range)
+    return np.concatenate([np.asarray(observations, dtype=np.float32), low[None], high[None]])
 
 
 def representative_dataset(

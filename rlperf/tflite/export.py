@@ -45,6 +45,7 @@ from rlperf.models.actor import action_bounds, action_range, relative_action_err
 if TYPE_CHECKING:
     from rlperf.models.mlp_net import MlpNet
     from rlperf.models.vision_net import VisionNet
+    from rlperf.tflite.tflite_model import InputNormalization
 
     PolicyNet = VisionNet | MlpNet
 
@@ -144,9 +145,27 @@ def _one_hot(keras: Any, x: Any, n: int) -> Any:
     return x
 
 
-def _copy_mlp(keras: Any, x: Any, layers: Any, activation: str, prefix: str) -> Any:
+#: A per-feature input normalization folded into a first layer: (center, half-width) of
+#: the flattened observation (:class:`rlperf.tflite.tflite_model.InputNormalization`).
+Fold = tuple[np.ndarray, np.ndarray]
+
+
+def _folded(kernel: np.ndarray, bias: np.ndarray, fold: Fold | None) -> list[np.ndarray]:
+    """A first layer's Dense weights ``[kernel (in, out), bias]`` taking normalized input
+    ``z = (x - center) / half`` and computing what it computed on ``x``: ``x = half z +
+    center``, so ``kernel' = diag(half) kernel`` and ``bias' = bias + center kernel``."""
+    if fold is None:
+        return [kernel, bias]
+    center, half = (np.asarray(v, np.float64).ravel() for v in fold)
+    k = np.asarray(kernel, np.float64)
+    return [(k * half[:, None]).astype(np.float32), (bias + center @ k).astype(np.float32)]
+
+
+def _copy_mlp(
+    keras: Any, x: Any, layers: Any, activation: str, prefix: str, fold: Fold | None = None
+) -> Any:
     """Dense copies of a torch ``Sequential`` of Linear layers (activation after all but the
-    last)."""
+    last; ``fold`` into the first)."""
     linears = [m for m in layers if hasattr(m, "weight")]
     for i, lin in enumerate(linears):
         last = i == len(linears) - 1
@@ -156,18 +175,18 @@ def _copy_mlp(keras: Any, x: Any, layers: Any, activation: str, prefix: str) -> 
             name=f"{prefix}_dense{i}" if not last else prefix,
         )
         x = dense(x)
-        dense.set_weights(
-            [lin.weight.detach().cpu().numpy().T.copy(), lin.bias.detach().cpu().numpy()]
-        )
+        kernel, bias = lin.weight.detach().cpu().numpy().T.copy(), lin.bias.detach().cpu().numpy()
+        dense.set_weights(_folded(kernel, bias, fold if i == 0 else None))
     return x
 
 
-def _actor_tail(keras: Any, x: Any, net: MlpNet) -> Any:
+def _actor_tail(keras: Any, x: Any, net: MlpNet, fold: Fold | None = None) -> Any:
     """A Box policy's reference actor (:mod:`rlperf.models.actor`): the hidden layers, the
     mean half of the last layer, then ``tanh`` (SAC) or a clip to [-1, 1] (a Gaussian head:
     ``relu6`` of ``3 (mean + 1)``, folded into the layer's weights), then the linear map
     onto [low, high] as a diagonal Dense layer ``action``. Only FULLY_CONNECTED and
-    activation ops: int8 quantizes the output over the action range."""
+    activation ops: int8 quantizes the output over the action range. ``fold``: into the
+    first layer."""
     linears: list[Any] = [m for m in net.pi_net if hasattr(m, "weight")]
     hidden, last = linears[:-1], linears[-1]
     for i, lin in enumerate(hidden):
@@ -175,9 +194,12 @@ def _actor_tail(keras: Any, x: Any, net: MlpNet) -> Any:
             lin.out_features, activation=KERAS_ACTIVATIONS[net.activation], name=f"logits_dense{i}"
         )
         x = dense(x)
-        dense.set_weights([lin.weight.detach().numpy().T.copy(), lin.bias.detach().numpy()])
+        kernel, bias = lin.weight.detach().numpy().T.copy(), lin.bias.detach().numpy()
+        dense.set_weights(_folded(kernel, bias, fold if i == 0 else None))
     d = net.num_outputs // 2
     w, b = last.weight.detach().numpy()[:d].T.copy(), last.bias.detach().numpy()[:d].copy()
+    if not hidden:
+        w, b = _folded(w, b, fold)
     low, high = action_bounds(net.action_spec)
     if net.squash == "tanh":
         mean = keras.layers.Dense(d, name="action_mean")
@@ -200,23 +222,31 @@ def _actor_tail(keras: Any, x: Any, net: MlpNet) -> Any:
     return x
 
 
-def _build_keras_mlp(keras: Any, net: MlpNet, heads: str, batch_size: int | None) -> Any:
+def _build_keras_mlp(
+    keras: Any, net: MlpNet, heads: str, batch_size: int | None, fold: Fold | None
+) -> Any:
     inp = keras.Input(policy_input_shape(net), batch_size=batch_size, name="observations")
     if net.obs_spec["type"] == "discrete":
+        if fold is not None:
+            raise ValueError("a Discrete observation has no per-feature input normalization")
         features = _one_hot(keras, inp, net.in_features)
     else:
         features = keras.layers.Flatten(name="flatten")(inp) if len(net.obs_shape) > 1 else inp
     if net.discrete_actions:
-        outputs = [_copy_mlp(keras, features, net.pi_net, net.activation, "logits")]
+        outputs = [_copy_mlp(keras, features, net.pi_net, net.activation, "logits", fold)]
     else:
-        outputs = [_actor_tail(keras, features, net)]
+        outputs = [_actor_tail(keras, features, net, fold)]
     if heads == "both":
-        outputs.append(_copy_mlp(keras, features, net.vf_net, net.activation, "value"))
+        outputs.append(_copy_mlp(keras, features, net.vf_net, net.activation, "value", fold))
     return keras.Model(inp, outputs if heads == "both" else outputs[0], name=f"rlperf_{heads}")
 
 
 def build_keras_policy(
-    net: PolicyNet, heads: str = "policy", batch_size: int | None = 1, api: str = "keras"
+    net: PolicyNet,
+    heads: str = "policy",
+    batch_size: int | None = 1,
+    api: str = "keras",
+    input_normalization: InputNormalization | None = None,
 ) -> Any:
     """A ``keras.Model`` computing the torch policy: the raw observation (pixels as floats)
     in, logits (and value) out.
@@ -228,12 +258,17 @@ def build_keras_policy(
             Edge TPU compiler and XNNPACK); None for a batched verification model.
         api: ``"keras"`` (Keras 3) or ``"tf_keras"`` (Keras 2, for
             tensorflow-model-optimization).
+        input_normalization: a Box MLP policy's per-feature normalization: the model then
+            takes normalized observations, the inverse folded into its first layers.
     """
     keras = keras_module(api)
     if heads not in HEADS:
         raise ValueError(f"edge.heads={heads!r} must be one of {HEADS}")
+    fold = None if input_normalization is None else input_normalization.arrays()
     if getattr(net, "kind", "vision") == "mlp":
-        return _build_keras_mlp(keras, cast("MlpNet", net), heads, batch_size)
+        return _build_keras_mlp(keras, cast("MlpNet", net), heads, batch_size, fold)
+    if fold is not None:
+        raise ValueError("per-feature input normalization is for MLP policies of Box observations")
     dim, _, channels = net.obs_shape
     inp = keras.Input((dim, dim, channels), batch_size=batch_size, name="observations")
     pi = _copy_trunk(keras, inp, net.pi_trunk, "pi")

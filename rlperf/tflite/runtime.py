@@ -27,7 +27,7 @@ from rlperf.tflite.export import continuous_actions, torch_outputs
 from rlperf.tflite.tflite_model import (
     EDGETPU_CUSTOM_OP,
     TfliteModelInfo,
-    input_quantizer,
+    input_encoder,
     logits_output,
     output_dequantizer,
     read_tflite,
@@ -174,8 +174,9 @@ class TfliteActor:
     """Greedy actions from a ``.tflite`` policy, one observation per invoke.
 
     ``act`` quantizes the raw uint8 frame for the input tensor (a no-op for
-    rlperf's exact uint8 input), invokes, and takes the argmax of the (still
-    quantized: the mapping is monotonic) logits; ``forward_ns`` is the invoke alone.
+    rlperf's exact uint8 input; a Box observation normalized per feature first, where the
+    file says so: :func:`~rlperf.tflite.tflite_model.input_encoder`), invokes, and takes
+    the argmax of the (still quantized: the mapping is monotonic) logits; ``forward_ns`` is the invoke alone.
     A ``continuous`` (Box) policy's output is the action itself (``num_actions`` its
     dimensions): ``act`` returns it dequantized, float32.
     """
@@ -198,7 +199,7 @@ class TfliteActor:
         self.output = logits_output(self.info, num_actions)
         self._in = self.input.index
         self._out = self.output.index
-        self._quantize = input_quantizer(self.input)
+        self._quantize = input_encoder(self.info)  # per-feature normalization, quantization
         self._dequantize = output_dequantizer(self.output)
         self.forward_ns = 0
 

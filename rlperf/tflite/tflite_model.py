@@ -5,8 +5,10 @@ Parses the flatbuffer with the schema module that ships with LiteRT
 imported). From it come the input/output types and quantization parameters
 (what a benchmark must feed), the operator list (an ``edgetpu-custom-op`` marks
 a file compiled by ``edgetpu_compiler``), and the kind of variant (fp32, int8,
-dynamic-range, fp16, int16x8) inferred from the tensor types. Also here: the
-quantize / dequantize arithmetic between raw observations and those tensors.
+dynamic-range, fp16, int16x8) inferred from the tensor types, and a full-integer
+MLP policy's per-feature input normalization (:class:`InputNormalization`, a metadata
+entry of the file). Also here: the normalize / quantize / dequantize arithmetic between
+raw observations and those tensors (:func:`input_encoder`).
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ class TfliteModelInfo:
     subgraphs: int
     variant: str  # fp32 | fp16 | dynamic | int8 | int16x8 | edgetpu | unknown
     description: str = ""
+    # Applied to each observation before the input tensor's quantization (per feature).
+    input_normalization: InputNormalization | None = None
 
     @property
     def op_counts(self) -> dict[str, int]:
@@ -123,7 +127,105 @@ class TfliteModelInfo:
             "edgetpu_compiled": self.is_edgetpu_compiled,
             "edgetpu_subgraphs": self.edgetpu_custom_ops,
             "subgraphs": self.subgraphs,
+            "input_normalization": (
+                None if self.input_normalization is None else self.input_normalization.to_dict()
+            ),
         }
+
+
+#: The metadata entry of a ``.tflite`` file holding its :class:`InputNormalization`.
+INPUT_NORMALIZATION_METADATA = "rlperf_input_normalization"
+
+
+@dataclass(frozen=True)
+class InputNormalization:
+    """Per-feature scaling of a Box observation, done outside the graph: ``(obs - center)
+    / half_width`` maps each feature's calibrated range [low, high] onto [-1, 1]; the
+    model's first layer holds the inverse, folded into its weights and bias.
+
+    TFLite quantizes an input tensor with one scale. Features of different ranges (a
+    pendulum's cos and sin within ±1 beside its angular velocity within ±8; HalfCheetah's
+    angles and velocities) would share it, and the narrow ones keep few levels. Normalized,
+    every feature spans the input's whole int8 range. Written into the file as metadata
+    (:data:`INPUT_NORMALIZATION_METADATA`), so every reader of the file applies it."""
+
+    center: tuple[float, ...]
+    half_width: tuple[float, ...]
+    shape: tuple[int, ...]  # of one observation
+
+    @classmethod
+    def of_range(cls, low: np.ndarray, high: np.ndarray) -> InputNormalization:
+        """The normalization of the per-feature range [``low``, ``high``] (a feature whose
+        range is a single value keeps half-width 1: it is only shifted)."""
+        low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+        half = (high - low) / 2.0
+        half = np.where(half > 0, half, 1.0)
+        return cls(
+            tuple(float(v) for v in ((low + high) / 2.0).ravel()),
+            tuple(float(v) for v in half.ravel()),
+            tuple(int(d) for d in low.shape),
+        )
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(center, half_width) as float32 arrays of the observation's shape."""
+        return (
+            np.asarray(self.center, np.float32).reshape(self.shape),
+            np.asarray(self.half_width, np.float32).reshape(self.shape),
+        )
+
+    def apply(self, observations: np.ndarray) -> np.ndarray:
+        """Normalized float32 observations (one, or stacked on a leading axis)."""
+        center, half = self.arrays()
+        return (np.asarray(observations, np.float32) - center) / half
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"center": list(self.center), "half_width": list(self.half_width),
+                "shape": list(self.shape)}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> InputNormalization:
+        return cls(tuple(d["center"]), tuple(d["half_width"]), tuple(d["shape"]))
+
+
+def with_input_normalization(data: bytes, normalization: InputNormalization) -> bytes:
+    """The ``.tflite`` bytes ``data`` with ``normalization`` as a metadata entry (any entry of
+    that name replaced); the graph is unchanged."""
+    import json
+
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    payload = list(json.dumps(normalization.to_dict()).encode())
+    model.buffers, model.metadata = list(model.buffers or []), list(model.metadata or [])
+    entry = next(
+        (m for m in model.metadata if _text(m.name) == INPUT_NORMALIZATION_METADATA), None
+    )
+    if entry is None:  # a new entry and buffer; else its buffer rewritten
+        entry = schema.MetadataT()
+        entry.name, entry.buffer = INPUT_NORMALIZATION_METADATA, len(model.buffers)
+        model.buffers.append(schema.BufferT())
+        model.metadata.append(entry)
+    model.buffers[entry.buffer].data = payload
+    builder = flatbuffers.Builder(len(data) + 1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value or "")
+
+
+def _input_normalization(model: Any) -> InputNormalization | None:
+    """The file's :class:`InputNormalization` metadata entry, if it has one."""
+    import json
+
+    for i in range(model.MetadataLength()):
+        entry = model.Metadata(i)
+        if _text(entry.Name()) == INPUT_NORMALIZATION_METADATA:
+            raw = model.Buffers(entry.Buffer()).DataAsNumpy()
+            return InputNormalization.from_dict(json.loads(bytes(raw).decode()))
+    return None
 
 
 def _builtin_names() -> dict[int, str]:
@@ -201,6 +303,7 @@ def read_tflite(source: Path | str | bytes) -> TfliteModelInfo:
         subgraphs=int(model.SubgraphsLength()),
         variant=variant,
         description=desc.decode(errors="replace") if isinstance(desc, bytes) else str(desc or ""),
+        input_normalization=_input_normalization(model),
     )
 
 
@@ -272,6 +375,18 @@ def quantize_input(obs: np.ndarray, tensor: TensorInfo) -> np.ndarray:
     int8 one with zero point -128 gets it with the top bit flipped).
     """
     return input_quantizer(tensor)(obs)
+
+
+def input_encoder(info: TfliteModelInfo) -> Callable[[np.ndarray], np.ndarray]:
+    """What an actor does to a raw observation before ``set_tensor``, inside its timed
+    action: the file's per-feature normalization, where it has one, then
+    :func:`input_quantizer` of its input tensor."""
+    quantize = input_quantizer(info.inputs[0])
+    if info.input_normalization is None:
+        return quantize
+    center, half = info.input_normalization.arrays()
+    inverse = np.float32(1.0) / half
+    return lambda obs: quantize((np.asarray(obs, np.float32) - center) * inverse)
 
 
 def input_quantizer(tensor: TensorInfo) -> Callable[[np.ndarray], np.ndarray]:
