@@ -176,7 +176,8 @@ class TfliteActor:
     ``act`` quantizes the raw uint8 frame for the input tensor (a no-op for
     rlperf's exact uint8 input; a Box observation normalized per feature first, where the
     file says so: :func:`~rlperf.tflite.tflite_model.input_encoder`), invokes, and takes
-    the argmax of the (still quantized: the mapping is monotonic) logits; ``forward_ns`` is the invoke alone.
+    the argmax of the (still quantized: the mapping is monotonic) logits; ``forward_ns`` is
+    the invoke alone.
     A ``continuous`` (Box) policy's output is the action itself (``num_actions`` its
     dimensions): ``act`` returns it dequantized, float32.
     """
