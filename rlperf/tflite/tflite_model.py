@@ -198,9 +198,7 @@ def with_input_normalization(data: bytes, normalization: InputNormalization) -> 
     model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
     payload = list(json.dumps(normalization.to_dict()).encode())
     model.buffers, model.metadata = list(model.buffers or []), list(model.metadata or [])
-    entry = next(
-        (m for m in model.metadata if _text(m.name) == INPUT_NORMALIZATION_METADATA), None
-    )
+    entry = next((m for m in model.metadata if _text(m.name) == INPUT_NORMALIZATION_METADATA), None)
     if entry is None:  # a new entry and buffer; else its buffer rewritten
         entry = schema.MetadataT()
         entry.name, entry.buffer = INPUT_NORMALIZATION_METADATA, len(model.buffers)
