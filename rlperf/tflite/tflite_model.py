@@ -95,6 +95,9 @@ class TfliteModelInfo:
     description: str = ""
     # Applied to each observation before the input tensor's quantization (per feature).
     input_normalization: InputNormalization | None = None
+    # Tensor bytes of subgraph 0: constants (weights), variables (the arena's upper bound).
+    constant_tensor_bytes: int | None = None
+    variable_tensor_bytes: int | None = None
 
     @property
     def op_counts(self) -> dict[str, int]:
@@ -127,6 +130,10 @@ class TfliteModelInfo:
             "edgetpu_compiled": self.is_edgetpu_compiled,
             "edgetpu_subgraphs": self.edgetpu_custom_ops,
             "subgraphs": self.subgraphs,
+            "tensor_bytes": {
+                "constant": self.constant_tensor_bytes,
+                "variable": self.variable_tensor_bytes,
+            },
             "input_normalization": (
                 None if self.input_normalization is None else self.input_normalization.to_dict()
             ),
@@ -292,6 +299,7 @@ def read_tflite(source: Path | str | bytes) -> TfliteModelInfo:
     )
     variant = _classify(op_names, ops, tensors)
     desc = model.Description()
+    constant, variable = _tensor_bytes(model, tensors)
     return TfliteModelInfo(
         path=path,
         size_bytes=len(buf),
@@ -302,7 +310,36 @@ def read_tflite(source: Path | str | bytes) -> TfliteModelInfo:
         variant=variant,
         description=desc.decode(errors="replace") if isinstance(desc, bytes) else str(desc or ""),
         input_normalization=_input_normalization(model),
+        constant_tensor_bytes=constant,
+        variable_tensor_bytes=variable,
     )
+
+
+def _tensor_bytes(model: Any, tensors: list[Any]) -> tuple[int, int]:
+    """Bytes of subgraph 0's tensors: constant ones (weights, biases, quantization tables:
+    data in the file's buffers) and variable ones (input, activations, output: what the
+    interpreter's arena holds before its planner lets tensors of disjoint lifetimes share
+    memory, so the arena is at most this)."""
+    constant = variable = 0
+    for t in tensors:
+        shape = t.ShapeAsNumpy() if t.ShapeLength() else np.zeros(0, np.int64)
+        count = int(np.prod(np.maximum(shape, 1))) if len(shape) else 1
+        dtype = _TENSOR_TYPES.get(t.Type(), "")
+        size = count // 2 if dtype == "int4" else count * _itemsize(dtype)
+        buffer = int(t.Buffer())
+        has_data = 0 < buffer < model.BuffersLength() and model.Buffers(buffer).DataLength() > 0
+        if has_data:
+            constant += size
+        else:
+            variable += size
+    return constant, variable
+
+
+def _itemsize(dtype: str) -> int:
+    try:
+        return int(np.dtype(dtype).itemsize)
+    except TypeError:  # "string", an unknown type: not a tensor rlperf's models have
+        return 0
 
 
 def _classify(op_names: tuple[str, ...], ops: list[Any], tensors: list[Any]) -> str:

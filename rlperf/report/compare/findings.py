@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.compare.axes import AxisPlan, within_set
+from rlperf.report.compare.memory import memory_finding_texts
 from rlperf.report.compare.study import LEGACY_METHOD, legacy_learn_range, legacy_text
 from rlperf.report.read.cells import ENV_FAMILY, PHASES, Cell, included
 from rlperf.report.stats import estimates
@@ -198,6 +199,11 @@ def analyse_family(
         if family == "inference":
             ranked = [out.configurations[k] for k in order]
             out.findings += _fidelity_findings(family, workload, ranked, plan.configs)
+            memory = memory_finding_texts(family, workload, ranked, plan.configs)
+            if memory is not None:
+                cells, text, headline, values = memory
+                out.findings.append(Finding("memory", family, workload, cells, text,
+                                            headline=headline, values=values))  # fmt: skip
         repeated = _repeats_finding(out, workload, order, plan.configs)
         out.findings += [repeated] if repeated is not None else []
         out.findings += _legacy_finding(out, workload, order, plan.configs)

@@ -323,9 +323,19 @@ def _fmt_small_pct(v: float) -> str:
     return "<0.001" if 0 < v < 1e-3 else fmt_value(v, 3)
 
 
+def _energy_col(rows: pd.DataFrame) -> np.ndarray:
+    """The CPU's RAPL joules per 1 000 actions, or "not measured here" (never estimated)."""
+    joules = pd.to_numeric(_col(rows, "cpu_energy_per_1k_actions_j"), errors="coerce")
+    return np.asarray(
+        [fmt_value(j, 3) if np.isfinite(j) else "not measured here" for j in joules],
+        dtype=object,
+    )
+
+
 def _compression_columns(rows: pd.DataFrame) -> dict[str, np.ndarray]:
     """Return difference against the torch policy with its paired interval, sizes, sparsity,
-    peak memory and, for a fine-tuned variant, its distillation's held-out MSE and rate."""
+    peak memory, what loading the model added, the variable tensors' bytes (the arena's
+    upper bound) and, for a fine-tuned variant, its distillation's held-out MSE and rate."""
     num = {c: pd.to_numeric(_col(rows, f"fidelity_{c}"), errors="coerce").to_numpy(float)
            for c in ("return_diff", "return_diff_low", "return_diff_high")}  # fmt: skip
     tie = _col(rows, "fidelity_return_tie").astype("boolean").fillna(False).to_numpy(bool)
@@ -342,6 +352,9 @@ def _compression_columns(rows: pd.DataFrame) -> dict[str, np.ndarray]:
         "gzip B": _fmt_col(rows, "model_gzip_bytes", 0),
         "sparsity": _fmt_col(rows, "weight_sparsity", 2),
         "peak RSS MB": _fmt_col(rows, "peak_rss_mb", 0),
+        "model RSS MB": _fmt_col(rows, "model_rss_mb", 2),
+        "tensors B": _fmt_col(rows, "tensor_bytes_variable", 0),
+        "CPU J / 1k actions": _energy_col(rows),
         "distil MSE (lr)": np.asarray(
             [
                 f"{fmt_value(m)} ({fmt_value(lr, 1)})" if fmt_value(m) else ""

@@ -259,9 +259,13 @@ def _inference_summary(c: Cell) -> dict[str, Any]:
     if "holdout_loss_kept" in built:  # a fine-tuned variant (rlperf.tflite.compress)
         row["finetune_holdout_mse"] = built["holdout_loss_kept"]
         row["finetune_lr"] = built.get("lr_chosen")
-    peak = (c.summary.get("memory") or {}).get("peak_rss_mb")
-    if peak is not None:
-        row["peak_rss_mb"] = peak
+    memory = c.summary.get("memory") or {}
+    for key in ("peak_rss_mb", "model_rss_mb"):
+        if memory.get(key) is not None:
+            row[key] = memory[key]
+    tensors = (c.summary.get("model_info") or {}).get("tensor_bytes") or {}
+    if tensors.get("variable") is not None:  # the interpreter arena's upper bound
+        row["tensor_bytes_variable"] = tensors["variable"]
     for key in ("variant", "model_size_bytes", "model_gzip_bytes", "delegate"):
         value = c.summary.get(key)
         if value is not None:
