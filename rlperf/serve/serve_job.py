@@ -48,6 +48,7 @@ from rlperf.serve.session import (
     serve_process_ids,
     serve_session,
 )
+from rlperf.telemetry.sampler import action_energy
 
 log = logging.getLogger("rlperf.serve")
 
@@ -159,11 +160,14 @@ async def run_levels(
                 offset = time.monotonic() - ctx.started
                 seed = int(cfg.seed) * 1000 + plan.level
                 target = targets[(plan.transport, plan.target)]
+                t0 = ctx.telemetry_now()  # the energy counters, read at the level's edges
                 result = await run_level(plan, target, policy.expected_actions, seed, kill, offset)
+                window = ctx.telemetry_window(t0, ctx.telemetry_now())
                 for row in result.rows:
                     req_log.write(row)
                 results.append(result)
                 row = level_summary(cfg, result)
+                row.update(level_energy(window, sum(r["status"] == "ok" for r in result.rows)))
                 if level_log is None:
                     level_log = CsvLog(out_dir / LEVELS_FILE, list(row))
                 level_log.write(row)
@@ -175,6 +179,23 @@ async def run_levels(
             for target in targets.values():
                 await target.close()
     return {"levels": levels, "results": results, "dispatch_capacity_rps": dispatch_rps}
+
+
+#: ``levels.csv``'s energy columns: the CPU packages' (RAPL) and the GPUs' joules per 1 000
+#: answered requests over the level (empty where not measured: summary.json's
+#: ``cpu_energy`` says why).
+LEVEL_ENERGY = ("cpu_energy_per_1k_requests_j", "gpu_energy_per_1k_requests_j")
+
+
+def level_energy(window: dict[str, float], answered: int) -> dict[str, float]:
+    """A level's :data:`LEVEL_ENERGY` from its telemetry window (every process of the
+    machine draws from the same packages: the load generator's share is in it)."""
+    energy = action_energy(window, answered)
+    values = (energy.get(f"{part}_energy_per_1k_actions_j") for part in ("cpu", "gpu"))
+    return {
+        column: float("nan") if value is None else float(value)
+        for column, value in zip(LEVEL_ENERGY, values, strict=True)
+    }
 
 
 def _kill(session: ServeSession) -> str | None:

@@ -91,6 +91,18 @@ def test_level_row_counts_outcomes_and_failed_requests_never_meet_a_bound() -> N
     assert late["on_schedule"] is False and late["send_lag_p99_ms"] == 9.0
 
 
+def test_level_energy_is_per_1000_answered_requests() -> None:
+    from rlperf.results.columns import CPU_ENERGY_J
+    from rlperf.serve.serve_job import level_energy
+
+    assert level_energy({CPU_ENERGY_J: 5.0, "gpu0_energy_j": 1.0}, 40) == {
+        "cpu_energy_per_1k_requests_j": 125.0, "gpu_energy_per_1k_requests_j": 25.0,
+    }  # fmt: skip
+    unmeasured = level_energy({}, 40)
+    assert all(np.isnan(v) for v in unmeasured.values())
+    assert level_energy({CPU_ENERGY_J: 0.0}, 10)["cpu_energy_per_1k_requests_j"] == 0.0
+
+
 def test_max_rate_under_slo_searches_counted_open_levels() -> None:
     def level(rate: float, p99_hi: float, **kw: Any) -> dict[str, Any]:
         return {"loop": "open", "offered_rps": rate, "p99_hi_ms": p99_hi, "on_schedule": True,
@@ -412,6 +424,8 @@ def test_stage_measures_levels_and_survives_a_killed_replica(
                           ("baseline", "http", "policy"), ("baseline", "http", "echo"),
                           ("baseline", "handle", "echo")]  # fmt: skip
     assert len(levels) == 9 and len(requests) == summary["requests"]
+    # Energy per 1 000 answered requests: empty here (no readable RAPL counter, no GPU).
+    assert all(r["cpu_energy_per_1k_requests_j"] in ("", "nan") for r in levels)
     assert summary["excluded"]["warmup"] == 5 * 9
     assert summary["actions"]["mismatches"] == 0 and summary["actions"]["checked"] > 100
     assert len(summary["actions"]["distinct_actions"]) >= 2
