@@ -40,7 +40,7 @@ POLICIES: dict[str, tuple[list[str], float]] = {
         "algo.min_sample_timesteps_per_iteration=1000", "algo.training_intensity=64",
         "train.iterations=30",
         "train.warmup_iterations=0",
-    ], 500.0),
+    ], 200.0),
     # PPO with the common MuJoCo settings (lr 3e-4, GAE 0.95, clip 0.2, 10 epochs of
     # minibatches of 64 over 2 048 steps; no KL penalty).
     "hopper_ppo": ([

@@ -44,6 +44,14 @@ def test_the_folded_first_layer_computes_the_same_actions(policy) -> None:
     actions, value = model.predict(z, verbose=0)
     np.testing.assert_allclose(actions, reference, atol=1e-5)
     np.testing.assert_allclose(value.ravel(), values, atol=1e-4)  # both heads folded
+    # Without finite bounds a feature's range is the calibration's, with headroom beyond it
+    # (another episode reaches further; the int8 input clips what lies outside).
+    from rlperf.tflite.artifacts import INPUT_HEADROOM
+
+    data = input_normalization("per_feature", net, obs[:200], None)
+    assert data is not None
+    seen = (obs[:200].max(axis=0) - obs[:200].min(axis=0)) / 2
+    np.testing.assert_allclose(data.half_width, INPUT_HEADROOM * seen, rtol=1e-5)
     # Off, or where it does not apply: no normalization.
     assert input_normalization("per_tensor", net, obs, None) is None
     frames = MlpNet.for_spaces(gym.spaces.Discrete(5), ACT, [8], "tanh", squash="tanh")
