@@ -129,6 +129,8 @@ class RunMatchConfig:
     workers: int | None = None
     gpu_layout: str | None = None  # gpu_layout.name
     cpu_affinity: str | None = None  # cpu_affinity.name
+    algo: str | None = None  # algo.name
+    env_id: str | None = None  # env.id (a custom env has none)
 
 
 class Verbosity(StrEnum):

@@ -54,6 +54,8 @@ IDENTITY_KEYS: dict[str, str] = {
     "workers": "workers",
     "gpu_layout": "gpu_layout.name",
     "cpu_affinity": "cpu_affinity.name",
+    "algo": "algo.name",
+    "env_id": "env.id",
 }
 
 

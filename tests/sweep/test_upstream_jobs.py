@@ -99,6 +99,8 @@ def test_jobs_are_read_in_hydra_order_with_their_identity(sweep: Path) -> None:
         "workers": 0,
         "gpu_layout": "none",
         "cpu_affinity": "unrestricted",
+        "algo": "ppo",
+        "env_id": "ALE/Pong-v5",
     }
     # The label shows the keys the job's own command line set: its sweep's axes.
     assert jobs[-1].label() == "10 (model=tiny, study_training_row=exp3, workers=0)"
