@@ -1,8 +1,9 @@
 """``experiment=compression_mujoco_small`` end to end, as docs/compression.md#mujoco runs
 it: PPO and SAC trained on HalfCheetah-v5 (float64 observations), the edge stage over the
-training sweep (the torch reference, fp32 and per-feature int8), and the report's table
-with the memory columns, the energy column ("not measured here" without RAPL) and the
-memory finding. CI-sized: one env of the preset's two, one run per cell."""
+training sweep (the torch reference, fp32 and per-feature int8), and the report: the
+compression table with the memory columns, the energy column ("not measured here" without
+RAPL), the memory finding, and the study's table with its claims. CI-sized: one env of the
+preset's two, one run per cell."""
 
 from __future__ import annotations
 
@@ -45,3 +46,10 @@ def test_compression_mujoco_small_end_to_end(tmp_path: Path) -> None:
     assert len(rows) == 4 and all("not measured here" in r for r in rows)
     (memory,) = [f for f in report.findings if f.kind == "memory"]
     assert "(one run)" in memory.text  # one run each: no interval, and it says so
+    # The study's table: algorithm x env x backend over the trained policies, and its claims.
+    rows = report.sections["compression_study"]
+    assert sorted((r.algo, r.backend) for r in rows) == [
+        (a, b) for a in ("ppo", "sac") for b in ("rllib", "tflite_fp32", "tflite_int8")
+    ]
+    assert all(r.env == "HalfCheetah-v5" and r.policies == 1 for r in rows)
+    assert "claim 3 (quantized uses more memory than fp32, peak RSS) not decided here" in text

@@ -135,3 +135,60 @@ def test_quantized_memory_against_fp32_is_a_finding_with_its_interval(tmp_path: 
     text = Path(report.out / "report.md").read_text()
     head = text.index("| model RSS MB | tensors B | CPU J / 1k actions |")
     assert "| 1.5 | 262 | not measured here |" in text[head : text.index("\n\n", head)]
+
+
+def test_the_compression_study_table_and_its_four_claims(tmp_path: Path) -> None:
+    """Edge cells of three trained SAC policies x five backends (``source.identity`` names
+    the algorithm and env): one row per backend over the policies, the return difference
+    as an IQM with its interval, and each of the study's claims judged on planted values:
+    dynamic keeps the return best, int8 worst, int8 uses more memory, pruning shrinks the
+    gzip size at the same speed."""
+    root = tmp_path / "multirun" / "2026-12-05" / "13-00-00"
+    #: backend -> (variant, return diff, action ms, gzip, peak RSS)
+    planted = {
+        "rllib": ("torch", None, 0.09, 60_000, 250.0),
+        "tflite_fp32": ("fp32", 0.0, 0.006, 50_000, 80.0),
+        "tflite_dynamic": ("dynamic", -1.0, 0.007, 15_000, 80.1),
+        "tflite_int8": ("int8", -30.0, 0.010, 14_000, 90.0),
+        "tflite_prune50": ("prune50", -10.0, 0.006, 30_000, 80.0),
+    }
+    specs, i = [], 0
+    for policy in range(3):
+        for backend, (variant, diff, ms, gz, peak) in planted.items():
+            cfg = synthetic.resolved_config(stage="edge", model="mlp256", gpu_layout="none",
+                                            workers=0, backend=backend, seed=policy)  # fmt: skip
+            steps, episodes = synthetic.inference_steps([ms] * 3, 100, seed=i, returns=[5.0] * 3)
+            fid = None
+            if diff is not None:
+                fid = {"agreement": 1.0, "threshold": 0.9, "flagged": False,
+                       "verdict": "passed", "return_diff": diff + 0.5 * policy}  # fmt: skip
+            summary = synthetic.inference_summary(steps, episodes, "edge", backend, fid, gz)
+            summary.update(
+                variant=variant, threads=1, heads="policy", model_gzip_bytes=gz,
+                memory={"peak_rss_mb": peak + 0.2 * policy, "model_rss_mb": 2.0},
+                source={"run": f"/train/{policy}", "identity": {
+                    "model": "mlp256", "seed": policy, "algo": "sac",
+                    "env_id": "HalfCheetah-v5"}},
+            )  # fmt: skip
+            body = synthetic.fingerprint(cpu_model="Intel Xeon", cpu_count=2, gpus=())
+            body["start_time"] = f"2026-12-05T13:{i:02d}:00+00:00"
+            body["config"] = cfg
+            specs.append(synthetic.CellSpec(cfg, synthetic.overrides_for(cfg), body, summary,
+                                            steps=steps, episodes=episodes))  # fmt: skip
+            i += 1
+    synthetic.write_sweep(root, specs)
+    report = build_report([root], None, None, True)
+    rows = {r.backend: r for r in report.sections["compression_study"]}
+    assert set(rows) == set(planted) and all(r.policies == 3 for r in rows.values())
+    int8 = rows["tflite_int8"]
+    assert int8.statistic == "IQM" and int8.return_diff == pytest.approx(-29.5)
+    assert int8.return_low <= int8.return_diff <= int8.return_high
+    text = Path(report.out / "report.md").read_text()
+    claims = text[text.index("### The study's claims, here") :].split("\n\n")[1]
+    assert "claim 1 (dynamic PTQ keeps the return best) holds:" in claims
+    assert "claim 2 (static PTQ keeps it worst) holds:" in claims
+    assert "claim 3 (quantized uses more memory than fp32, peak RSS) holds for `tflite_int8`" in (
+        claims
+    )
+    assert "claim 4 (pruning shrinks the model" in claims and "gzip 0.60x" in claims
+    assert "energy not measured here" in claims
