@@ -185,6 +185,9 @@ def validate_tqc(cfg: DictConfig) -> None:
         )
 
 
+#: SAC's and TQC's actions.
+BOX_ACTIONS = ActionSpace("Box", "env=pendulum", "algo=dqn or ppo for discrete actions")
+
 DQN_SPEC = AlgoSpec(
     name="dqn",
     rllib_class="ray.rllib.algorithms.dqn:DQN",
@@ -204,7 +207,7 @@ SAC_SPEC = AlgoSpec(
     validator=validate_sac,
     timing="rlperf.algos.timing:ReplayTiming",
     default_learners=0,  # the learner runs in the driver
-    actions=ActionSpace("Box", "env=pendulum", "algo=dqn or ppo for discrete actions"),
+    actions=BOX_ACTIONS,
 )
 
 TQC_SPEC = AlgoSpec(
@@ -214,5 +217,5 @@ TQC_SPEC = AlgoSpec(
     validator=validate_tqc,
     timing="rlperf.algos.timing:ReplayTiming",
     default_learners=0,  # the learner runs in the driver
-    actions=ActionSpace("Box", "env=pendulum", "algo=dqn or ppo for discrete actions"),
+    actions=BOX_ACTIONS,
 )

@@ -40,35 +40,25 @@ def test_committed_policy_is_the_checked_one_and_beats_random(name: str) -> None
     assert provenance["train_env_steps"] > 0 and provenance["train_wall_s"] > 0
 
 
-def _edge(tmp_path: Path, backend: str, *extra: str) -> dict[str, Any]:
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    from rlperf.config.schema import register_configs
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    overrides = [
-        "stage=edge", f"run={POLICIES / 'halfcheetah_sac'}", f"backend={backend}",
+def _edge(compose_edge: Any, tmp_path: Path, backend: str, *extra: str) -> dict[str, Any]:
+    cfg = compose_edge(
+        f"run={POLICIES / 'halfcheetah_sac'}", f"backend={backend}",
         f"edge.cache_dir={tmp_path / 'c'}", "edge.episodes=2", "edge.warmup_steps=20",
         "edge.calibration_size=200", "edge.fidelity_observations=200", *extra,
-    ]  # fmt: skip
-    try:
-        with initialize_config_module("rlperf.conf", version_base="1.3"):
-            cfg = compose("config", overrides=overrides)
-    finally:
-        GlobalHydra.instance().clear()
+    )  # fmt: skip
     return run_edge(cfg, tmp_path / f"{backend}{len(extra)}", job=True)
 
 
 @pytest.mark.slow
-def test_the_halfcheetah_policy_through_the_edge_stage(tmp_path: Path) -> None:
-    fp32 = _edge(tmp_path, "tflite_fp32")
+def test_the_halfcheetah_policy_through_the_edge_stage(compose_edge: Any, tmp_path: Path) -> None:
+    fp32 = _edge(compose_edge, tmp_path, "tflite_fp32")
     assert fp32["status"] == "completed" and fp32["fidelity"]["action_err_max"] <= 1e-4
     assert fp32["fidelity"]["action_dims"] == 6 and fp32["fidelity"]["verdict"] != "vacuous"
     assert fp32["env_protocol"]["simulator"]["frame_skip"] == 5
-    tensor = _edge(tmp_path, "tflite_int8", "edge.input_scaling=per_tensor")["fidelity"]
-    feature = _edge(tmp_path, "tflite_int8")["fidelity"]
+    tensor = _edge(compose_edge, tmp_path, "tflite_int8", "edge.input_scaling=per_tensor")[
+        "fidelity"
+    ]
+    feature = _edge(compose_edge, tmp_path, "tflite_int8")["fidelity"]
     # Measured: p99 3.9 % against 5.8 % of the range, max 5.5 % against 12 %.
     assert feature["action_err_p99"] < tensor["action_err_p99"]
     assert feature["action_err_max"] < tensor["action_err_max"]

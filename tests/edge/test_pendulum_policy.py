@@ -48,32 +48,20 @@ def test_recorded_checks_meet_the_criterion(provenance) -> None:
     assert rllib["reference_return_mean"] == pytest.approx(checks["return_mean"], abs=1e-3)
 
 
-def _edge(tmp_path: Path, backend: str, *extra: str) -> dict[str, Any]:
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    from rlperf.config.schema import register_configs
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    overrides = [
-        "stage=edge", f"run={POLICY}", f"backend={backend}", f"edge.cache_dir={tmp_path / 'c'}",
+def _edge(compose_edge: Any, tmp_path: Path, backend: str, *extra: str) -> dict[str, Any]:
+    cfg = compose_edge(
+        f"run={POLICY}", f"backend={backend}", f"edge.cache_dir={tmp_path / 'c'}",
         "edge.episodes=4", "edge.warmup_steps=20", "edge.calibration_size=200",
         "edge.fidelity_observations=200", *extra,
-    ]  # fmt: skip
-    try:
-        with initialize_config_module("rlperf.conf", version_base="1.3"):
-            cfg = compose("config", overrides=overrides)
-    finally:
-        GlobalHydra.instance().clear()
+    )  # fmt: skip
     return run_edge(cfg, tmp_path / backend)
 
 
 @pytest.mark.slow
 def test_rllib_and_fp32_act_alike_and_compressed_variants_are_judged(
-    tmp_path: Path,
+    compose_edge: Any, tmp_path: Path
 ) -> None:
-    fp32 = _edge(tmp_path, "tflite_fp32")["fidelity"]
+    fp32 = _edge(compose_edge, tmp_path, "tflite_fp32")["fidelity"]
     assert fp32["action_err_max"] <= 1e-4 and fp32["action_dims"] == 1
     assert fp32["verdict"] == "passed", fp32.get("flag_reason")
     # The actor's actions span the torque range (not a near-constant actor).
@@ -81,7 +69,7 @@ def test_rllib_and_fp32_act_alike_and_compressed_variants_are_judged(
     budget = ("edge.finetune_steps=40", "edge.finetune_lr=[1e-3]")
     # Magnitude pruning at the smallest budget: half the weights zero, its action error
     # measured and judged against the tolerance (600 steps: docs/compression.md).
-    pruned = _edge(tmp_path, "tflite_prune50", *budget)
+    pruned = _edge(compose_edge, tmp_path, "tflite_prune50", *budget)
     assert pruned["weights"]["sparsity"] == pytest.approx(0.5, abs=0.02)
     fid = pruned["fidelity"]
     assert fid["verdict"] != "vacuous" and 0 < fid["action_err_p99"] <= fid["action_err_max"]
@@ -91,17 +79,19 @@ def test_rllib_and_fp32_act_alike_and_compressed_variants_are_judged(
     # (Without: up to 0.46 of the range on the fidelity set's fastest swings.) One
     # quantization scale for cos, sin (+-1) and the velocity (+-8) still costs int8 its
     # precision on this policy: p99 errors of 5-9 % of the range (docs/compression.md).
-    qat = _edge(tmp_path, "tflite_qat", *budget)["fidelity"]
+    qat = _edge(compose_edge, tmp_path, "tflite_qat", *budget)["fidelity"]
     assert qat["action_err_max"] <= 0.12 and qat["verdict"] != "vacuous"
 
 
 @pytest.mark.slow
-def test_per_feature_input_scaling_brings_int8_within_the_tolerance(tmp_path: Path) -> None:
+def test_per_feature_input_scaling_brings_int8_within_the_tolerance(
+    compose_edge: Any, tmp_path: Path
+) -> None:
     """Full int8 with one input scale for cos, sin (±1) and the angular velocity (±8) costs
     this policy 6-8 % of the torque range at p99; each feature normalized to its own range
     (the default) brings it under the 5 % tolerance. The normalization is in the file."""
-    one = _edge(tmp_path, "tflite_int8", "edge.input_scaling=per_tensor")
-    own = _edge(tmp_path, "tflite_int8")
+    one = _edge(compose_edge, tmp_path, "tflite_int8", "edge.input_scaling=per_tensor")
+    own = _edge(compose_edge, tmp_path, "tflite_int8")
     tensor, feature = one["fidelity"], own["fidelity"]
     assert tensor["action_err_p99"] > 0.05 and tensor["verdict"] == "flagged"
     assert feature["action_err_p99"] <= 0.05 and feature["verdict"] == "passed"
