@@ -60,6 +60,7 @@ from rlperf.tflite.export import (
     torch_outputs,
 )
 from rlperf.tflite.finetune import Guard, fit_epochs, held_out, keras_distill, steps_per_epoch
+from rlperf.tflite.tflite_model import InputNormalization
 
 log = logging.getLogger("rlperf.tflite")
 
@@ -95,8 +96,12 @@ def quantization_aware(
     y: Any,
     settings: dict,
     input_range: tuple[np.ndarray, np.ndarray] | None = None,
+    input_normalization: InputNormalization | None = None,
 ) -> Any:
     """QAT by distillation; returns (the batch-1 QAT model, what the fit measured).
+
+    With ``input_normalization`` the model takes normalized observations (``x`` is
+    normalized already; the inverse folded into its first layer, as post-training int8's).
 
     The fake-quantization ranges start from the float model's activation ranges on ``x``
     (tensorflow-model-optimization starts them at [-6, 6] and moves them by an exponential
@@ -111,7 +116,7 @@ def quantization_aware(
     import tf_keras
 
     def qat_model(batch_size: int | None) -> tuple[Any, Any, list[Any]]:
-        base = build_keras_policy(net, heads, batch_size, api="tf_keras")
+        base = build_keras_policy(net, heads, batch_size, "tf_keras", input_normalization)
         trainable = _trainable_layers(base)
 
         def annotate(layer: Any) -> Any:
@@ -363,9 +368,14 @@ def compress_policy(
     calibration: Any,
     settings: dict[str, Any],
     input_range: tuple[np.ndarray, np.ndarray] | None = None,
+    input_normalization: InputNormalization | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """The batch-1 Keras model of a compression backend, ready for its conversion
     (``spec.variant``), and what its build measured (the ``<file>.json`` of the cache).
+
+    ``input_normalization`` (QAT, per-feature input scaling): the student takes normalized
+    observations, fitted to the teacher's outputs on the raw ones, and its input covers
+    [-1, 1].
 
     One guarded fine-tune per learning rate of ``settings["lr"]``
     (:func:`rlperf.tflite.finetune.finetune_settings`); the model with the lowest held-out
@@ -377,6 +387,11 @@ def compress_policy(
     obs = calibration.observations
     x = student_inputs(net, obs)
     y = teacher_targets(net, obs, heads) if recipe.method != "structured" else None
+    norm = input_normalization if recipe.method == "qat" else None
+    if norm is not None:
+        x = norm.apply(x)
+        unit = np.ones(norm.shape, np.float32)
+        input_range = (-unit, unit)
     info: dict[str, Any] = {"recipe": asdict(recipe), "finetune": settings,
                             "distillation_observations": int(len(x)),
                             "held_out_observations": int(held_out(len(x)).sum())}  # fmt: skip
@@ -387,7 +402,7 @@ def compress_policy(
     for lr in settings["lr"]:
         one = {**settings, "lr": lr}
         if recipe.method == "qat":
-            built = quantization_aware(net, heads, x, y, one, input_range)
+            built = quantization_aware(net, heads, x, y, one, input_range, norm)
         elif recipe.method == "prune":
             built = magnitude_pruned(net, heads, x, y, one, recipe.sparsity)
         else:

@@ -131,6 +131,10 @@ def test_compressed_file_names_keep_their_cache_key() -> None:
                         "holdout": 0.2, "rise": 1.5}  # fmt: skip
     name = compressed_file_name("policy", "tflite_qat", "uint8", "0123456789", settings)
     assert name == "policy-qat-4c0f103378.tflite"
+    normalized = compressed_file_name("policy", "tflite_qat", "uint8", "0123", settings, True)
+    assert normalized != compressed_file_name(
+        "policy", "tflite_qat", "uint8", "0123", settings
+    )  # a QAT file of normalized input is another file
     one_rate = OmegaConf.create(
         {"edge": {"finetune_steps": 400, "finetune_lr": 1e-3, "finetune_batch": 16}}
     )
