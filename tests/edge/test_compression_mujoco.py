@@ -29,9 +29,10 @@ def test_compression_mujoco_small_end_to_end(tmp_path: Path) -> None:
     protocol = trained[0]["env_protocol"]
     assert protocol["observation_cast"] == "float64 -> float32"
     assert protocol["simulator"]["frame_skip"] == 5
+    # edge.isolate=false: each benchmark in its trial's process (no second TensorFlow import).
     proc = run_rlperf(["-m", "experiment=compression", f"run={train}", "edge.episodes=2",
                        "backend=rllib,tflite_fp32,tflite_int8", f"edge.cache_dir={tmp_path / 'c'}",
-                       f"hydra.sweep.dir={edge}"], cwd=tmp_path)  # fmt: skip
+                       "edge.isolate=false", f"hydra.sweep.dir={edge}"], cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     cells = [json.loads(p.read_text()) for p in sorted(edge.glob(f"*/{SUMMARY_FILE}"))]
     assert len(cells) == 6 and all(s["status"] == "completed" for s in cells)
