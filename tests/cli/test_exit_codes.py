@@ -81,9 +81,9 @@ def raising_stage(cfg: DictConfig, out_dir: Path, ctx: Any) -> dict[str, Any]:
         ),
         (
             ["algo=td3"],
-            "; choose one of appo, dqn, impala, ppo, sac; TD3 left RLlib in 2.8 "
+            "; choose one of appo, dqn, impala, ppo, sac, tqc; TD3 left RLlib in 2.8 "
             "(moved to rllib_contrib) and is gone since 2.9, so rlperf has no "
-            "algo=td3: for continuous control use algo=sac",
+            "algo=td3: for continuous control use algo=sac (or tqc, ppo, appo, impala)",
         ),
         (["algo=trpo"], "; RLlib never had TRPO, so rlperf has no algo=trpo"),
         (["nokey=1"], "rlperf: Could not override 'nokey'."),

@@ -35,6 +35,8 @@ from rlperf.report.compare.memory import quantized
 from rlperf.report.read.cells import Cell
 from rlperf.report.stats import estimates
 from rlperf.report.stats.robust import MIN_SEEDS, stratified_bootstrap_ci
+from rlperf.results.columns import ACTION_MS
+from rlperf.specs.backends import BACKENDS
 
 #: Latency ratio to fp32 within which pruning "barely moves" speed (claim 4).
 BARELY = 0.10
@@ -55,6 +57,12 @@ class StudyRow:
     return_low: float = np.nan
     return_high: float = np.nan
     statistic: str = "mean"  # IQM with >= 3 policies
+
+    @property
+    def reference(self) -> bool:
+        """The torch policy in RLlib (``backend=rllib``): what the variants are judged by."""
+        spec = BACKENDS.get(self.backend)
+        return spec is not None and spec.in_rllib
 
     def mean(self, path: tuple[str, ...]) -> float:
         """The mean over the row's cells of the summary value at ``path``."""
@@ -83,16 +91,16 @@ PEAK = ("memory", "peak_rss_mb")
 MODEL_RSS = ("memory", "model_rss_mb")
 SIZE = ("model_size_bytes",)
 GZIP = ("model_gzip_bytes",)
-P50 = ("latency", "action_ms", "p50")
-P99 = ("latency", "action_ms", "p99")
+P50 = ("latency", ACTION_MS, "p50")
+P99 = ("latency", ACTION_MS, "p99")
 ENERGY = ("energy", "cpu_energy_per_1k_actions_j")
 
 
 def _key(cell: Cell) -> tuple[str, str, str] | None:
     """(algo, env id, backend) of an edge cell of a trained policy, or None."""
     source = cell.summary.get("source")
-    if cell.stage != "edge" or not isinstance(source, dict):
-        return None
+    if "variant" not in cell.summary or not isinstance(source, dict):
+        return None  # (an edge cell names its variant; a rollout's does not)
     identity = dict(source.get("identity") or {})
     for override in source.get("overrides") or ():  # edge cells from before the identity
         key, _, value = str(override).partition("=")  # named them: the training's axes
@@ -136,7 +144,7 @@ def study_rows(cells: Sequence[Cell]) -> list[StudyRow]:
 
 
 def _by_variant(rows: Sequence[StudyRow]) -> dict[str, StudyRow]:
-    return {r.variant if r.backend != "rllib" else "torch": r for r in rows}
+    return {"torch" if r.reference else r.variant: r for r in rows}
 
 
 def claims(rows: Sequence[StudyRow]) -> list[str]:

@@ -26,7 +26,7 @@ from rlperf.report.sections.families import fmt_value
 
 
 def _diff(r: StudyRow) -> str:
-    if r.backend == "rllib":
+    if r.reference:
         return "(reference)"
     if not np.isfinite(r.return_diff):
         return ""
