@@ -271,55 +271,10 @@ def build_variant(
     calib_meta = calibration_record(calib, cache.path(calib_name), input_range)
     calib_key = calib_name.removeprefix("calibration-").removesuffix(".npz")
 
-    def convert(model: Any, variant: str) -> bytes:
-        return convert_keras(model, variant, calib.observations, int8_io, input_range)
-
     norm = input_normalization(str(cfg.edge.input_scaling), net, calib.observations, input_range)
-
-    def convert_normalized(model: Any, variant: str) -> bytes:
-        """A full-integer file of a model that takes normalized input (``norm``): calibrated
-        on normalized observations over [-1, 1] (headroom included), the normalization
-        written into the file."""
-        assert norm is not None
-        unit = np.ones(norm.shape, np.float32)
-        data = convert_keras(model, variant, norm.apply(calib.observations), int8_io,
-                             (-unit, unit))  # fmt: skip
-        return with_input_normalization(data, norm)
-
-    def convert_int8(model: Any) -> bytes:
-        """The int8 file; with ``norm``, of the model rebuilt to take normalized input."""
-        if norm is None:
-            return convert(model, "int8")
-        normalized = build_keras_policy(net, heads, batch_size=1, input_normalization=norm)
-        return convert_normalized(normalized, "int8")
-
+    cal = _Calibrated(calib, calib_key, calib_meta, int8_io, input_range, norm)
     if spec.compressed:  # fine-tuned from the policy: one file per backend and settings
-        settings = finetune_settings(cfg)
-        # QAT's file takes the normalized input too (HalfCheetah: p99 7.6 % -> 4.2 %). A
-        # pruned-then-int8 file does not: magnitude pruning in the normalized space drops
-        # other weights (the first layer's scaled by each feature's range), and lost more
-        # return there (-178 against -87 on HalfCheetah).
-        qat = spec.recipe is not None and spec.recipe.method == "qat"
-        cnorm = norm if qat else None
-        name = compressed_file_name(heads, backend, int8_io, calib_key, settings,
-                                    cnorm is not None)  # fmt: skip
-        info_name = name.removesuffix(".tflite") + ".json"
-        if cache.has(name) and cache.has(info_name):
-            reused.append(name)
-        else:
-            t0 = time.perf_counter()
-            model, info = compress_policy(spec, net, heads, calib, settings, input_range, cnorm)
-            variant = str(spec.variant)
-            data = convert_normalized(model, variant) if cnorm else convert(model, variant)
-            info["input_scaling"] = "per_feature" if cnorm else "per_tensor"
-            timings["compress_s"] = time.perf_counter() - t0
-            _store(cache, name, data, {"kind": f"tflite {backend}", "heads": heads})
-            cache.write_json(info_name, info)
-            built.append(name)
-        info = cache.read_json(info_name)
-        label = backend.removeprefix("tflite_")
-        return VariantBuild(cache.path(name), label, info.get("export"), calib_meta, info,
-                            built=built, reused=reused, timings_s=timings)  # fmt: skip
+        return _compressed_variant(cache, cfg, backend, net, cal, built, reused, timings)
     names = {
         v: variant_file_name(heads, v, int8_io, calib_key, norm is not None)
         for v in CACHED_VARIANTS
@@ -338,7 +293,11 @@ def build_variant(
             t0 = time.perf_counter()
             log.info("converting to TFLite %s", v)
             int8 = v == "int8"
-            data = convert_int8(model) if int8 else convert(model, v)
+            if int8 and norm is not None:  # rebuilt to take the normalized input
+                normalized = build_keras_policy(net, heads, 1, input_normalization=norm)
+                data = cal.convert(normalized, v, normalized=True)
+            else:
+                data = cal.convert(model, v)
             scaling = ("per_feature" if norm else "per_tensor") if int8 else None
             _store(cache, names[v], data, {"kind": f"tflite {v}", "heads": heads,
                    "int8_io": int8_io if int8 else None,
@@ -353,6 +312,71 @@ def build_variant(
     return VariantBuild(cache.path(names[variant]), variant, cache.read_json(export_name),
                         calib_meta if variant == "int8" else None, built=built, reused=reused,
                         timings_s=timings)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Calibrated:
+    """What a build converts with: the calibration set (its cache key and record), the int8
+    I/O, the observation range its conversion covers and the per-feature normalization."""
+
+    calib: ObservationSet
+    key: str
+    meta: dict[str, Any]
+    int8_io: str
+    input_range: tuple[np.ndarray, np.ndarray] | None
+    norm: InputNormalization | None
+
+    def convert(self, model: Any, variant: str, normalized: bool = False) -> bytes:
+        """``model`` converted to ``variant`` (:func:`~rlperf.tflite.convert.convert_keras`).
+        ``normalized``: a model that takes the per-feature normalized input (``norm``):
+        calibrated on normalized observations over [-1, 1] (headroom included), the
+        normalization written into the file."""
+        obs = self.calib.observations
+        if not normalized or self.norm is None:
+            return convert_keras(model, variant, obs, self.int8_io, self.input_range)
+        unit = np.ones(self.norm.shape, np.float32)
+        data = convert_keras(model, variant, self.norm.apply(obs), self.int8_io, (-unit, unit))
+        return with_input_normalization(data, self.norm)
+
+
+def _compressed_variant(
+    cache: ArtifactCache,
+    cfg: DictConfig,
+    backend: str,
+    net: Any,
+    cal: _Calibrated,
+    built: list[str],
+    reused: list[str],
+    timings: dict[str, float],
+) -> VariantBuild:
+    """:func:`build_variant` of a compressed backend: one file per backend and fine-tune
+    settings, from the cache or fine-tuned from the policy on the calibration set now."""
+    spec, heads = BACKENDS[backend], str(cfg.edge.heads)
+    settings = finetune_settings(cfg)
+    # QAT's file takes the normalized input too (HalfCheetah: p99 7.6 % -> 4.2 %). A
+    # pruned-then-int8 file does not: magnitude pruning in the normalized space drops
+    # other weights (the first layer's scaled by each feature's range), and lost more
+    # return there (-178 against -87 on HalfCheetah).
+    qat = spec.recipe is not None and spec.recipe.method == "qat"
+    cnorm = cal.norm if qat else None
+    name = compressed_file_name(heads, backend, cal.int8_io, cal.key, settings, cnorm is not None)
+    info_name = name.removesuffix(".tflite") + ".json"
+    if cache.has(name) and cache.has(info_name):
+        reused.append(name)
+    else:
+        t0 = time.perf_counter()
+        model, info = compress_policy(spec, net, heads, cal.calib, settings, cal.input_range,
+                                      cnorm)  # fmt: skip
+        data = cal.convert(model, str(spec.variant), normalized=cnorm is not None)
+        info["input_scaling"] = "per_feature" if cnorm else "per_tensor"
+        timings["compress_s"] = time.perf_counter() - t0
+        _store(cache, name, data, {"kind": f"tflite {backend}", "heads": heads})
+        cache.write_json(info_name, info)
+        built.append(name)
+    info = cache.read_json(info_name)
+    label = backend.removeprefix("tflite_")
+    return VariantBuild(cache.path(name), label, info.get("export"), cal.meta, info,
+                        built=built, reused=reused, timings_s=timings)  # fmt: skip
 
 
 def _store(cache: ArtifactCache, name: str, data: bytes, description: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ raw observations and those tensors (:func:`input_encoder`).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -197,8 +198,6 @@ class InputNormalization:
 def with_input_normalization(data: bytes, normalization: InputNormalization) -> bytes:
     """The ``.tflite`` bytes ``data`` with ``normalization`` as a metadata entry (any entry of
     that name replaced); the graph is unchanged."""
-    import json
-
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
@@ -223,8 +222,6 @@ def _text(value: Any) -> str:
 
 def _input_normalization(model: Any) -> InputNormalization | None:
     """The file's :class:`InputNormalization` metadata entry, if it has one."""
-    import json
-
     for i in range(model.MetadataLength()):
         entry = model.Metadata(i)
         if _text(entry.Name()) == INPUT_NORMALIZATION_METADATA:

@@ -64,15 +64,15 @@ class StudyRow:
         spec = BACKENDS.get(self.backend)
         return spec is not None and spec.in_rllib
 
-    def mean(self, path: tuple[str, ...]) -> float:
-        """The mean over the row's cells of the summary value at ``path``."""
-        values = [_at(c.summary, path) for c in self.cells]
-        finite = [v for v in values if v is not None and np.isfinite(v)]
-        return float(np.mean(finite)) if finite else np.nan
-
     def values(self, path: tuple[str, ...]) -> list[float]:
+        """The finite summary values at ``path`` of the row's cells."""
         got = [_at(c.summary, path) for c in self.cells]
         return [v for v in got if v is not None and np.isfinite(v)]
+
+    def mean(self, path: tuple[str, ...]) -> float:
+        """Their mean (NaN where no cell has one)."""
+        finite = self.values(path)
+        return float(np.mean(finite)) if finite else np.nan
 
 
 def _at(summary: dict[str, Any], path: tuple[str, ...]) -> float | None:
