@@ -75,19 +75,20 @@ def test_a_precision_that_cannot_work_is_refused_before_ray(compose_cfg, overrid
 
 @pytest.mark.slow
 def test_a_real_run_stops_before_its_cap_when_precise(tmp_path: Path) -> None:
-    """A tiny CartPole run capped at 40 iterations with a ±50 % target stops at a planned look
-    before the cap (which look depends on the machine's noise: ±25 % was missed within 40
-    iterations beside the other test worker) and says so in summary.json and on the
-    terminal."""
+    """A tiny CartPole run capped at 40 iterations with a ±90 % target stops at a planned look
+    before the cap and says so in summary.json and on the terminal. Which look depends on the
+    machine's noise: beside the other test worker, ±25 % and once (in CI) ±50 % were missed
+    within 40 iterations; ±90 % at the last look fails only when the batch means' coefficient
+    of variation passes 0.55. The rule's arithmetic is checked on synthetic iterations above."""
     out = tmp_path / "run"
     args = [*TINY_TRAIN, "env=cartpole", "model=mlp64", "train.iterations=40",
-            "train.stop.precision=0.5", "train.warmup_until_first_episode=false",
+            "train.stop.precision=0.9", "train.warmup_until_first_episode=false",
             f"hydra.run.dir={out}"]  # fmt: skip
     proc = run_rlperf(args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = json.loads((out / SUMMARY_FILE).read_text())
     p = s["precision"]
-    assert p["reached"] is True and s["stop"]["stopped_by"] == "precision"
+    assert p["reached"] is True and s["stop"]["stopped_by"] == "precision", p
     assert p["values"] in p["looks"] and p["at_iteration"] < 40
     assert p["looks"][0] == 8
     assert len(pd.read_csv(out / METRICS_FILE)) == p["at_iteration"] == s["iterations"]
