@@ -19,6 +19,7 @@ from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
 from rlperf.errors import SearchSpaceError
 from rlperf.sweep.design import Design
 from rlperf.sweep.space import check_search_options, parse_space, with_params
+from rlperf.sweep.state import check_options
 from rlperf.sweep.upstream import expand_batch
 
 
@@ -44,6 +45,13 @@ def check_grid_design(config: DictConfig) -> None:
     """Refuse repeats that cannot run (:class:`rlperf.sweep.design.Design`), before anything
     is made or run."""
     Design.of(config)
+
+
+def check_launcher(launcher: Any) -> None:
+    """rlperf's launcher options out of range (a storage URI carrying a key, which
+    ``multirun.yaml`` would hold) are refused before Hydra makes the sweep folder."""
+    if isinstance(launcher, RlperfTuneLauncher):
+        check_options(launcher.options)
 
 
 def check_search_design(repeats: Any, race: bool) -> None:

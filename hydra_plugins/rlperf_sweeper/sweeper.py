@@ -55,8 +55,10 @@ class RlperfSweeper(BasicSweeper):
         if self.search is None or self.search.algorithm is None:
             assert self.config is not None
             _impl.check_grid_design(self.config)  # before Hydra makes the sweep folder
+            _impl.check_launcher(self.launcher)
             return super().sweep(arguments)
         _impl.check_search_design(self.repeats, self.race)
+        _impl.check_launcher(self.launcher)
         return _impl.search(self.launcher, self.params, arguments, self.search)
 
     def get_job_batch(self) -> Sequence[Sequence[str]]:

@@ -28,6 +28,11 @@ class RlperfTuneLauncherConf:
     max_failures: int = 0
     # Keep the completed cells of an earlier run into the same sweep folder.
     resume: bool = True
+    # Where the cells' files go (docs/sweeps.md#storage): null = the sweep folder, which
+    # every node of a cluster must then see; or a URI (s3://bucket/prefix, gs://...) or an
+    # absolute path every node mounts, from which the launcher fetches each finished cell
+    # into the sweep folder. Credentials come from the environment, never from here.
+    storage: str | None = None
     # How Ray is started (or which cluster is joined) is the job config's ``ray`` node
     # (rlperf.config.schema.RayConfig): one definition for single runs and sweeps.
 

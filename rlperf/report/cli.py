@@ -17,6 +17,7 @@ from typing import Any
 
 from rlperf.errors import (
     BaselineError,
+    ConfigError,
     ExitCode,
     GateError,
     MixedFingerprintsError,
@@ -27,6 +28,7 @@ from rlperf.errors import (
     stop_handlers,
 )
 from rlperf.results.columns import TRAINING_OBJECTIVES
+from rlperf.results.storage import is_uri, mirror
 from rlperf.tracking.tools import TOOLS, missing_tools
 
 
@@ -40,9 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "paths",
         nargs="+",
-        type=Path,
         metavar="PATH",
-        help="run folder, sweep folder, or a folder holding them",
+        help="run folder, sweep folder, or a folder holding them; or a sweep's storage URI "
+        "(s3://bucket/prefix, from hydra.launcher.storage), copied to a local folder first",
     )
     p.add_argument(
         "--out",
@@ -139,8 +141,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"rlperf-report: {msg}", file=sys.stderr, flush=True)
 
     try:
+        paths = [_local(p, None if args.quiet else progress) for p in args.paths]
         result = build_report(
-            args.paths,
+            paths,
             out=args.out,
             baseline=args.baseline,
             strict=args.strict,
@@ -151,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
             progress=None if args.quiet else progress,
         )
     except (NoRunsFoundError, MixedFingerprintsError, BaselineError, GateError,
-            ObjectiveError) as exc:  # fmt: skip
+            ObjectiveError, ConfigError) as exc:  # fmt: skip
         print(f"rlperf-report: error: {exc}", file=sys.stderr)
         return ExitCode.user_error
     for w in result.warnings:
@@ -165,6 +168,20 @@ def _run(args: argparse.Namespace) -> int:
     print(result.html)
     failed = (result.gate is not None and result.gate.failed) or any(s.failed for s in sent)
     return ExitCode.failed if failed else ExitCode.completed
+
+
+def _local(path: str, progress: Any) -> Path:
+    """``path`` as a local folder: a storage URI's sweep is mirrored first
+    (:func:`rlperf.results.storage.mirror`, under ``~/.cache/rlperf/storage``)."""
+    if not is_uri(path):
+        return Path(path)
+    try:
+        folder = mirror(path)
+    except OSError as exc:
+        raise ConfigError(f"{path.split('?', 1)[0]}: cannot be read: {exc}") from None
+    if progress is not None:
+        progress(f"{path.split('?', 1)[0]}: copied to {folder}")
+    return folder
 
 
 #: The report's files sent with ``--to`` (its pages and raster figures).

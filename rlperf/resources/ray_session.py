@@ -90,8 +90,28 @@ def ray_init_kwargs(
     return kwargs
 
 
-def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = None) -> float:
+def joined_address(ray_cfg: Any) -> str:
+    """The Ray this process is connected to, as people name it: ``ray.address`` as given
+    (``127.0.0.1:6379``; Ray itself reports the head's network address), else the GCS
+    address Ray reports (a local Ray, ``ray.address=auto``)."""
+    import ray
+
+    given = ray_cfg.address
+    if given is not None and str(given) not in ("auto", "local"):
+        return str(given)
+    return str(ray.get_runtime_context().gcs_address)
+
+
+def init_ray(
+    ray_cfg: Any,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    env_vars: dict[str, str] | None = None,
+) -> float:
     """``ray.init`` with :func:`ray_init_kwargs`; returns the seconds it took.
+
+    ``env_vars``: set in every worker process of the Ray job (the job's runtime
+    environment, held by the cluster, written to no file of rlperf's).
 
     A Ray started here listens on 127.0.0.1 only; its listening sockets are
     checked right after the start (:func:`check_exposure`). Its processes are in process
@@ -110,7 +130,10 @@ def init_ray(ray_cfg: Any, num_cpus: int | None = None, num_gpus: int | None = N
                 "with ray.address=<host:port>, or ray.address=auto)",
                 ignored,
             )
-    log.info("starting Ray: %s", kwargs)
+    # The variables' names only: their values (credentials) go into no log.
+    log.info("starting Ray: %s", {**kwargs, **({"env_vars": sorted(env_vars)} if env_vars else {})})
+    if env_vars:
+        kwargs["runtime_env"] = {"env_vars": dict(env_vars)}
     t0 = time.perf_counter()
     with _loopback_kept(kwargs["address"] if joining else None), _own_process_group(joining):
         ray.init(**kwargs)

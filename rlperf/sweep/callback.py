@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 from typing import Any
 
 from ray import tune
 
 from rlperf.errors import interrupt_reason
 from rlperf.layout import RunStatus
+from rlperf.results.storage import trial_folder
 from rlperf.sweep.index import jsonable_return, mark_summary, now_iso, read_summary, summary_status
 from rlperf.sweep.state import Cell, Sweep
 from rlperf.sweep.trial import (
-    RESULT_ADDRESS,
     RESULT_ENTERED,
+    RESULT_NODE,
     RESULT_RETURN,
     RESULT_STEP,
     loads_return,
@@ -30,8 +32,9 @@ from rlperf.sweep.trial import (
 class SweepCallback(tune.Callback):
     """Cell events from Tune's controller (runs in the launcher process)."""
 
-    def __init__(self, sweep: Sweep) -> None:
+    def __init__(self, sweep: Sweep, experiment: str = "") -> None:
         self.sweep = sweep
+        self.experiment = experiment  # the Tune experiment's name (its folder in the storage)
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks into the experiment folder for Tuner.restore,
@@ -48,6 +51,7 @@ class SweepCallback(tune.Callback):
         rec.status, rec.reason = "running", None
         rec.runs += 1
         rec.started_at, rec.finished_at, rec.wall_s = now_iso(), None, None
+        rec.ray_address = self.sweep.ray_address
         cell.t0 = time.monotonic()
         self.sweep.save(cell)
         self.sweep.progress.emit("started", rec, self.sweep.records)
@@ -63,11 +67,12 @@ class SweepCallback(tune.Callback):
             cell.job_blob = str(result[RESULT_RETURN])
         if result.get(RESULT_ENTERED):
             cell.record.trial_entered_at = float(result[RESULT_ENTERED])
-        if result.get(RESULT_ADDRESS):
-            cell.record.ray_address = str(result[RESULT_ADDRESS])
+        if result.get(RESULT_NODE):
+            cell.record.node = str(result[RESULT_NODE])
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         cell = self._cell(trial)
+        self._fetch(cell)
         status = summary_status(cell.out_dir) if cell.rlperf else "completed"
         reason = None
         if status == "skipped":
@@ -84,10 +89,33 @@ class SweepCallback(tune.Callback):
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         cell = self._cell(trial)
+        self._fetch(cell)
         summary = read_summary(cell.out_dir) if cell.rlperf else {}
         # The job found an input wrong (a checkpoint, a model file): invalid, not failed.
         status = RunStatus.invalid if summary.get("status") == RunStatus.invalid else "failed"
-        self._finish(cell, status, summary.get("error") or _first_line(_trial_error(trial)))
+        text = _trial_error(trial)
+        reason = summary.get("error") or lost_node(cell.record.node, text) or _first_line(text)
+        if cell.rlperf and summary.get("status") not in ("failed", RunStatus.invalid):
+            # The job never said (its process or node died): the folder says it here.
+            mark_summary(cell.out_dir, status, reason)
+        self._finish(cell, status, reason)
+
+    def _fetch(self, cell: Cell) -> None:
+        """With a storage: the cell's files from there into its folder in the sweep (the
+        trial uploaded them before its last result; a trial whose node died left what its
+        last periodic upload held, perhaps nothing)."""
+        storage = self.sweep.storage
+        if storage is None:
+            return
+        rel = f"{self.experiment}/{trial_folder(cell.record.subdir)}"
+        cell.record.storage = rel
+        try:
+            storage.fetch(rel, cell.out_dir)
+        except OSError as exc:
+            self.sweep.progress.say(
+                f"cell #{cell.record.job_num}: its files could not be fetched from "
+                f"{storage.describe(rel)}: {exc}"
+            )
 
     def _finish(self, cell: Cell, status: str, reason: str | None) -> None:
         rec = cell.record
@@ -103,12 +131,47 @@ class SweepCallback(tune.Callback):
         self.sweep.progress.emit(status, rec, self.sweep.records)
 
 
+#: Seconds the launcher waits for Ray's GCS to declare a silent node dead (its health check:
+#: 5 misses 3 s apart by default).
+NODE_DEATH_S = 30.0
+
+
+def lost_node(node: str | None, error: str, wait_s: float = NODE_DEATH_S) -> str | None:
+    """When a trial's actor went away (``error``: Tune's text) and its ``node`` (``"<IP> <node
+    id>"``, from its results) is, or within ``wait_s`` becomes, dead in the cluster: the
+    reason naming that node; else None (the trial's own error stands)."""
+    if not node or "actor" not in error.lower():
+        return None
+    # Ray: only to ask the cluster about its nodes; this module already runs in Tune's loop.
+    import ray
+
+    ip, _, prefix = node.partition(" ")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            states = [n for n in ray.nodes() if str(n.get("NodeID", "")).startswith(prefix)]
+        except Exception:  # a Ray that is gone itself: nothing to name
+            return None
+        if states and not any(n.get("Alive", False) for n in states):
+            return (
+                f"Ray's node {ip} ({prefix}) was lost while the cell ran (its raylet died or "
+                f"it left the cluster); the same command runs it again"
+            )
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.5)
+
+
 def _trial_error(trial: Any) -> str:
-    for getter in ("get_error",):
-        with contextlib.suppress(Exception):
-            err = getattr(trial, getter)()
-            if err is not None:
-                return str(err)
+    """Tune's text of the trial's error: its error file where Tune's controller just wrote it
+    (this process's staging folder; with a storage it reaches the storage only later), else
+    from the storage."""
+    with contextlib.suppress(Exception):
+        return Path(trial.error_file).read_text()
+    with contextlib.suppress(Exception):
+        err = trial.get_error()
+        if err is not None:
+            return str(err)
     return "the trial failed (see the cell's folder and .tune/)"
 
 

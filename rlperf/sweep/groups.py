@@ -16,6 +16,7 @@ import os
 import signal
 from collections.abc import Iterator, Mapping
 from datetime import datetime
+from pathlib import Path
 
 import ray
 from hydra.core.singleton import Singleton
@@ -24,11 +25,12 @@ from ray import tune
 from rlperf.console import quiet_logger
 from rlperf.layout import RunStatus
 from rlperf.resources.node_watch import NodeLost, watch_node
-from rlperf.resources.ray_session import applied_placement, init_ray
+from rlperf.resources.ray_session import applied_placement, init_ray, joined_address
+from rlperf.results.storage import stored_copy, trial_folder
 from rlperf.sweep.callback import SweepCallback, mark_interrupted, mark_running
 from rlperf.sweep.index import now_iso
 from rlperf.sweep.resources import RayStart
-from rlperf.sweep.state import TUNE_DIR, Group, Sweep
+from rlperf.sweep.state import TUNE_DIR, Cell, Group, Sweep
 from rlperf.sweep.trial import cell_trial
 
 
@@ -88,12 +90,15 @@ def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = ""
             )
         elif ray_ is None and info.get("ray_start_s") is None:
             info["ray_start_s"] = 0.0  # a Ray that was there: nothing started
+        sweep.ray_address = joined_address(sweep.ray_cfg)
         sweep.index.save()
         payload = {
             "cells": {c.record.hash: c.sweep_config for c in gcells},
             "task_function": sweep.setup.task_function,
             "hydra_context": sweep.setup.hydra_context,
             "singletons": Singleton.get_state(),
+            "storage": sweep.storage is not None,
+            "inputs": {c.record.hash: stored_input(c) for c in gcells},
         }
         pgfs = {
             c.record.hash: tune.PlacementGroupFactory(
@@ -107,6 +112,8 @@ def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = ""
             resources=lambda config: pgfs[config["cell"]],
         )
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        name = f"group{group.gid}{label}-{stamp}"
+        folders = {c.record.hash: trial_folder(c.record.subdir) for c in gcells}
         tuner = tune.Tuner(
             trainable,
             param_space={"cell": tune.grid_search([c.record.hash for c in gcells])},
@@ -114,13 +121,22 @@ def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = ""
                 num_samples=1,
                 max_concurrent_trials=int(opts.max_concurrent_trials),
                 reuse_actors=False,
+                # In the storage, a cell's files are at <experiment>/<its folder name>.
+                trial_dirname_creator=lambda trial: folders[trial.config["cell"]],
             ),
             run_config=tune.RunConfig(
-                name=f"group{group.gid}{label}-{stamp}",
-                storage_path=str(sweep.sweep_dir / TUNE_DIR),
+                name=name,
+                storage_path=(
+                    sweep.storage.tune_path()
+                    if sweep.storage is not None
+                    else str(sweep.sweep_dir / TUNE_DIR)
+                ),
+                # With a storage the trials write in their own folder, which Tune uploads
+                # (at reports, at most every sync_period; in full when the cell ends).
+                sync_config=tune.SyncConfig(sync_artifacts=sweep.storage is not None),
                 failure_config=tune.FailureConfig(max_failures=int(opts.max_failures)),
                 verbose=0,
-                callbacks=[SweepCallback(sweep)],
+                callbacks=[SweepCallback(sweep, name)],
             ),
         )
         with tune_environment(), watch_node(f"while group {group.gid} ran"):
@@ -132,6 +148,20 @@ def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = ""
         if ray_ is not None:
             ray_.close(exc)
         raise
+
+
+def stored_input(cell: Cell) -> tuple[str, str, str] | None:
+    """A downstream cell's upstream run folder (``run=``) that a storage holds a copy of:
+    ``(the folder as this machine has it, storage URI, folder under it)``, which the trial
+    fetches where its node lacks the folder (:func:`rlperf.sweep.trial.stage_input`)."""
+    run = cell.task_cfg.get("run") if cell.rlperf else None
+    if not run:
+        return None
+    folder = Path(str(run))
+    if not folder.is_absolute():
+        folder = Path(str(cell.sweep_config.hydra.runtime.cwd)) / folder
+    copy = stored_copy(folder)
+    return None if copy is None else (str(folder), *copy)
 
 
 @contextlib.contextmanager

@@ -42,7 +42,10 @@ class CellRecord:
     finished_at: str | None = None
     wall_s: float | None = None  # last run: trial start -> trial end, seen by the launcher
     trial_entered_at: float | None = None  # epoch s when the trial function began (last run)
-    ray_address: str | None = None  # GCS address of the Ray the trial ran in
+    ray_address: str | None = None  # the Ray the trial ran in (the address joined, or local)
+    node: str | None = None  # the node it ran on: "<node IP> <Ray node id>"
+    # With hydra.launcher.storage: the cell's folder in the storage ("<experiment>/<folder>").
+    storage: str | None = None
     return_value: Any = None  # the task function's return (JSON-able or its repr)
     concurrent_cells: int = 1  # hydra.launcher.max_concurrent_trials the cell ran under
     # A downstream cell: the training job it reads, "3 (model=tiny, workers=0)"
@@ -111,6 +114,8 @@ class SweepIndex:
             self.path,
             {
                 "version": INDEX_VERSION,
+                # The folder's name: a copy rebuilt from a storage takes it (same labels).
+                "folder": self.sweep_dir.name,
                 "created_at": self.created_at,
                 "updated_at": now_iso(),
                 "options": self.options,

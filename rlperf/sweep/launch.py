@@ -32,15 +32,17 @@ from omegaconf import OmegaConf
 from rlperf.console import TERMINAL, Console
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SweepIncomplete, interrupt_reason
-from rlperf.layout import RunStatus
+from rlperf.layout import FINAL_STATUSES, INDEX_FILE, MULTIRUN_FILE, RunStatus
 from rlperf.resources.node_watch import NodeLost
-from rlperf.resources.ray_session import init_ray
+from rlperf.resources.ray_session import init_ray, joined_address
+from rlperf.results.storage import Storage, credential_env, parse_storage
 from rlperf.sweep.callback import mark_interrupted
 from rlperf.sweep.design import Design
-from rlperf.sweep.groups import LocalRay, run_group
-from rlperf.sweep.index import SweepIndex
+from rlperf.sweep.groups import LocalRay, run_group, stored_input
+from rlperf.sweep.index import SweepIndex, summary_status
 from rlperf.sweep.preflight import (
     announce,
+    check_sweep_shared,
     cluster_preflight,
     preflight,
     record_not_run,
@@ -102,10 +104,15 @@ def _new_sweep(
     opts = setup.options
     index = SweepIndex.load(sweep_dir) if opts.resume else SweepIndex(sweep_dir)
     index.options = OmegaConf.to_container(opts, resolve=True)  # type: ignore[assignment]
+    storage = parse_storage(opts.get("storage"))
+    if storage is not None:
+        storage.check_writable()
+        fetch_finished(index, storage)
     progress = SweepProgress(int(opts.max_concurrent_trials), console)
     cells = prepare_cells(setup, job_overrides, initial_job_idx, sweep_dir, index)
     sweep = Sweep(setup, sweep_dir, index, cells, progress, ray_options(setup.config))
     sweep.by_hash = {c.record.hash: c for c in cells}
+    sweep.storage = storage
     return sweep
 
 
@@ -120,10 +127,15 @@ def _run_sweep(sweep: Sweep, judge: Judge | None) -> None:
         groups = preflight(sweep, existing)
         if existing and not ray.is_initialized():
             log.info("joining the Ray cluster at %s", sweep.ray_cfg.address)
-            init_ray(sweep.ray_cfg)
+            # The storage's credentials reach the worker nodes (where the uploads run)
+            # through the Ray job's environment, never through a file.
+            stored = sweep.storage is not None or any(stored_input(c) for c in sweep.cells)
+            init_ray(sweep.ray_cfg, env_vars=credential_env() if stored else None)
             joined = True
         if existing:
+            sweep.ray_address = joined_address(sweep.ray_cfg)
             cluster_preflight(sweep, groups)
+            check_sweep_shared(sweep)
         strict_check(sweep)
         register_groups(sweep, groups)
         record_not_run(sweep)
@@ -154,8 +166,33 @@ def _run_sweep(sweep: Sweep, judge: Judge | None) -> None:
         if joined:
             ray.shutdown()
         index.save()
+        if sweep.storage is not None:
+            publish_index(sweep)
         if any(c.record.status != "pending" or c.kept for c in sweep.cells):
             progress.say("cells:\n" + format_table(sweep.records))
+
+
+def fetch_finished(index: SweepIndex, storage: Storage) -> None:
+    """On resume with a storage: the finished cells whose folder here lacks their files (a
+    sweep folder copied elsewhere, or a cell folder deleted) are fetched again, before the
+    index decides which cells are kept."""
+    for rec in index.cells.values():
+        out_dir = index.sweep_dir / rec.subdir
+        if rec.status in FINAL_STATUSES and rec.storage and summary_status(out_dir) is None:
+            n = storage.fetch(rec.storage, out_dir)
+            log.info("cell #%s: %d file(s) fetched from %s", rec.job_num, n, rec.storage)
+
+
+def publish_index(sweep: Sweep) -> None:
+    """The launcher's ``sweep.json`` and Hydra's ``multirun.yaml`` copied to the top of the
+    storage, which then describes the sweep on its own (``rlperf-report s3://...``)."""
+    assert sweep.storage is not None
+    try:
+        for name in (INDEX_FILE, MULTIRUN_FILE):
+            if (sweep.sweep_dir / name).is_file():
+                sweep.storage.put(sweep.sweep_dir / name, name)
+    except OSError as exc:
+        sweep.progress.say(f"{sweep.storage.describe()}: the sweep's index was not copied: {exc}")
 
 
 def _run_to_end(sweep: Sweep, group: Group, local: LocalRay | None, label: str) -> None:

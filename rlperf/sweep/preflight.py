@@ -20,6 +20,7 @@ from rlperf.errors import SweepError
 from rlperf.job_wrapper import write_refused_summary
 from rlperf.layout import REFUSED_STATUSES, RunStatus
 from rlperf.resources.plan import detect_machine
+from rlperf.results.storage import is_uri
 from rlperf.sweep.index import now_iso
 from rlperf.sweep.resources import (
     RayStart,
@@ -113,6 +114,73 @@ def cluster_preflight(sweep: Sweep, groups: list[Group]) -> None:
             else:
                 cell.record.status, cell.record.reason = "skipped", f"{reason} (Ray cluster)"
         group.cells = keep
+
+
+#: Seconds a node has to answer the shared-folder check (a zero-CPU task).
+SHARED_CHECK_S = 60.0
+
+
+def check_shared_folder(folder: Path, what: str = "the sweep folder") -> None:
+    """On a cluster, the folder the trials write into (the sweep folder, or a storage given
+    as a path: ``what``) must be the one every node sees: a token file written there is
+    looked for by a zero-CPU task pinned to each live node. A node that does not see it
+    (or does not answer within :data:`SHARED_CHECK_S`) stops the sweep before anything
+    runs, in one line naming the node and the remedy (``hydra.launcher.storage=s3://...``)."""
+    import secrets
+
+    # Ray: only to ask a running cluster's nodes; deferred as in cluster_capacity.
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    folder.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_hex(8)
+    token = folder / f".rlperf-shared-check-{secret}"
+    token.write_text(secret)
+
+    @ray.remote(num_cpus=0, max_retries=0)
+    def sees(path: str, text: str) -> bool:
+        try:
+            return Path(path).read_text() == text
+        except OSError:
+            return False
+
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive", False)]
+        refs = [
+            sees.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            ).remote(str(token), secret)
+            for n in nodes
+        ]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=SHARED_CHECK_S)
+        blind = []
+        for node, ref in zip(nodes, refs, strict=True):
+            seen = ref in ready and ray.get(ref)
+            if not seen:
+                how = (
+                    "does not see it"
+                    if ref in ready
+                    else f"did not answer in {SHARED_CHECK_S:.0f} s"
+                )
+                blind.append(f"{node['NodeManagerAddress']} ({node['NodeID'][:12]}) {how}")
+    finally:
+        token.unlink(missing_ok=True)
+    if blind:
+        raise SweepError(
+            f"{what} {folder} is not shared by every node of the Ray cluster: node "
+            f"{'; node '.join(blind)}, so the cells it ran would keep their files there; give "
+            f"the sweep a storage every node reaches: hydra.launcher.storage=s3://<bucket>/"
+            f"<prefix> (docs/sweeps.md#storage)"
+        )
+
+
+def check_sweep_shared(sweep: Sweep) -> None:
+    """:func:`check_shared_folder` for where the sweep's trials write: the sweep folder, or
+    a storage given as a path (a URI needs no check: every node reaches it by network)."""
+    if sweep.storage is None:
+        check_shared_folder(sweep.sweep_dir)
+    elif not is_uri(sweep.storage.uri):
+        check_shared_folder(Path(sweep.storage.tune_path()), "hydra.launcher.storage")
 
 
 def register_groups(sweep: Sweep, groups: list[Group]) -> None:

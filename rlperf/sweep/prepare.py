@@ -36,6 +36,8 @@ _KEPT_FIELDS = (
     "concurrent_cells",
     "group",
     "ray_address",
+    "node",
+    "storage",
 )
 
 

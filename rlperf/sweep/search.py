@@ -36,15 +36,22 @@ from ray import tune
 
 from rlperf.console import TERMINAL
 from rlperf.console.deprecations import watching
-from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete, interrupt_reason
+from rlperf.errors import (
+    ExitCode,
+    SearchSpaceError,
+    SweepError,
+    SweepIncomplete,
+    interrupt_reason,
+)
 from rlperf.layout import FINAL_STATUSES, MULTIRUN_FILE, REFUSED_STATUSES, SEARCH_FILE, RunStatus
 from rlperf.resources.node_watch import NodeLost, watch_node
 from rlperf.resources.plan import detect_machine
-from rlperf.resources.ray_session import init_ray
+from rlperf.resources.ray_session import init_ray, joined_address
 from rlperf.sweep.callback import SweepCallback, mark_interrupted, mark_running
 from rlperf.sweep.cells import cell_hash
 from rlperf.sweep.groups import tune_environment
 from rlperf.sweep.index import CellRecord, SweepIndex, mark_summary, read_summary, write_cell_file
+from rlperf.sweep.preflight import check_shared_folder
 from rlperf.sweep.prepare import task_config
 from rlperf.sweep.progress import SweepProgress, format_table
 from rlperf.sweep.resources import (
@@ -117,6 +124,12 @@ def run_search(setup: SweepSetup, space: SearchSpace, opts: DictConfig) -> list[
     Raises :class:`~rlperf.errors.SweepIncomplete` (exit 1) after the final table
     when a trial failed; skipped and invalid proposals leave the exit status 0.
     """
+    if setup.options.get("storage") is not None:
+        raise SweepError(
+            f"hydra.launcher.storage={setup.options.storage} is for grid sweeps; a search "
+            f"(hydra.sweeper.search) keeps its trials in the search folder, which every node "
+            f"of a cluster must see (docs/sweeps.md#storage)"
+        )
     with sweep_session(setup) as (sweep_dir, console):
         OmegaConf.save(setup.config, sweep_dir / MULTIRUN_FILE)
         search = _new_search(setup, space, opts, sweep_dir, console)
@@ -187,10 +200,12 @@ def _run(search: Search) -> None:
                 init_ray(search.ray_cfg)
                 joined = True
             search.cluster = _cluster_preflight(request)
+            check_shared_folder(search.sweep_dir, "the search folder")
         else:
             capacity = _local_preflight(search, request, machine)
             init_ray(search.ray_cfg, int(capacity["CPU"]), int(capacity.get("GPU", 0)))
             joined = True
+        search.ray_address = joined_address(search.ray_cfg)
         _fit(search, machine)
     except NodeLost as lost:  # a searcher's state cannot move to a new Ray: resume it
         mark_running(search, RunStatus.failed, f"{lost}; the same command resumes the search")

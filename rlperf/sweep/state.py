@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.config.schema import RayConfig
 from rlperf.console import Console, terminal_session
 from rlperf.errors import SweepError
+from rlperf.results.storage import Storage, parse_storage
 from rlperf.sweep.index import CellRecord, SweepIndex, write_cell_file
 from rlperf.sweep.progress import SweepProgress
 from rlperf.sweep.resources import CellRequest, RayStart
@@ -80,6 +81,9 @@ class Sweep:
     progress: SweepProgress
     ray_cfg: DictConfig  # the job config's ``ray`` node (rlperf.config.schema.RayConfig)
     by_hash: dict[str, Cell] = field(default_factory=dict)
+    # hydra.launcher.storage: where the trials' files go (None: the sweep folder itself).
+    storage: Storage | None = None
+    ray_address: str | None = None  # the Ray the cells run in (the address joined, or local)
 
     @property
     def options(self) -> DictConfig:
@@ -118,6 +122,7 @@ def check_options(opts: DictConfig) -> None:
         raise SweepError(
             f"hydra.launcher.max_failures={opts.max_failures} must be >= 0 (or -1: unlimited)"
         )
+    parse_storage(opts.get("storage"))
 
 
 @contextlib.contextmanager

@@ -26,16 +26,18 @@ import cloudpickle
 import ray
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobRuntime, JobStatus, run_job, setup_globals
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from ray import tune
 
 from rlperf.errors import CellFailed, TrialStopped
 from rlperf.job_wrapper import IN_TRIAL_ENV, STEP_SINKS
-from rlperf.layout import SUMMARY_FILE, RunStatus
+from rlperf.layout import CONFIG_FILE, SUMMARY_FILE, RunStatus
 from rlperf.results.columns import ENV_STEPS
+from rlperf.results.storage import Storage
 from rlperf.results.summary import write_json
 from rlperf.sweep.cells import is_rlperf_config
 from rlperf.sweep.index import read_summary
+from rlperf.sweep.prepare import freeze_folder
 from rlperf.sweep.search_results import ENV_STEPS_TOTAL
 from rlperf.sweep.state import Cell
 
@@ -43,7 +45,7 @@ from rlperf.sweep.state import Cell
 RESULT_RETURN = "rlperf_job_return"
 RESULT_STATUS = "rlperf_job_status"
 RESULT_ENTERED = "rlperf_trial_entered"
-RESULT_ADDRESS = "rlperf_ray_address"
+RESULT_NODE = "rlperf_node"
 RESULT_STEP = "rlperf_step"  # [done, total, info] of the job's latest step (its progress)
 
 
@@ -87,7 +89,28 @@ def cell_trial(config: dict[str, Any], payload: dict[str, Any]) -> None:
     """Body of every sweep trial: Hydra's per-job setup, then the task function, in the
     cell's folder (``config["cell"]`` is the cell's hash, ``payload`` the group's cells)."""
     entered = enter_trial(payload)
+    stage_input(payload["cells"][config["cell"]], payload.get("inputs", {}).get(config["cell"]))
     run_trial_job(payload["cells"][config["cell"]], payload, entered)
+
+
+def stage_input(sweep_config: DictConfig, stored: tuple[str, str, str] | None) -> None:
+    """A downstream cell whose upstream run folder this node lacks: fetched from the storage
+    that holds its copy (``stored``: the folder, the storage URI, the folder under it) to the
+    same path; where that path cannot be written here, beside the trial's folder (inside it,
+    it would be uploaded as the cell's own), and ``run`` set to it."""
+    if stored is None:
+        return
+    folder, uri, rel = stored
+    if (Path(folder) / CONFIG_FILE).is_file():
+        return
+    storage = Storage(uri)
+    try:
+        storage.fetch(rel, Path(folder))
+    except OSError:  # a path this node may not write (another user's home, read-only)
+        staged = Path(os.getcwd()).parent / "upstream" / Path(folder).name
+        storage.fetch(rel, staged)
+        with read_write(sweep_config), open_dict(sweep_config):
+            sweep_config.run = str(staged)
 
 
 def enter_trial(payload: dict[str, Any]) -> float:
@@ -110,12 +133,19 @@ def run_trial_job(
     ``final``: more keys of the trial's last result, from the cell's folder (a
     search's objective).
     """
+    storage = tune.get_context().get_storage() if payload.get("storage") else None
+    if storage is not None:
+        # The cell's files go in the trial's own folder on this node, which Tune uploads to
+        # the sweep's storage (the launcher fetches them from there).
+        work = Path(storage.trial_working_directory)
+        freeze_folder(sweep_config, work.parent, work.name)
     # Tune changes into its trial folder; the job sees the launcher's working directory
-    # (relative paths in a config mean the same as in a single run).
+    # (relative paths in a config mean the same as in a single run) where this node has it.
     cwd = str(sweep_config.hydra.runtime.cwd)
     if os.path.isdir(cwd):
         os.chdir(cwd)
-    reporter = _StepReporter()
+    node = f"{ray.util.get_node_ip_address()} {ray.get_runtime_context().get_node_id()[:12]}"
+    reporter = _StepReporter(node)
     STEP_SINKS.append(reporter)
     try:
         ret = run_job(
@@ -137,13 +167,15 @@ def run_trial_job(
             blob = None
     else:
         _record_failure(out_dir, ret.cfg, ret._return_value)
+    if storage is not None:
+        storage.persist_artifacts(force=True)  # all of it, before the launcher hears the end
     tune.report(
         {
             **(final(out_dir) if final is not None else {}),
             RESULT_STATUS: ret.status.name,
             RESULT_RETURN: blob,
             RESULT_ENTERED: entered,
-            RESULT_ADDRESS: ray.get_runtime_context().gcs_address,
+            RESULT_NODE: node,
         }
     )
     if not ok:
@@ -155,8 +187,9 @@ class _StepReporter:
     """A step of the trial's job to Tune: its progress, and its row's numbers (an
     intermediate result the launcher's display and a search's scheduler read)."""
 
-    def __init__(self) -> None:
+    def __init__(self, node: str) -> None:
         self.env_steps = 0
+        self.node = node  # where the trial runs: known to the launcher from the first step
 
     def __call__(self, done: int, total: int, info: str, row: Mapping[str, Any] | None) -> None:
         numbers = {
@@ -168,7 +201,7 @@ class _StepReporter:
             self.env_steps += int(numbers[ENV_STEPS])
             numbers[ENV_STEPS_TOTAL] = self.env_steps
         try:
-            tune.report({**numbers, RESULT_STEP: [done, total, info]})
+            tune.report({**numbers, RESULT_STEP: [done, total, info], RESULT_NODE: self.node})
         except SystemExit as exc:  # Tune stopped the trial (a search's scheduler)
             raise TrialStopped(exc.code) from None
 
