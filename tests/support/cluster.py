@@ -138,6 +138,58 @@ class Cluster:
     env: dict[str, str]  # what a driver (the rlperf launcher) runs with
     workers: list[subprocess.Popen[str]] = field(default_factory=list)
     temp_dirs: list[Path] = field(default_factory=list)
+    hidden: Path | None = None  # each worker node's private tmpfs is mounted over it
+    worker_env: dict[str, str] = field(default_factory=dict)
+
+    def add_worker(self, cpus: int, wait: bool = True) -> int:
+        """Start one more worker node (its own mount namespace and temp dir, a tmpfs over
+        ``hidden``); its index. ``wait``: until the cluster counts it alive."""
+        i = len(self.workers)
+        tmp = Path(f"/tmp/rlc-{secrets.token_hex(3)}-w{i}")
+        self.temp_dirs.append(tmp)
+        cmd = (
+            f"mount -t tmpfs tmpfs {self.hidden} && exec {_ray_cli()} start "
+            f"--address={self.address} --num-cpus={cpus} --num-gpus=0 --temp-dir={tmp} "
+            f"--disable-usage-stats --block"
+        )
+        log = open(self.root / f"worker{i}.log", "w")  # noqa: SIM115 (the node's lifetime)
+        self.workers.append(
+            subprocess.Popen(
+                ["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=self.worker_env,
+                start_new_session=True,
+            )  # fmt: skip
+        )
+        if wait:
+            self.node_id(i)
+        return i
+
+    def node_id(self, worker: int, timeout: float = 120) -> str:
+        """Ray's id of worker node ``worker`` once it is alive (its raylet's socket lies in
+        its temp dir)."""
+        marker = str(self.temp_dirs[worker + 1])
+        code = (
+            f"import ray; ray.init(address='{self.address}', logging_level='ERROR');"
+            f"print(*[n['NodeID'] for n in ray.nodes() "
+            f"if n['Alive'] and '{marker}' in n['RayletSocketName']])"
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 env=self.env, timeout=120)  # fmt: skip
+            lines = out.stdout.strip().splitlines()
+            if lines and lines[-1].strip():
+                return lines[-1].split()[-1]
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker node {worker} not alive in {timeout} s")
+            time.sleep(1)
+
+    def alive(self) -> int:
+        """Live nodes, as the cluster counts them."""
+        return _count_nodes(self)
 
     def raylet(self, worker: int = 0) -> psutil.Process | None:
         """The raylet of worker node ``worker`` (its temp dir is in the command line)."""
@@ -201,26 +253,9 @@ def cluster(
         if start.returncode != 0:
             raise RuntimeError(f"ray start --head failed: {start.stderr[-2000:]}")
         hidden.mkdir(parents=True, exist_ok=True)
-        for i, cpus in enumerate(worker_cpus):
-            tmp = Path(f"/tmp/rlc-{secrets.token_hex(3)}-w{i}")
-            temp_dirs.append(tmp)
-            cmd = (
-                f"mount -t tmpfs tmpfs {hidden} && exec {_ray_cli()} start "
-                f"--address={cl.address} --num-cpus={cpus} --num-gpus=0 --temp-dir={tmp} "
-                f"--disable-usage-stats --block"
-            )
-            env = {**base, **(worker_env or {})}
-            log = open(root / f"worker{i}.log", "w")  # noqa: SIM115 (the node's lifetime)
-            cl.workers.append(
-                subprocess.Popen(
-                    ["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    env=env,
-                    start_new_session=True,
-                )  # fmt: skip
-            )
+        cl.hidden, cl.worker_env = hidden, {**base, **(worker_env or {})}
+        for cpus in worker_cpus:
+            cl.add_worker(cpus, wait=False)
         _wait_nodes(cl, 1 + len(worker_cpus))
         yield cl
     finally:
@@ -250,18 +285,20 @@ def cluster(
                     current.unlink()
 
 
-def _wait_nodes(cl: Cluster, count: int, timeout: float = 120) -> None:
-    """Until ``count`` nodes are alive (asked through a short driver)."""
+def _count_nodes(cl: Cluster) -> int:
     code = (
         f"import ray; ray.init(address='{cl.address}', logging_level='ERROR');"
         "print(sum(1 for n in ray.nodes() if n['Alive']))"
     )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=cl.env, timeout=120)  # fmt: skip
+    return int(out.stdout.strip()) if out.stdout.strip().isdigit() else 0
+
+
+def _wait_nodes(cl: Cluster, count: int, timeout: float = 120) -> None:
+    """Until ``count`` nodes are alive."""
     deadline = time.monotonic() + timeout
-    while True:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env=cl.env, timeout=120)  # fmt: skip
-        if out.stdout.strip().isdigit() and int(out.stdout.strip()) >= count:
-            return
+    while _count_nodes(cl) < count:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{count} Ray nodes not alive in {timeout} s: {out.stderr[-1500:]}")
+            raise RuntimeError(f"{count} Ray nodes not alive in {timeout} s")
         time.sleep(1)

@@ -161,12 +161,14 @@ def test_a_sweep_on_nodes_that_share_no_files(nodes: Nodes, tmp_path: Path) -> N
     assert _leaks([sweep, edge, bucket]) == []
 
 
-def test_a_worker_node_lost_mid_cell_fails_that_cell_only(nodes: Nodes, tmp_path: Path) -> None:
+def test_a_node_lost_mid_cell_fails_that_cell_only_and_a_node_added_takes_cells(
+    nodes: Nodes, tmp_path: Path
+) -> None:
     """Two cells at once, one on each worker node; the first worker's raylet is killed while
-    both run: its cell fails naming the node, the other cells complete on the node left, and
-    the same command runs only the failed cell again."""
+    both run: its cell fails naming the node, and a node added then takes the cells waiting
+    beside the node left; the same command runs only the failed cell again."""
     sweep = nodes.data / "lost"
-    args = [*TRAIN, "train.iterations=60", "env_runner.num_envs=1,2,3",
+    args = [*TRAIN, "train.iterations=60", "env_runner.num_envs=1,2,3,4",
             "hydra.launcher.max_concurrent_trials=2", f"ray.address={nodes.cluster.address}",
             f"hydra.sweep.dir={sweep}",
             f"hydra.launcher.storage='{nodes.store.uri('sweeps/lost')}'"]  # fmt: skip
@@ -188,22 +190,24 @@ def test_a_worker_node_lost_mid_cell_fails_that_cell_only(nodes: Nodes, tmp_path
     raylet = nodes.cluster.raylet(0)
     assert raylet is not None and running() == 2
     raylet.send_signal(signal.SIGKILL)
+    added = nodes.cluster.node_id(nodes.cluster.add_worker(1))
     _, err = proc.communicate(timeout=480)
     assert proc.returncode == 1, err[-3000:]
     cells = json.loads((sweep / INDEX_FILE).read_text())["cells"].values()
     failed = [c for c in cells if c["status"] == "failed"]
-    assert len(failed) == 1 and sum(c["status"] == "completed" for c in cells) == 2, err[-3000:]
+    assert len(failed) == 1 and sum(c["status"] == "completed" for c in cells) == 3, err[-3000:]
+    assert any(c["node"].endswith(added[:12]) for c in cells if c["status"] == "completed")
     lost = failed[0]
     assert lost["reason"].startswith(f"Ray's node {lost['node'].split()[0]} ("), lost
     assert "was lost while the cell ran" in lost["reason"]
     summary = json.loads((sweep / lost["subdir"] / SUMMARY_FILE).read_text())
     assert summary["status"] == "failed" and summary["error"] == lost["reason"]
-    assert err.strip().splitlines()[-1].startswith("rlperf: sweep of 3 cells: 1 failed (")
+    assert err.strip().splitlines()[-1].startswith("rlperf: sweep of 4 cells: 1 failed (")
 
     again = _rlperf(args, tmp_path, nodes.env)
     assert again.returncode == 0, again.stderr[-3000:]
     after = json.loads((sweep / INDEX_FILE).read_text())["cells"]
     runs = {c["subdir"]: c["runs"] for c in after.values()}
-    assert runs[lost["subdir"]] == 2 and sorted(runs.values()) == [1, 1, 2], runs
+    assert runs[lost["subdir"]] == 2 and sorted(runs.values()) == [1, 1, 1, 2], runs
     assert all(c["status"] == "completed" for c in after.values())
     assert (sweep / lost["subdir"] / METRICS_FILE).is_file()
