@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from rlperf.errors import ConfigError
-from rlperf.layout import CELL_FILE, INDEX_FILE, MULTIRUN_FILE
+from rlperf.layout import CELL_FILE, INDEX_FILE, MULTIRUN_FILE, SEARCH_FILE
 
 #: What the launcher's option is called (messages name it).
 STORAGE_KEY = "hydra.launcher.storage"
@@ -81,6 +81,13 @@ class Storage:
     def tune_path(self) -> str:
         """What Tune's ``RunConfig(storage_path=...)`` gets: the URI, or the absolute path."""
         return self.uri if is_uri(self.uri) else str(Path(self.uri).resolve())
+
+    def uri_of(self, rel: str) -> str:
+        """The URI of ``rel`` under the storage, its query kept (what Tune restores from)."""
+        if not is_uri(self.uri):
+            return str(PurePosixPath(self.tune_path(), rel))
+        base, sep, query = self.uri.partition("?")
+        return f"{base.rstrip('/')}/{rel}{sep}{query}"
 
     def describe(self, rel: str = "") -> str:
         """``rel`` under the storage, for people (the URI's query left out)."""
@@ -218,9 +225,10 @@ def mirror(uri: str, cache: Path | None = None) -> Path:
     shutil.rmtree(dest, ignore_errors=True)  # an earlier copy: rebuilt, never mixed
     dest.mkdir(parents=True)
     (dest / INDEX_FILE).write_text(text)
-    multirun = storage.read_text(MULTIRUN_FILE)
-    if multirun is not None:
-        (dest / MULTIRUN_FILE).write_text(multirun)
+    for name in (MULTIRUN_FILE, SEARCH_FILE):
+        other = storage.read_text(name)
+        if other is not None:
+            (dest / name).write_text(other)
     for rec in index.get("cells", {}).values():
         if rec.get("storage"):
             storage.fetch(str(rec["storage"]), dest / str(rec["subdir"]))

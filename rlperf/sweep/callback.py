@@ -73,6 +73,10 @@ class SweepCallback(tune.Callback):
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         cell = self._cell(trial)
         self._fetch(cell)
+        self._complete(cell)
+
+    def _complete(self, cell: Cell) -> None:
+        """A trial's cell ended without an error (its files are here)."""
         status = summary_status(cell.out_dir) if cell.rlperf else "completed"
         reason = None
         if status == "skipped":
@@ -90,6 +94,10 @@ class SweepCallback(tune.Callback):
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         cell = self._cell(trial)
         self._fetch(cell)
+        self._error(cell, trial)
+
+    def _error(self, cell: Cell, trial: Any) -> None:
+        """A trial's cell ended with an error (its files, what there are, are here)."""
         summary = read_summary(cell.out_dir) if cell.rlperf else {}
         # The job found an input wrong (a checkpoint, a model file): invalid, not failed.
         status = RunStatus.invalid if summary.get("status") == RunStatus.invalid else "failed"

@@ -32,14 +32,14 @@ from omegaconf import OmegaConf
 from rlperf.console import TERMINAL, Console
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SweepIncomplete, interrupt_reason
-from rlperf.layout import FINAL_STATUSES, INDEX_FILE, MULTIRUN_FILE, RunStatus
+from rlperf.layout import RunStatus
 from rlperf.resources.node_watch import NodeLost
 from rlperf.resources.ray_session import init_ray, joined_address
-from rlperf.results.storage import Storage, credential_env, parse_storage
+from rlperf.results.storage import credential_env, parse_storage
 from rlperf.sweep.callback import mark_interrupted
 from rlperf.sweep.design import Design
 from rlperf.sweep.groups import LocalRay, run_group, stored_input
-from rlperf.sweep.index import SweepIndex, summary_status
+from rlperf.sweep.index import SweepIndex
 from rlperf.sweep.preflight import (
     announce,
     check_sweep_shared,
@@ -56,6 +56,8 @@ from rlperf.sweep.state import (
     Group,
     Sweep,
     SweepSetup,
+    fetch_finished,
+    publish_index,
     ray_options,
     sweep_session,
 )
@@ -170,29 +172,6 @@ def _run_sweep(sweep: Sweep, judge: Judge | None) -> None:
             publish_index(sweep)
         if any(c.record.status != "pending" or c.kept for c in sweep.cells):
             progress.say("cells:\n" + format_table(sweep.records))
-
-
-def fetch_finished(index: SweepIndex, storage: Storage) -> None:
-    """On resume with a storage: the finished cells whose folder here lacks their files (a
-    sweep folder copied elsewhere, or a cell folder deleted) are fetched again, before the
-    index decides which cells are kept."""
-    for rec in index.cells.values():
-        out_dir = index.sweep_dir / rec.subdir
-        if rec.status in FINAL_STATUSES and rec.storage and summary_status(out_dir) is None:
-            n = storage.fetch(rec.storage, out_dir)
-            log.info("cell #%s: %d file(s) fetched from %s", rec.job_num, n, rec.storage)
-
-
-def publish_index(sweep: Sweep) -> None:
-    """The launcher's ``sweep.json`` and Hydra's ``multirun.yaml`` copied to the top of the
-    storage, which then describes the sweep on its own (``rlperf-report s3://...``)."""
-    assert sweep.storage is not None
-    try:
-        for name in (INDEX_FILE, MULTIRUN_FILE):
-            if (sweep.sweep_dir / name).is_file():
-                sweep.storage.put(sweep.sweep_dir / name, name)
-    except OSError as exc:
-        sweep.progress.say(f"{sweep.storage.describe()}: the sweep's index was not copied: {exc}")
 
 
 def _run_to_end(sweep: Sweep, group: Group, local: LocalRay | None, label: str) -> None:

@@ -36,22 +36,17 @@ from ray import tune
 
 from rlperf.console import TERMINAL
 from rlperf.console.deprecations import watching
-from rlperf.errors import (
-    ExitCode,
-    SearchSpaceError,
-    SweepError,
-    SweepIncomplete,
-    interrupt_reason,
-)
+from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete, interrupt_reason
 from rlperf.layout import FINAL_STATUSES, MULTIRUN_FILE, REFUSED_STATUSES, SEARCH_FILE, RunStatus
 from rlperf.resources.node_watch import NodeLost, watch_node
 from rlperf.resources.plan import detect_machine
 from rlperf.resources.ray_session import init_ray, joined_address
+from rlperf.results.storage import credential_env, parse_storage
 from rlperf.sweep.callback import SweepCallback, mark_interrupted, mark_running
 from rlperf.sweep.cells import cell_hash
 from rlperf.sweep.groups import tune_environment
 from rlperf.sweep.index import CellRecord, SweepIndex, mark_summary, read_summary, write_cell_file
-from rlperf.sweep.preflight import check_shared_folder
+from rlperf.sweep.preflight import check_sweep_shared
 from rlperf.sweep.prepare import task_config
 from rlperf.sweep.progress import SweepProgress, format_table
 from rlperf.sweep.resources import (
@@ -73,6 +68,8 @@ from rlperf.sweep.state import (
     Cell,
     Sweep,
     SweepSetup,
+    fetch_finished,
+    publish_index,
     ray_options,
     sweep_session,
 )
@@ -124,12 +121,6 @@ def run_search(setup: SweepSetup, space: SearchSpace, opts: DictConfig) -> list[
     Raises :class:`~rlperf.errors.SweepIncomplete` (exit 1) after the final table
     when a trial failed; skipped and invalid proposals leave the exit status 0.
     """
-    if setup.options.get("storage") is not None:
-        raise SweepError(
-            f"hydra.launcher.storage={setup.options.storage} is for grid sweeps; a search "
-            f"(hydra.sweeper.search) keeps its trials in the search folder, which every node "
-            f"of a cluster must see (docs/sweeps.md#storage)"
-        )
     with sweep_session(setup) as (sweep_dir, console):
         OmegaConf.save(setup.config, sweep_dir / MULTIRUN_FILE)
         search = _new_search(setup, space, opts, sweep_dir, console)
@@ -166,6 +157,10 @@ def _new_search(
     search = Search(
         setup, sweep_dir, index, [], progress, ray_options(setup.config), space=space, opts=opts
     )
+    search.storage = parse_storage(setup.options.get("storage"))
+    if search.storage is not None:
+        search.storage.check_writable()
+        fetch_finished(index, search.storage)
     search.trials = _earlier_trials(sweep_dir) if setup.options.resume else {}
     for key, rec in index.cells.items():  # trials of an earlier run of this search
         cell = Cell(rec, OmegaConf.create(), OmegaConf.create(), sweep_dir / rec.subdir, True)
@@ -197,10 +192,11 @@ def _run(search: Search) -> None:
         if existing:
             if not ray.is_initialized():
                 log.info("joining the Ray cluster at %s", search.ray_cfg.address)
-                init_ray(search.ray_cfg)
+                stored = search.storage is not None
+                init_ray(search.ray_cfg, env_vars=credential_env() if stored else None)
                 joined = True
             search.cluster = _cluster_preflight(request)
-            check_shared_folder(search.sweep_dir, "the search folder")
+            check_sweep_shared(search)
         else:
             capacity = _local_preflight(search, request, machine)
             init_ray(search.ray_cfg, int(capacity["CPU"]), int(capacity.get("GPU", 0)))
@@ -267,6 +263,7 @@ def _fit(search: Search, machine: Any) -> None:
         "task_function": search.setup.task_function,
         "hydra_context": search.setup.hydra_context,
         "singletons": Singleton.get_state(),
+        "storage": search.storage is not None,
     }
     cache: dict[str, tune.PlacementGroupFactory] = {}
 
@@ -280,11 +277,16 @@ def _fit(search: Search, machine: Any) -> None:
     trainable = tune.with_resources(
         tune.with_parameters(search_trial, payload=payload), resources=resources
     )
-    path = search.sweep_dir / TUNE_DIR / EXPERIMENT
+    path = (
+        search.storage.uri_of(EXPERIMENT)
+        if search.storage is not None
+        else str(search.sweep_dir / TUNE_DIR / EXPERIMENT)
+    )
     with tune_environment(SEARCH_TUNE_ENV):
-        if search.options.resume and tune.Tuner.can_restore(str(path)):
-            search.progress.say(f"resuming the search in {path}")
-            tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True)
+        if search.options.resume and tune.Tuner.can_restore(path):
+            shown = search.storage.describe(EXPERIMENT) if search.storage else path
+            search.progress.say(f"resuming the search in {shown}")
+            tuner = tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True)
         else:
             tuner = _new_tuner(search, trainable)
         search.progress.say(_announcement(search))
@@ -313,13 +315,20 @@ def _new_tuner(search: Search, trainable: Any) -> tune.Tuner:
             num_samples=int(opts.num_samples),
             max_concurrent_trials=int(opts.max_concurrent),
             reuse_actors=False,
+            # In a storage, a trial's files are at <EXPERIMENT>/<its folder in the search>.
+            trial_dirname_creator=lambda trial: f"trial_{trial.trial_id}",
         ),
         run_config=tune.RunConfig(
             name=EXPERIMENT,
-            storage_path=str(search.sweep_dir / TUNE_DIR),
+            storage_path=(
+                search.storage.tune_path()
+                if search.storage is not None
+                else str(search.sweep_dir / TUNE_DIR)
+            ),
+            sync_config=tune.SyncConfig(sync_artifacts=search.storage is not None),
             failure_config=tune.FailureConfig(max_failures=int(search.options.max_failures)),
             verbose=0,
-            callbacks=[SearchCallback(search)],
+            callbacks=[SearchCallback(search, EXPERIMENT)],
         ),
     )
 
@@ -358,20 +367,22 @@ class SearchCallback(SweepCallback):
         search = self.sweep
         assert isinstance(search, Search)
         reason = search.stop_reasons.get(trial.trial_id)
-        if reason is None:
-            super().on_trial_complete(iteration, trials, trial, **info)
-            return
         cell = self._cell(trial)
+        self._fetch(cell)
+        if reason is None:
+            self._complete(cell)
+            return
         mark_summary(cell.out_dir, RunStatus.stopped_early, reason)
         self._finish(cell, RunStatus.stopped_early, reason)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         cell = self._cell(trial)
+        self._fetch(cell)
         summary = read_summary(cell.out_dir)
         if summary.get("preflight") and summary.get("status") in REFUSED_STATUSES:
             self._finish(cell, str(summary["status"]), summary.get("error"))
             return
-        super().on_trial_error(iteration, trials, trial, **info)
+        self._error(cell, trial)
 
 
 def _new_trial_cell(search: Search, trial: Any) -> Cell:
@@ -414,6 +425,8 @@ def _finish(search: Search) -> None:
         if cell is not None and cell.record.status == RunStatus.stopped_early:
             mark_summary(cell.out_dir, RunStatus.stopped_early, reason)
     search.save()
+    if search.storage is not None:
+        publish_index(search)
     best = best_trial(list(search.trials.values()), str(search.opts.mode))
     if search.cells:
         search.progress.say("trials:\n" + format_table(search.records))

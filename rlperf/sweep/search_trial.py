@@ -30,7 +30,7 @@ from rlperf.sweep.resources import (
     local_infeasibility,
 )
 from rlperf.sweep.search_results import trial_score
-from rlperf.sweep.trial import enter_trial, run_trial_job
+from rlperf.sweep.trial import enter_trial, run_trial_job, storage_folder
 from rlperf.validation.validate import validate_config
 
 
@@ -104,9 +104,12 @@ def search_trial(config: dict[str, Any], payload: dict[str, Any]) -> None:
     task_cfg = task_config(sweep_config)
     refused = refusal(task_cfg, payload["start"], payload["overcommit"], payload["cluster"])
     if refused is not None:
+        storage = storage_folder(sweep_config, payload)
         out_dir = Path(str(sweep_config.hydra.runtime.output_dir))
         write_hydra_snapshot(sweep_config, task_cfg, out_dir)
         write_refused_summary(out_dir, task_cfg, *refused)
+        if storage is not None:
+            storage.persist_artifacts(force=True)
         raise TrialRefused(f"{refused[0]}: {refused[1]}")
     metric = str(payload["metric"])
 

@@ -9,6 +9,7 @@ a :class:`SweepSetup` from their Hydra objects; nothing here knows the plugins.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +21,14 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.config.schema import RayConfig
 from rlperf.console import Console, terminal_session
 from rlperf.errors import SweepError
+from rlperf.layout import FINAL_STATUSES, INDEX_FILE, MULTIRUN_FILE, SEARCH_FILE
 from rlperf.results.storage import Storage, parse_storage
-from rlperf.sweep.index import CellRecord, SweepIndex, write_cell_file
+from rlperf.sweep.index import CellRecord, SweepIndex, summary_status, write_cell_file
 from rlperf.sweep.progress import SweepProgress
 from rlperf.sweep.resources import CellRequest, RayStart
 from rlperf.tracking.live import sweep_tracking
+
+log = logging.getLogger(__name__)
 
 #: Tune's own files (experiment state, trial error files) under the sweep folder.
 TUNE_DIR = ".tune"
@@ -139,3 +143,30 @@ def sweep_session(setup: SweepSetup) -> Iterator[tuple[Path, Console]]:
     verbosity = str(OmegaConf.select(config, "verbosity", default="normal"))
     with terminal_session(verbosity, sweep_dir / SWEEP_LOG) as console, sweep_tracking(config):
         yield sweep_dir, console
+
+
+#: The sweep folder's own files a storage gets a copy of (:func:`publish_index`).
+PUBLISHED = (INDEX_FILE, MULTIRUN_FILE, SEARCH_FILE)
+
+
+def fetch_finished(index: SweepIndex, storage: Storage) -> None:
+    """On resume with a storage: the finished cells whose folder here lacks their files (a
+    sweep folder copied elsewhere, or a cell folder deleted) are fetched again, before the
+    index decides which cells are kept."""
+    for rec in index.cells.values():
+        out_dir = index.sweep_dir / rec.subdir
+        if rec.status in FINAL_STATUSES and rec.storage and summary_status(out_dir) is None:
+            n = storage.fetch(rec.storage, out_dir)
+            log.info("cell #%s: %d file(s) fetched from %s", rec.job_num, n, rec.storage)
+
+
+def publish_index(sweep: Sweep) -> None:
+    """The launcher's index files (:data:`PUBLISHED`) copied to the top of the storage,
+    which then describes the sweep on its own (``rlperf-report s3://...``)."""
+    assert sweep.storage is not None
+    try:
+        for name in PUBLISHED:
+            if (sweep.sweep_dir / name).is_file():
+                sweep.storage.put(sweep.sweep_dir / name, name)
+    except OSError as exc:
+        sweep.progress.say(f"{sweep.storage.describe()}: the sweep's index was not copied: {exc}")

@@ -113,6 +113,18 @@ def stage_input(sweep_config: DictConfig, stored: tuple[str, str, str] | None) -
             sweep_config.run = str(staged)
 
 
+def storage_folder(sweep_config: DictConfig, payload: dict[str, Any]) -> Any:
+    """With a storage (``payload["storage"]``): the cell's folder becomes the trial's own on
+    this node, which Tune uploads to the storage (the launcher fetches it from there); Tune's
+    storage context (``persist_artifacts``), else None."""
+    if not payload.get("storage"):
+        return None
+    storage = tune.get_context().get_storage()
+    work = Path(storage.trial_working_directory)
+    freeze_folder(sweep_config, work.parent, work.name)
+    return storage
+
+
 def enter_trial(payload: dict[str, Any]) -> float:
     """What a trial process needs before it loads or runs a cell (Hydra's singletons)."""
     entered = time.time()
@@ -133,12 +145,7 @@ def run_trial_job(
     ``final``: more keys of the trial's last result, from the cell's folder (a
     search's objective).
     """
-    storage = tune.get_context().get_storage() if payload.get("storage") else None
-    if storage is not None:
-        # The cell's files go in the trial's own folder on this node, which Tune uploads to
-        # the sweep's storage (the launcher fetches them from there).
-        work = Path(storage.trial_working_directory)
-        freeze_folder(sweep_config, work.parent, work.name)
+    storage = storage_folder(sweep_config, payload)
     # Tune changes into its trial folder; the job sees the launcher's working directory
     # (relative paths in a config mean the same as in a single run) where this node has it.
     cwd = str(sweep_config.hydra.runtime.cwd)

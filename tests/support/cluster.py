@@ -32,6 +32,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.support.private_ray import processes_with, terminate
+
 #: Fake credentials: recognisable in any file they leak into.
 FAKE_KEY_ID = "AKIARLPERFLEAKCHECK7"
 FAKE_SECRET = "rlperf/leak-check/Secret+Key/0123456789ab"
@@ -187,33 +189,15 @@ class Cluster:
                 raise RuntimeError(f"worker node {worker} not alive in {timeout} s")
             time.sleep(1)
 
-    def alive(self) -> int:
-        """Live nodes, as the cluster counts them."""
-        return _count_nodes(self)
-
     def raylet(self, worker: int = 0) -> psutil.Process | None:
         """The raylet of worker node ``worker`` (its temp dir is in the command line)."""
-        marker = str(self.temp_dirs[worker + 1])
-        for proc in psutil.process_iter(["cmdline", "name"]):
-            try:
-                cmd = " ".join(proc.info["cmdline"] or [])
-            except psutil.Error:
-                continue
-            if "raylet" in (proc.info["name"] or "") and marker in cmd:
-                return proc
-        return None
+        found = processes_with(str(self.temp_dirs[worker + 1]))
+        return next((p for p in found if "raylet" in p.name()), None)
 
     def processes(self) -> list[psutil.Process]:
-        found = []
-        markers = [str(t) for t in self.temp_dirs]
-        for proc in psutil.process_iter(["cmdline"]):
-            try:
-                cmd = " ".join(proc.info["cmdline"] or [])
-            except psutil.Error:
-                continue
-            if proc.pid != os.getpid() and any(m in cmd for m in markers):
-                found.append(proc)
-        # Ray's agents rename themselves (ray::DashboardAgent): found as the raylets' children.
+        """Every process of this cluster's nodes; Ray's agents rename themselves
+        (``ray::DashboardAgent``), so they are found as the raylets' children."""
+        found = [p for t in self.temp_dirs for p in processes_with(str(t))]
         for proc in list(found):
             with contextlib.suppress(psutil.Error):
                 found.extend(c for c in proc.children(recursive=True) if c not in found)
@@ -263,14 +247,7 @@ def cluster(
         for w in cl.workers:
             if w.poll() is None:
                 os.killpg(w.pid, signal.SIGTERM)
-        procs = cl.processes()
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                proc.terminate()
-        _, alive = psutil.wait_procs(procs, timeout=20)
-        for proc in alive:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
+        terminate(cl.processes(), 20.0)
         for w in cl.workers:
             try:
                 w.wait(timeout=30)

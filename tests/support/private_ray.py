@@ -42,11 +42,15 @@ def processes_with(marker: str) -> list[psutil.Process]:
 
 def stop_processes(marker: str) -> None:
     """Terminate the processes of ``marker``; kill those still there after 5 s."""
-    procs = processes_with(marker)
+    terminate(processes_with(marker), 5.0)
+
+
+def terminate(procs: list[psutil.Process], timeout: float) -> None:
+    """Terminate ``procs``; kill those still there after ``timeout`` seconds."""
     for p in procs:
         with contextlib.suppress(psutil.Error):
             p.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=5)
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
     for p in alive:
         with contextlib.suppress(psutil.Error):
             p.kill()

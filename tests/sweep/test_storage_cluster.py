@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rlperf.layout import CELL_FILE, INDEX_FILE, METRICS_FILE, SUMMARY_FILE
+from rlperf.layout import CELL_FILE, INDEX_FILE, METRICS_FILE, SEARCH_FILE, SUMMARY_FILE
 from tests.conftest import RAY_START
 from tests.support.cluster import (
     FAKE_KEY_ID,
@@ -152,13 +152,26 @@ def test_a_sweep_on_nodes_that_share_no_files(nodes: Nodes, tmp_path: Path) -> N
     rec = json.loads((sweep / INDEX_FILE).read_text())["cells"]
     assert all(r["runs"] == 1 for r in rec.values()), rec
 
-    # 6. The credentials reached the worker (its uploads worked) but no file holds them.
+    # 6. A search through the storage: its trials' files and scores reach the search folder.
+    search = data / "search"
+    stored = f"hydra.launcher.storage='{store.uri('sweeps/search')}'"
+    proc = _rlperf([*TRAIN, "hydra.sweeper.search.algorithm=random",
+                    "hydra.sweeper.search.num_samples=1", "hydra.sweeper.search.metric=iter_s",
+                    "hydra.sweeper.search.mode=min", "env_runner.num_envs=1,2", on_cluster,
+                    f"hydra.sweep.dir={search}", stored], tmp_path, env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = json.loads((search / SEARCH_FILE).read_text())["trials"]
+    assert len(trials) == 2 and all(t["status"] == "completed" and t["score"] for t in trials)
+    assert all((search / t["subdir"] / METRICS_FILE).is_file() for t in trials)
+    assert "sweeps/search/search.json" in store.objects("sweeps/search/")
+
+    # 7. The credentials reached the worker (its uploads worked) but no file holds them.
     bucket = tmp_path / "bucket"
     for key in store.objects():
         if not key.endswith("/"):
             (bucket / key).parent.mkdir(parents=True, exist_ok=True)
             (bucket / key).write_bytes(store.read(key))
-    assert _leaks([sweep, edge, bucket]) == []
+    assert _leaks([sweep, edge, search, bucket]) == []
 
 
 def test_a_node_lost_mid_cell_fails_that_cell_only_and_a_node_added_takes_cells(
