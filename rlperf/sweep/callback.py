@@ -9,6 +9,7 @@ were running when the sweep was stopped.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -145,28 +146,50 @@ NODE_DEATH_S = 30.0
 
 
 def lost_node(node: str | None, error: str, wait_s: float = NODE_DEATH_S) -> str | None:
-    """When a trial's actor went away (``error``: Tune's text) and its ``node`` (``"<IP> <node
-    id>"``, from its results) is, or within ``wait_s`` becomes, dead in the cluster: the
-    reason naming that node; else None (the trial's own error stands)."""
-    if not node or "actor" not in error.lower():
+    """When a trial's actor went away with its node: the reason naming that node; else None
+    (the trial's own error stands).
+
+    ``error`` is Tune's text of the trial's error; ``node`` (``"<IP> <node id>"``) is where the
+    trial reported from. Ray's text names the node's IP (and often its id) when it knew the
+    node died; otherwise the launcher asks the cluster, for up to ``wait_s``, whether that
+    node is dead (an actor that stopped answering may be a node that did).
+    """
+    if "actor" not in error.lower():
         return None
+    ip, _, prefix = (node or "").partition(" ")
+    said_ip, said_id = _IP.search(error), _NODE_ID.search(error)
+    ip = said_ip.group(1) if said_ip else ip
+    prefix = said_id.group(1)[:12] if said_id else prefix
+    if not (_NODE_DIED.search(error) or (prefix and _dead(prefix, wait_s))):
+        return None
+    which = f"{ip} ({prefix})" if prefix else ip or "of the trial"
+    return (
+        f"Ray's node {which} was lost while the cell ran (its raylet died or it left the "
+        f"cluster); the same command runs it again"
+    )
+
+
+_IP = re.compile(r"^\s*ip: (\S+)$", re.MULTILINE)
+_NODE_ID = re.compile(r"node id: ([0-9a-f]{12,})", re.IGNORECASE)
+_NODE_DIED = re.compile(r"node (has died|was terminated)", re.IGNORECASE)
+
+
+def _dead(prefix: str, wait_s: float) -> bool:
+    """Whether the node whose id starts with ``prefix`` is, or within ``wait_s`` becomes,
+    dead in the cluster."""
     # Ray: only to ask the cluster about its nodes; this module already runs in Tune's loop.
     import ray
 
-    ip, _, prefix = node.partition(" ")
     deadline = time.monotonic() + wait_s
     while True:
         try:
             states = [n for n in ray.nodes() if str(n.get("NodeID", "")).startswith(prefix)]
-        except Exception:  # a Ray that is gone itself: nothing to name
-            return None
+        except Exception:  # a Ray that is gone itself: nothing to say
+            return False
         if states and not any(n.get("Alive", False) for n in states):
-            return (
-                f"Ray's node {ip} ({prefix}) was lost while the cell ran (its raylet died or "
-                f"it left the cluster); the same command runs it again"
-            )
+            return True
         if time.monotonic() > deadline:
-            return None
+            return False
         time.sleep(0.5)
 
 
