@@ -157,6 +157,8 @@ def lost_node(node: str | None, error: str, wait_s: float = NODE_DEATH_S) -> str
     if "actor" not in error.lower():
         return None
     ip, _, prefix = (node or "").partition(" ")
+    if not prefix:  # the trial died before its first step reported where it ran
+        ip, prefix = _actor_node(error)
     said_ip, said_id = _IP.search(error), _NODE_ID.search(error)
     ip = said_ip.group(1) if said_ip else ip
     prefix = said_id.group(1)[:12] if said_id else prefix
@@ -170,8 +172,27 @@ def lost_node(node: str | None, error: str, wait_s: float = NODE_DEATH_S) -> str
 
 
 _IP = re.compile(r"^\s*ip: (\S+)$", re.MULTILINE)
+_ACTOR_ID = re.compile(r"actor(?:_id:| ) ?([0-9a-f]{32})\b", re.IGNORECASE)
 _NODE_ID = re.compile(r"node id: ([0-9a-f]{12,})", re.IGNORECASE)
 _NODE_DIED = re.compile(r"node (has died|was terminated)", re.IGNORECASE)
+
+
+def _actor_node(error: str) -> tuple[str, str]:
+    """``(IP, node id prefix)`` of the actor ``error`` names, from the cluster's actor table
+    (it keeps a dead actor's last address); empty strings when it cannot say."""
+    found = _ACTOR_ID.search(error)
+    if found is None:
+        return "", ""
+    try:
+        # Ray's private reader of the GCS actor table (fragile across Ray versions: a
+        # failure only loses the node's name); deferred, as in _dead.
+        from ray._private.state import actors
+
+        address = actors(actor_id=found.group(1)).get("Address", {})
+    except Exception:
+        return "", ""
+    node_id = str(address.get("NodeID") or "")
+    return str(address.get("IPAddress") or ""), node_id[:12] if node_id.strip("0") else ""
 
 
 def _dead(prefix: str, wait_s: float) -> bool:
