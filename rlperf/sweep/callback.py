@@ -154,7 +154,7 @@ def lost_node(node: str | None, error: str, wait_s: float = NODE_DEATH_S) -> str
     node died; otherwise the launcher asks the cluster, for up to ``wait_s``, whether that
     node is dead (an actor that stopped answering may be a node that did).
     """
-    if "actor" not in error.lower():
+    if not _ACTOR_GONE.search(error):
         return None
     ip, _, prefix = (node or "").partition(" ")
     if not prefix:  # the trial died before its first step reported where it ran
@@ -175,6 +175,11 @@ _IP = re.compile(r"^\s*ip: (\S+)$", re.MULTILINE)
 _ACTOR_ID = re.compile(r"actor(?:_id:| ) ?([0-9a-f]{32})\b", re.IGNORECASE)
 _NODE_ID = re.compile(r"node id: ([0-9a-f]{12,})", re.IGNORECASE)
 _NODE_DIED = re.compile(r"node (has died|was terminated)", re.IGNORECASE)
+#: Ray's texts for a trial actor that went away (not an error its code raised).
+_ACTOR_GONE = re.compile(
+    r"ActorDiedError|ActorUnavailableError|The actor died unexpectedly|The actor \w+ is "
+    r"unavailable"
+)
 
 
 def _actor_node(error: str) -> tuple[str, str]:

@@ -124,20 +124,7 @@ def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = ""
                 # In the storage, a cell's files are at <experiment>/<its folder name>.
                 trial_dirname_creator=lambda trial: folders[trial.config["cell"]],
             ),
-            run_config=tune.RunConfig(
-                name=name,
-                storage_path=(
-                    sweep.storage.tune_path()
-                    if sweep.storage is not None
-                    else str(sweep.sweep_dir / TUNE_DIR)
-                ),
-                # With a storage the trials write in their own folder, which Tune uploads
-                # (at reports, at most every sync_period; in full when the cell ends).
-                sync_config=tune.SyncConfig(sync_artifacts=sweep.storage is not None),
-                failure_config=tune.FailureConfig(max_failures=int(opts.max_failures)),
-                verbose=0,
-                callbacks=[SweepCallback(sweep, name)],
-            ),
+            run_config=tune_run_config(sweep, name, SweepCallback(sweep, name)),
         )
         with tune_environment(), watch_node(f"while group {group.gid} ran"):
             tuner.fit()
@@ -148,6 +135,22 @@ def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = ""
         if ray_ is not None:
             ray_.close(exc)
         raise
+
+
+def tune_run_config(sweep: Sweep, name: str, callback: tune.Callback) -> tune.RunConfig:
+    """Tune's ``RunConfig`` for the sweep's (or search's) experiment ``name``: Tune's state in
+    the sweep's storage or, without one, in the sweep folder's ``.tune/``. With a storage
+    the trials write in their own folder, which Tune uploads (at reports, at most every
+    ``sync_period``; in full when the cell ends)."""
+    storage = sweep.storage
+    return tune.RunConfig(
+        name=name,
+        storage_path=storage.tune_path() if storage else str(sweep.sweep_dir / TUNE_DIR),
+        sync_config=tune.SyncConfig(sync_artifacts=storage is not None),
+        failure_config=tune.FailureConfig(max_failures=int(sweep.options.max_failures)),
+        verbose=0,
+        callbacks=[callback],
+    )
 
 
 def stored_input(cell: Cell) -> tuple[str, str, str] | None:

@@ -44,7 +44,7 @@ from rlperf.resources.ray_session import init_ray, joined_address
 from rlperf.results.storage import credential_env, parse_storage
 from rlperf.sweep.callback import SweepCallback, mark_interrupted, mark_running
 from rlperf.sweep.cells import cell_hash
-from rlperf.sweep.groups import tune_environment
+from rlperf.sweep.groups import tune_environment, tune_run_config
 from rlperf.sweep.index import CellRecord, SweepIndex, mark_summary, read_summary, write_cell_file
 from rlperf.sweep.preflight import check_sweep_shared
 from rlperf.sweep.prepare import task_config
@@ -318,18 +318,7 @@ def _new_tuner(search: Search, trainable: Any) -> tune.Tuner:
             # In a storage, a trial's files are at <EXPERIMENT>/<its folder in the search>.
             trial_dirname_creator=lambda trial: f"trial_{trial.trial_id}",
         ),
-        run_config=tune.RunConfig(
-            name=EXPERIMENT,
-            storage_path=(
-                search.storage.tune_path()
-                if search.storage is not None
-                else str(search.sweep_dir / TUNE_DIR)
-            ),
-            sync_config=tune.SyncConfig(sync_artifacts=search.storage is not None),
-            failure_config=tune.FailureConfig(max_failures=int(search.options.max_failures)),
-            verbose=0,
-            callbacks=[SearchCallback(search, EXPERIMENT)],
-        ),
+        run_config=tune_run_config(search, EXPERIMENT, SearchCallback(search, EXPERIMENT)),
     )
 
 

@@ -31,6 +31,7 @@ NODE_DIED = "\n".join(
         # An error of the job itself, or an actor that stopped answering on a node no Ray
         # here knows to be dead: the trial's own error stands.
         ("192.0.2.2 87d3845d747b", "ValueError: bad env id", None),
+        ("192.0.2.2 87d3845d747b", "CellFailed: a learner actor died (exit code 1)", None),
         (None, "The actor 71edfd is unavailable: RpcError: Socket closed", None),
     ],
 )  # fmt: skip
