@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -69,14 +70,18 @@ class Storage:
 
     uri: str
 
-    def filesystem(self) -> tuple[Any, str]:
-        """``(pyarrow filesystem, root path on it)``; the credentials come from the
-        environment."""
+    @cached_property
+    def _resolved(self) -> tuple[Any, str]:
         from pyarrow import fs as pafs
 
         if not is_uri(self.uri):
             return pafs.LocalFileSystem(), str(Path(self.uri).resolve())
         return pafs.FileSystem.from_uri(self.uri)  # type: ignore[no-any-return]
+
+    def filesystem(self) -> tuple[Any, str]:
+        """``(pyarrow filesystem, root path on it)``, resolved once; the credentials come from
+        the environment."""
+        return self._resolved
 
     def tune_path(self) -> str:
         """What Tune's ``RunConfig(storage_path=...)`` gets: the URI, or the absolute path."""
@@ -235,15 +240,6 @@ def mirror(uri: str, cache: Path | None = None) -> Path:
     return dest
 
 
-def _join(root: str, rel: str) -> str:
-    return str(PurePosixPath(root, rel)) if rel else root
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def stored_copy(run_dir: Path) -> tuple[str, str] | None:
     """Where a sweep cell's folder ``run_dir`` has its copy: ``(storage URI, folder under
     it)`` from its ``cell.json`` and its sweep's ``sweep.json``; None when it has none (a
@@ -256,3 +252,12 @@ def stored_copy(run_dir: Path) -> tuple[str, str] | None:
     uri = (index.get("options") or {}).get("storage")
     rel = cell.get("storage")
     return (str(uri), str(rel)) if uri and rel else None
+
+
+def _join(root: str, rel: str) -> str:
+    return str(PurePosixPath(root, rel)) if rel else root
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

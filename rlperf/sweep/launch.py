@@ -34,7 +34,7 @@ from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SweepIncomplete, interrupt_reason
 from rlperf.layout import RunStatus
 from rlperf.resources.node_watch import NodeLost
-from rlperf.resources.ray_session import init_ray, joined_address
+from rlperf.resources.ray_session import init_ray
 from rlperf.results.storage import credential_env, parse_storage
 from rlperf.sweep.callback import mark_interrupted
 from rlperf.sweep.design import Design
@@ -135,7 +135,6 @@ def _run_sweep(sweep: Sweep, judge: Judge | None) -> None:
             init_ray(sweep.ray_cfg, env_vars=credential_env() if stored else None)
             joined = True
         if existing:
-            sweep.ray_address = joined_address(sweep.ray_cfg)
             cluster_preflight(sweep, groups)
             check_sweep_shared(sweep)
         strict_check(sweep)
