@@ -2,7 +2,7 @@
 
 It validates the config before anything expensive starts, checks feasibility,
 writes ``fingerprint.json``, runs background telemetry, and always writes
-``summary.json`` with a :class:`~rlperf.layout.RunStatus`: ``completed``;
+``summary.json`` with a :class:`~rlperf.vocabulary.RunStatus`: ``completed``;
 ``invalid`` or ``skipped`` when the run is refused before it starts (a wrong
 config; a machine that cannot run it), with the reason and ``preflight: true``;
 ``skipped`` when the stage finds it cannot run here (:class:`SkipCell`);
@@ -46,7 +46,7 @@ from rlperf.errors import (
     interrupt_reason,
     raise_if_interrupted,
 )
-from rlperf.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE, RunStatus
+from rlperf.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.resources.plan import Machine, ResourcePlan, check_feasibility, detect_machine
 from rlperf.resources.ray_session import applied_placement
 from rlperf.results.columns import ENV_STEPS, WALL_S
@@ -65,6 +65,7 @@ from rlperf.tracking.live import open_tracking
 from rlperf.tracking.record import artifact_paths, env_tags
 from rlperf.tracking.redact import Redactor, scrub_hydra_files
 from rlperf.validation.validate import validate_config
+from rlperf.vocabulary import RunStatus
 
 log = logging.getLogger("rlperf")
 

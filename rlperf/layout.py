@@ -1,5 +1,6 @@
-"""The names every job folder shares: its files and folders, the status vocabulary of runs
-and sweep cells, the per-row exclusion column, and the checks' fixed rules.
+"""The names every job folder shares: its files and folders, the per-row exclusion column,
+and the checks' fixed rules. The words written in those files (statuses, exclusion
+reasons, families, objectives) are :mod:`rlperf.vocabulary`'s.
 
 A job folder (``outputs/<date>/<time>`` or ``multirun/<date>/<time>/<n>``, see
 ``docs/results.md``) holds Hydra's ``.hydra/config.yaml``, ``fingerprint.json``,
@@ -16,7 +17,6 @@ layer above it (config, numpy, torch).
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 
 # --- a job folder
@@ -111,47 +111,12 @@ def compatible_version(saved: str, current: str) -> bool:
     return major_minor(saved) == major_minor(current)
 
 
-# --- outcomes: one status vocabulary for runs and sweep cells, one exclusion column
-
-
-class RunStatus(StrEnum):
-    """``status`` of a run (``summary.json``) and of a sweep cell (``cell.json``, ``sweep.json``).
-
-    Every stage and the sweep launcher use these values; the report reads them
-    (docs/results.md#statuses). New outcomes are added here, not invented by a
-    stage.
-    """
-
-    pending = "pending"  # a sweep cell that has not started (yet)
-    running = "running"  # started and not ended (a killed run keeps this)
-    completed = "completed"  # the stage finished; its results are measurements
-    failed = "failed"  # the stage raised; ``error`` and ``traceback`` say what
-    invalid = "invalid"  # refused before start: the config is wrong (``error`` names the key)
-    skipped = "skipped"  # refused: this machine cannot run it (GPU, Edge TPU, CPUs, runtime)
-    interrupted = "interrupted"  # Ctrl-C, SIGTERM, SIGHUP; the rows written so far are kept
-    stopped_early = "stopped_early"  # a search scheduler stopped it; ``error`` has its reason
-
-
-#: A sweep keeps cells with these statuses when it is resumed (not run again).
-FINAL_STATUSES: frozenset[str] = frozenset({RunStatus.completed, RunStatus.stopped_early})
-#: Statuses of runs that never started their stage (``summary.json`` has ``preflight: true``).
-REFUSED_STATUSES: frozenset[str] = frozenset({RunStatus.invalid, RunStatus.skipped})
+# --- the per-row exclusion column (its reasons: rlperf.vocabulary.Exclusion)
 
 #: The per-row exclusion column of metrics.csv and steps.csv: empty when the row
 #: counts, else the reason it is left out of summaries, rankings and figures
 #: (the row stays in the file).
 EXCLUDED_COLUMN = "excluded"
-
-
-class Exclusion(StrEnum):
-    """Why a row is excluded (the value of :data:`EXCLUDED_COLUMN`)."""
-
-    warmup = "warmup"  # before the end of the warm-up (the rule is in summary.json)
-    # Training: an env runner or learner was lost or restarted during the iteration (RLlib's
-    # fault tolerance); serve: measured while a fault was injected (a replica killed). Its
-    # times and throughput measure the fault, not the configuration.
-    fault = "fault"
-    no_samples = "no_samples"  # the iteration sampled no env steps
 
 
 def is_excluded(value: object) -> bool:

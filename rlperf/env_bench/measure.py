@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from rlperf.layout import EXCLUDED_COLUMN, Exclusion
+from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.results.columns import (
     ACTION_S,
     CALLS,
@@ -36,6 +36,7 @@ from rlperf.results.columns import (
     TIME_S,
     WALL_S,
 )
+from rlperf.vocabulary import Exclusion
 
 
 class ProcessTree:

@@ -33,10 +33,10 @@ from rlperf.layout import (
     METRICS_FILE,
     SUMMARY_FILE,
     TELEMETRY_FILE,
-    Exclusion,
 )
 from rlperf.results.columns import FORWARD_MS, ITER_S, LEARN_S, TIME_S
 from rlperf.telemetry.sampler import GPU_METRICS
+from rlperf.vocabulary import Exclusion, RunStatus
 
 #: The manifest the runner writes in the output folder (what ran, how it exited).
 MANIFEST_FILE = "gpu_check.json"
@@ -122,10 +122,10 @@ def _span(values: Sequence[float], unit: str) -> str:
 def status_check(label: str, summary: dict[str, Any] | None) -> Check:
     """The job completed (``summary.json`` ``status``)."""
     if summary is None:
-        return Check(f"{label}: status", "completed", "no summary.json", False)
+        return Check(f"{label}: status", RunStatus.completed, "no summary.json", False)
     status = str(summary.get("status"))
     seen = status if summary.get("error") is None else f"{status}: {summary['error']}"
-    return Check(f"{label}: status", "completed", seen[:120], status == "completed")
+    return Check(f"{label}: status", RunStatus.completed, seen[:120], status == RunStatus.completed)
 
 
 def learner_check(label: str, summary: dict[str, Any], plan: dict[str, Any]) -> Check:
@@ -398,7 +398,7 @@ def sweep_checks(label: str, folder: Path, cells: int) -> list[Check]:
     if index is None:
         return [Check(f"{label}: {INDEX_FILE}", "present", "missing", False)]
     records = sorted(index.get("cells", {}).values(), key=lambda r: int(r.get("job_num", 0)))
-    done = [r for r in records if r.get("status") == "completed"]
+    done = [r for r in records if r.get("status") == RunStatus.completed]
     statuses = ", ".join(f"{r.get('subdir')}: {r.get('status')}" for r in records) or "no cells"
     checks = [
         Check(f"{label}: cells", f"{cells} completed", statuses, len(done) == cells == len(records))

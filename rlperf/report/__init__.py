@@ -8,7 +8,7 @@ The map, bottom to top; each package imports only those below it (``.importlinte
 ``report_layers`` contract):
 
 - ``read/``: cells from folders. ``cells`` (the :class:`Cell`, ``STAGE_FAMILY``,
-  ``ENV_FAMILY``, ``SERVE_FAMILY``, ``PHASES``, ``PRIMARY_AXES``), ``discover`` (what is
+  ``PHASES``, ``PRIMARY_AXES``), ``discover`` (what is
   under a path), ``load`` (one rlperf cell; ``AXIS_KEYS``), ``legacy`` (one Tune run or
   study CSV), ``fingerprints``, ``energy``, ``searches`` (a search folder's
   ``search.json``), ``collect`` (every cell: ``read_cells``).

@@ -38,6 +38,7 @@ from rlperf.report.stats.targets import targets_table
 from rlperf.report.tables import tidy
 from rlperf.report.tables.serve import write_serve_tables
 from rlperf.report.tables.tidy import Tables
+from rlperf.vocabulary import Family
 
 
 def default_out_dir(first_path: Path) -> Path:
@@ -201,7 +202,7 @@ def all_excluded_warnings(cells: Sequence[Cell]) -> list[str]:
     by_note: dict[str, list[str]] = {}
     for c in cells:
         df = c.iterations
-        if c.family != "training" or not c.completed or df is None or df.empty:
+        if c.family != Family.training or not c.completed or df is None or df.empty:
             continue
         if df[EXCLUDED_COLUMN].astype(str).ne("").all():
             reasons = df[EXCLUDED_COLUMN].value_counts()

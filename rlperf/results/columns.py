@@ -97,7 +97,7 @@ TRAIN_COLUMNS = (
     TIME_S,
     # training seconds since the algorithm was built, evaluation left out (rlperf.training.target)
     TRAIN_TIME_S,
-    EXCLUDED_COLUMN,  # empty, or why the row is left out (rlperf.layout.Exclusion)
+    EXCLUDED_COLUMN,  # empty, or why the row is left out (rlperf.vocabulary.Exclusion)
     *PHASES,
     ITER_S,
     OTHER_S,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rlperf.layout import EPISODES_FILE, EXCLUDED_COLUMN, STEPS_FILE, Exclusion
+from rlperf.layout import EPISODES_FILE, EXCLUDED_COLUMN, STEPS_FILE
 from rlperf.results.columns import (
     ACTION_MS,
     ENV_STEP_MS,
@@ -27,6 +27,7 @@ from rlperf.results.columns import (
 )
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.precision import WithinRun
+from rlperf.vocabulary import Exclusion
 
 STEP_COLUMNS = ("episode", "step", EXCLUDED_COLUMN, *LATENCY_COLUMNS, "action")
 EPISODE_COLUMNS = ("episode", "return", "length", WALL_S)

@@ -2,7 +2,7 @@
 stage (rollout, edge, serve) finds, checks and reuses a training run.
 
 The names themselves (files and folders of job, sweep and checkpoint folders,
-:class:`~rlperf.layout.RunStatus`, the exclusion column, the probe tolerance) are
+:class:`~rlperf.vocabulary.RunStatus`, the exclusion column, the probe tolerance) are
 :mod:`rlperf.layout`, at the bottom of the package with :mod:`rlperf.errors`: the
 models, the results and the report read them without this package. Here, one module
 per concern, from the bottom up (import the module you need; this package imports

@@ -36,13 +36,13 @@ from rlperf.layout import (
     OVERRIDES_FILE,
     POLICY_FILE,
     SUMMARY_FILE,
-    RunStatus,
     current_group,
     is_excluded,
 )
 from rlperf.results.columns import EPISODE_RETURN_MEAN, ITER_S
 from rlperf.runs.overrides import explicit_model, override_keys
 from rlperf.specs.stages import trains
+from rlperf.vocabulary import RunStatus
 
 #: What identifies a training job of a sweep besides its model: the keys of
 #: ``run_match`` (``rlperf.config.schema.RunMatchConfig``) and where a training

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from rlperf.layout import EXCLUDED_COLUMN, Exclusion
+from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.results.latency import action_value
 from rlperf.serve.loadgen import Sent, Target, closed_loop, open_loop, poisson_schedule
+from rlperf.vocabulary import Exclusion
 
 #: requests.csv columns, in file order.
 REQUEST_COLUMNS = (

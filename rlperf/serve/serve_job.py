@@ -20,7 +20,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlperf.job_wrapper import JobContext
-from rlperf.layout import EXCLUDED_COLUMN, LEVELS_FILE, REQUESTS_FILE, Exclusion
+from rlperf.layout import EXCLUDED_COLUMN, LEVELS_FILE, REQUESTS_FILE
 from rlperf.resources.plan import ray_cpu_count
 from rlperf.results.columns import WALL_S
 from rlperf.results.csvlog import CsvLog
@@ -49,6 +49,7 @@ from rlperf.serve.session import (
     serve_session,
 )
 from rlperf.telemetry.sampler import action_energy
+from rlperf.vocabulary import Exclusion
 
 log = logging.getLogger("rlperf.serve")
 

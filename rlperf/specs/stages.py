@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum, auto
 
 from rlperf.layout import LEVELS_FILE, METRICS_FILE, STEPS_FILE
+from rlperf.vocabulary import Family, Objective
 
 
 class Stage(StrEnum):
@@ -87,8 +88,8 @@ class StageSpec:
     header: tuple[tuple[str, str], ...]
     counts: tuple[tuple[str, str], ...]
     rows_file: str
-    family: str
-    objective: str | None
+    family: Family
+    objective: Objective | None
     trains: bool = False  # it trains a policy: its folder is what downstream stages read
     serves: bool = False  # answers requests over a server: its headline is the server's
     #: Times the env alone: no env runners, learner or policy backend start, and it acts at
@@ -124,8 +125,8 @@ STAGE_SPECS: tuple[StageSpec, ...] = (
         ),
         counts=(("iterations", "iteration(s)"),),
         rows_file=METRICS_FILE,
-        family="training",
-        objective="env_steps",
+        family=Family.training,
+        objective=Objective.env_steps,
         trains=True,
     ),
     StageSpec(
@@ -140,8 +141,8 @@ STAGE_SPECS: tuple[StageSpec, ...] = (
         header=(("run", "run"), ("checkpoint", "checkpoint"), ("workers", "workers")),
         counts=(("steps", "step(s)"), ("episodes.count", "episode(s)")),
         rows_file=STEPS_FILE,
-        family="inference",
-        objective="latency",
+        family=Family.inference,
+        objective=Objective.latency,
     ),
     StageSpec(
         Stage.edge,
@@ -155,8 +156,8 @@ STAGE_SPECS: tuple[StageSpec, ...] = (
         header=_POLICY_HEADER,
         counts=(("steps", "step(s)"), ("episodes.count", "episode(s)")),
         rows_file=STEPS_FILE,
-        family="inference",
-        objective="latency",
+        family=Family.inference,
+        objective=Objective.latency,
     ),
     StageSpec(
         Stage.serve,
@@ -171,7 +172,7 @@ STAGE_SPECS: tuple[StageSpec, ...] = (
         header=_POLICY_HEADER,
         counts=(("levels", "level(s)"), ("requests", "request(s)")),
         rows_file=LEVELS_FILE,
-        family="serve",
+        family=Family.serve,
         objective=None,
         serves=True,
     ),
@@ -193,8 +194,8 @@ STAGE_SPECS: tuple[StageSpec, ...] = (
         ),
         counts=(("steps", "env steps timed"),),
         rows_file=METRICS_FILE,
-        family="env",
-        objective="env_steps",
+        family=Family.env,
+        objective=Objective.env_steps,
         env_only=True,
     ),
 )
@@ -214,10 +215,10 @@ READ_BY: dict[str, tuple[str, ...]] = {
 }
 
 #: The report's comparison family of each stage.
-STAGE_FAMILY: dict[str, str] = {s.name: s.family for s in STAGE_SPECS}
+STAGE_FAMILY: dict[str, Family] = {s.name: s.family for s in STAGE_SPECS}
 
 #: Each family's default objective, where it is ranked on one.
-FAMILY_OBJECTIVE: dict[str, str] = {s.family: s.objective for s in STAGE_SPECS if s.objective}
+FAMILY_OBJECTIVE: dict[str, Objective] = {s.family: s.objective for s in STAGE_SPECS if s.objective}
 
 
 def stage_spec(name: object) -> StageSpec:

@@ -17,7 +17,6 @@ from typing import Any
 from ray import tune
 
 from rlperf.errors import interrupt_reason
-from rlperf.layout import RunStatus
 from rlperf.results.storage import trial_folder
 from rlperf.sweep.index import jsonable_return, mark_summary, now_iso, read_summary, summary_status
 from rlperf.sweep.state import Cell, Sweep
@@ -28,6 +27,7 @@ from rlperf.sweep.trial import (
     RESULT_STEP,
     loads_return,
 )
+from rlperf.vocabulary import RunStatus
 
 
 class SweepCallback(tune.Callback):
@@ -49,7 +49,7 @@ class SweepCallback(tune.Callback):
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         cell = self._cell(trial)
         rec = cell.record
-        rec.status, rec.reason = "running", None
+        rec.status, rec.reason = RunStatus.running, None
         rec.runs += 1
         rec.started_at, rec.finished_at, rec.wall_s = now_iso(), None, None
         rec.ray_address = self.sweep.ray_address
@@ -78,13 +78,13 @@ class SweepCallback(tune.Callback):
 
     def _complete(self, cell: Cell) -> None:
         """A trial's cell ended without an error (its files are here)."""
-        status = summary_status(cell.out_dir) if cell.rlperf else "completed"
+        status = summary_status(cell.out_dir) if cell.rlperf else RunStatus.completed
         reason = None
-        if status == "skipped":
+        if status == RunStatus.skipped:
             reason = read_summary(cell.out_dir).get("error")
-        elif status != "completed":
+        elif status != RunStatus.completed:
             # The task function returned without rlperf's summary (a foreign task function).
-            status = "completed"
+            status = RunStatus.completed
         self._finish(cell, status, reason)
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
@@ -101,10 +101,12 @@ class SweepCallback(tune.Callback):
         """A trial's cell ended with an error (its files, what there are, are here)."""
         summary = read_summary(cell.out_dir) if cell.rlperf else {}
         # The job found an input wrong (a checkpoint, a model file): invalid, not failed.
-        status = RunStatus.invalid if summary.get("status") == RunStatus.invalid else "failed"
+        status = (
+            RunStatus.invalid if summary.get("status") == RunStatus.invalid else RunStatus.failed
+        )
         text = _trial_error(trial)
         reason = summary.get("error") or lost_node(cell.record.node, text) or _first_line(text)
-        if cell.rlperf and summary.get("status") not in ("failed", RunStatus.invalid):
+        if cell.rlperf and summary.get("status") not in (RunStatus.failed, RunStatus.invalid):
             # The job never said (its process or node died): the folder says it here.
             mark_summary(cell.out_dir, status, reason)
         self._finish(cell, status, reason)
@@ -133,7 +135,7 @@ class SweepCallback(tune.Callback):
         if cell.t0 is not None:
             rec.wall_s = time.monotonic() - cell.t0
             self.sweep.progress.walls.append(rec.wall_s)
-        if cell.job_blob is not None and status != "failed":
+        if cell.job_blob is not None and status != RunStatus.failed:
             with contextlib.suppress(Exception):
                 rec.return_value = jsonable_return(loads_return(cell.job_blob).return_value)
         self.sweep.save(cell)
@@ -250,7 +252,7 @@ def mark_running(sweep: Sweep, status: str, reason: str) -> None:
     with ``reason``, in the cell's record and its summary.json (its job died with Ray)."""
     for cell in sweep.cells:
         rec = cell.record
-        if rec.status != "running":
+        if rec.status != RunStatus.running:
             continue
         rec.status, rec.reason = status, reason
         rec.finished_at = now_iso()

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.layout import NON_IDENTITY_KEYS
 
-# A cell's statuses are the runs' own (:class:`rlperf.layout.RunStatus`, with
+# A cell's statuses are the runs' own (:class:`rlperf.vocabulary.RunStatus`, with
 # ``pending`` before its trial starts); FINAL_STATUSES there says which are kept
 # on resume. The keys left out of the hash, and the cell's file, are named in
 # rlperf.layout too (NON_IDENTITY_KEYS, CELL_FILE): the report reads them.

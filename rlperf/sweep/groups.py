@@ -23,7 +23,6 @@ from hydra.core.singleton import Singleton
 from ray import tune
 
 from rlperf.console import quiet_logger
-from rlperf.layout import RunStatus
 from rlperf.resources.node_watch import NodeLost, watch_node
 from rlperf.resources.ray_session import applied_placement, init_ray, joined_address
 from rlperf.results.storage import stored_copy, trial_folder
@@ -32,6 +31,7 @@ from rlperf.sweep.index import now_iso
 from rlperf.sweep.resources import RayStart
 from rlperf.sweep.state import TUNE_DIR, Cell, Group, Sweep
 from rlperf.sweep.trial import cell_trial
+from rlperf.vocabulary import RunStatus
 
 
 class LocalRay:
@@ -128,7 +128,7 @@ def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = ""
         )
         with tune_environment(), watch_node(f"while group {group.gid} ran"):
             tuner.fit()
-        if any(c.record.status in ("pending", "running") for c in gcells):
+        if any(c.record.status in (RunStatus.pending, RunStatus.running) for c in gcells):
             # Tune ends early only when stopped (its SIGINT handler: Ctrl-C).
             raise KeyboardInterrupt
     except BaseException as exc:

@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rlperf.layout import CELL_FILE, FINAL_STATUSES, INDEX_FILE, SUMMARY_FILE
+from rlperf.layout import CELL_FILE, INDEX_FILE, SUMMARY_FILE
 from rlperf.results.summary import write_json
+from rlperf.vocabulary import FINAL_STATUSES, RunStatus
 
 INDEX_VERSION = 1
 
@@ -33,7 +34,7 @@ class CellRecord:
     overrides: list[str]
     subdir: str  # folder under the sweep folder
     job_num: int
-    status: str = "pending"
+    status: str = RunStatus.pending
     reason: str | None = None  # why skipped / failed / interrupted
     group: int | None = None  # index of the Ray instance (see sweep.json "groups")
     request: list[dict[str, float]] | None = None  # the trial's resource bundles

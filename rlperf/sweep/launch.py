@@ -32,7 +32,6 @@ from omegaconf import OmegaConf
 from rlperf.console import TERMINAL, Console
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SweepIncomplete, interrupt_reason
-from rlperf.layout import RunStatus
 from rlperf.resources.node_watch import NodeLost
 from rlperf.resources.ray_session import init_ray
 from rlperf.results.storage import credential_env, parse_storage
@@ -62,6 +61,7 @@ from rlperf.sweep.state import (
     sweep_session,
 )
 from rlperf.sweep.trial import job_return
+from rlperf.vocabulary import RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def _run_sweep(sweep: Sweep, judge: Judge | None) -> None:
         index.save()
         if sweep.storage is not None:
             publish_index(sweep)
-        if any(c.record.status != "pending" or c.kept for c in sweep.cells):
+        if any(c.record.status != RunStatus.pending or c.kept for c in sweep.cells):
             progress.say("cells:\n" + format_table(sweep.records))
 
 

@@ -18,7 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.algos import plan_resources
 from rlperf.errors import SweepError
 from rlperf.job_wrapper import write_refused_summary
-from rlperf.layout import REFUSED_STATUSES, RunStatus
 from rlperf.resources.plan import detect_machine
 from rlperf.results.storage import is_uri
 from rlperf.sweep.index import now_iso
@@ -34,6 +33,7 @@ from rlperf.sweep.resources import (
 )
 from rlperf.sweep.state import Cell, Group, Sweep
 from rlperf.validation.validate import validate_config
+from rlperf.vocabulary import REFUSED_STATUSES, RunStatus
 
 
 def preflight(sweep: Sweep, existing: bool, cells: list[Cell] | None = None) -> list[Group]:
@@ -71,7 +71,7 @@ def preflight(sweep: Sweep, existing: bool, cells: list[Cell] | None = None) -> 
             continue
         reason = local_infeasibility(cell.request, machine, overcommit)
         if reason is not None:
-            rec.status, rec.reason = "skipped", reason
+            rec.status, rec.reason = RunStatus.skipped, reason
             continue
         by_start.setdefault(cell.request.ray_start, []).append(cell)
     if axis_errors:
@@ -112,7 +112,10 @@ def cluster_preflight(sweep: Sweep, groups: list[Group]) -> None:
             if reason is None:
                 keep.append(cell)
             else:
-                cell.record.status, cell.record.reason = "skipped", f"{reason} (Ray cluster)"
+                cell.record.status, cell.record.reason = (
+                    RunStatus.skipped,
+                    f"{reason} (Ray cluster)",
+                )
         group.cells = keep
 
 
@@ -207,7 +210,7 @@ def register_groups(sweep: Sweep, groups: list[Group]) -> None:
 def strict_check(sweep: Sweep) -> None:
     if not sweep.options.strict:
         return
-    skipped = [c for c in sweep.cells if c.record.status == "skipped" and not c.kept]
+    skipped = [c for c in sweep.cells if c.record.status == RunStatus.skipped and not c.kept]
     if skipped:
         lines = [
             f"  #{c.record.job_num} {' '.join(c.record.overrides)}: {c.record.reason}"
@@ -258,7 +261,7 @@ def write_hydra_snapshot(sweep_config: DictConfig, task_cfg: DictConfig, out_dir
 def announce(sweep: Sweep, groups: list[Group], existing: bool) -> None:
     recs = sweep.records
     kept = sum(1 for c in sweep.cells if c.kept)
-    skipped = sum(1 for r in recs if r.status == "skipped")
+    skipped = sum(1 for r in recs if r.status == RunStatus.skipped)
     invalid = sum(1 for r in recs if r.status == RunStatus.invalid)
     to_run = sum(len(g.cells) for g in groups)
     where = (

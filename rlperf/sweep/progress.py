@@ -16,9 +16,16 @@ from typing import Any
 from rlperf.console import Console, current
 from rlperf.console.progress import format_duration
 from rlperf.sweep.index import CellRecord
+from rlperf.vocabulary import RunStatus
 
 #: Statuses that count as "done" in the progress line.
-DONE = ("completed", "failed", "skipped", "invalid", "stopped_early")
+DONE = (
+    RunStatus.completed,
+    RunStatus.failed,
+    RunStatus.skipped,
+    RunStatus.invalid,
+    RunStatus.stopped_early,
+)
 
 __all__ = ["SweepProgress", "cell_label", "format_duration", "format_table", "shorten"]
 
@@ -58,18 +65,22 @@ class SweepProgress:
         if not self.walls:
             return None
         recs = list(records)
-        left = sum(1 for r in recs if r.status == "pending")
-        running = sum(1 for r in recs if r.status == "running")
+        left = sum(1 for r in recs if r.status == RunStatus.pending)
+        running = sum(1 for r in recs if r.status == RunStatus.running)
         mean = sum(self.walls) / len(self.walls)
         return mean * (left + 0.5 * running) / self.concurrency
 
     def counts_text(self, records: Sequence[CellRecord]) -> str:
         c = Counter(r.status for r in records)
         done = sum(c[s] for s in DONE)
-        parts = [f"{done}/{len(records)} done", f"{c['completed']} completed"]
-        parts += [f"{c[s]} {s}" for s in ("failed", "invalid", "skipped", "interrupted") if c[s]]
-        if c["running"]:
-            parts.append(f"{c['running']} running")
+        parts = [f"{done}/{len(records)} done", f"{c[RunStatus.completed]} completed"]
+        parts += [
+            f"{c[s]} {s}"
+            for s in (RunStatus.failed, RunStatus.invalid, RunStatus.skipped, RunStatus.interrupted)
+            if c[s]
+        ]
+        if c[RunStatus.running]:
+            parts.append(f"{c[RunStatus.running]} running")
         return ", ".join(parts)
 
     def line(self, event: str, record: CellRecord | None, records: Sequence[CellRecord]) -> str:
@@ -78,9 +89,16 @@ class SweepProgress:
         what = ""
         if record is not None:
             what = cell_label(record)
-            if record.status in ("completed", "failed") and record.wall_s is not None:
+            if (
+                record.status in (RunStatus.completed, RunStatus.failed)
+                and record.wall_s is not None
+            ):
                 what += f" ({format_duration(record.wall_s)})"
-            if record.reason and record.status not in ("completed", "running", "pending"):
+            if record.reason and record.status not in (
+                RunStatus.completed,
+                RunStatus.running,
+                RunStatus.pending,
+            ):
                 what += f": {shorten(record.reason, 100)}"
         return (
             f"{head} {what} | {self.counts_text(records)} | "
@@ -141,7 +159,7 @@ class SweepProgress:
         eta = format_duration(self.eta_s(records))
         info = f"{self.counts_text(records)} | ETA {eta}"
         self._live.update(self._tasks["sweep"], completed=done, info=info)
-        if record is not None and record.status != "running" and record.hash in self._tasks:
+        if record is not None and record.status != RunStatus.running and record.hash in self._tasks:
             self._live.remove_task(self._tasks.pop(record.hash))
 
 

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlperf.errors import SweepError
-from rlperf.layout import RunStatus
 from rlperf.results.precision import (
     PrecisionRule,
     RunValue,
@@ -39,6 +38,7 @@ from rlperf.sweep.preflight import cluster_preflight, preflight, record_not_run,
 from rlperf.sweep.prepare import prepare_cell
 from rlperf.sweep.progress import cell_label
 from rlperf.sweep.state import Cell, Group, Sweep
+from rlperf.vocabulary import RunStatus
 
 if TYPE_CHECKING:
     from rlperf.sweep.groups import LocalRay

@@ -37,7 +37,7 @@ from ray import tune
 from rlperf.console import TERMINAL
 from rlperf.console.deprecations import watching
 from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete, interrupt_reason
-from rlperf.layout import FINAL_STATUSES, MULTIRUN_FILE, REFUSED_STATUSES, SEARCH_FILE, RunStatus
+from rlperf.layout import MULTIRUN_FILE, SEARCH_FILE
 from rlperf.resources.node_watch import NodeLost, watch_node
 from rlperf.resources.plan import detect_machine
 from rlperf.resources.ray_session import init_ray, joined_address
@@ -74,6 +74,7 @@ from rlperf.sweep.state import (
     sweep_session,
 )
 from rlperf.validation.validate import validate_config
+from rlperf.vocabulary import FINAL_STATUSES, REFUSED_STATUSES, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +293,7 @@ def _fit(search: Search, machine: Any) -> None:
         search.progress.say(_announcement(search))
         with watch_node("while the search ran"):
             tuner.fit()
-    if any(c.record.status in ("pending", "running") for c in search.cells):
+    if any(c.record.status in (RunStatus.pending, RunStatus.running) for c in search.cells):
         raise KeyboardInterrupt  # Tune ends early only when stopped (its SIGINT handler)
 
 

@@ -15,10 +15,11 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from rlperf.layout import CONFIG_FILE, METRICS_FILE, SEARCH_FILE, RunStatus
+from rlperf.layout import CONFIG_FILE, METRICS_FILE, SEARCH_FILE
 from rlperf.results.columns import EPISODE_RETURN_MEAN, TRAIN_COLUMNS
 from rlperf.results.summary import write_json
 from rlperf.sweep.index import read_summary
+from rlperf.vocabulary import RunStatus
 
 #: The best trial's preset: ``<search folder>/experiment/search_best.yaml``, run with
 #: ``rlperf experiment=<that path>`` (rlperf.config.search_path.preset_file_overrides).

@@ -18,7 +18,6 @@ from ray import tune
 
 from rlperf.errors import TrialRefused
 from rlperf.job_wrapper import write_refused_summary
-from rlperf.layout import RunStatus
 from rlperf.resources.plan import detect_machine
 from rlperf.sweep.preflight import write_hydra_snapshot
 from rlperf.sweep.prepare import freeze_folder, load_cell_config, task_config
@@ -32,6 +31,7 @@ from rlperf.sweep.resources import (
 from rlperf.sweep.search_results import trial_score
 from rlperf.sweep.trial import enter_trial, run_trial_job, storage_folder
 from rlperf.validation.validate import validate_config
+from rlperf.vocabulary import RunStatus
 
 
 def trial_config(

@@ -21,12 +21,13 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.config.schema import RayConfig
 from rlperf.console import Console, terminal_session
 from rlperf.errors import SweepError
-from rlperf.layout import FINAL_STATUSES, INDEX_FILE, MULTIRUN_FILE, SEARCH_FILE
+from rlperf.layout import INDEX_FILE, MULTIRUN_FILE, SEARCH_FILE
 from rlperf.results.storage import Storage, parse_storage
 from rlperf.sweep.index import CellRecord, SweepIndex, summary_status, write_cell_file
 from rlperf.sweep.progress import SweepProgress
 from rlperf.sweep.resources import CellRequest, RayStart
 from rlperf.tracking.live import sweep_tracking
+from rlperf.vocabulary import FINAL_STATUSES
 
 log = logging.getLogger(__name__)
 

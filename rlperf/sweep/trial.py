@@ -31,7 +31,7 @@ from ray import tune
 
 from rlperf.errors import CellFailed, TrialStopped
 from rlperf.job_wrapper import IN_TRIAL_ENV, STEP_SINKS
-from rlperf.layout import CONFIG_FILE, SUMMARY_FILE, RunStatus
+from rlperf.layout import CONFIG_FILE, SUMMARY_FILE
 from rlperf.results.columns import ENV_STEPS
 from rlperf.results.storage import Storage
 from rlperf.results.summary import write_json
@@ -40,6 +40,7 @@ from rlperf.sweep.index import read_summary
 from rlperf.sweep.prepare import freeze_folder
 from rlperf.sweep.search_results import ENV_STEPS_TOTAL
 from rlperf.sweep.state import Cell
+from rlperf.vocabulary import RunStatus
 
 #: Keys of the trial's final result.
 RESULT_RETURN = "rlperf_job_return"
@@ -52,7 +53,7 @@ RESULT_STEP = "rlperf_step"  # [done, total, info] of the job's latest step (its
 def job_return(cell: Cell) -> JobReturn:
     """The JobReturn Hydra expects for ``cell`` (the trial's own where it sent one)."""
     rec = cell.record
-    if cell.job_blob is not None and rec.status in ("completed", "skipped"):
+    if cell.job_blob is not None and rec.status in (RunStatus.completed, RunStatus.skipped):
         with contextlib.suppress(Exception):
             return loads_return(cell.job_blob)
     hydra_cfg = OmegaConf.masked_copy(cell.sweep_config, "hydra")
@@ -63,7 +64,7 @@ def job_return(cell: Cell) -> JobReturn:
         working_dir=os.getcwd(),
         task_name=JobRuntime.instance().get("name"),
     )
-    if rec.status in ("completed", "skipped"):
+    if rec.status in (RunStatus.completed, RunStatus.skipped):
         ret.status, ret.return_value = JobStatus.COMPLETED, rec.return_value
     else:
         where = cell.out_dir / SUMMARY_FILE if cell.rlperf else cell.out_dir
@@ -222,11 +223,11 @@ def _record_failure(out_dir: Path, cfg: Any, exc: BaseException) -> None:
     if cfg is None or not is_rlperf_config(cfg):
         return
     summary = read_summary(out_dir)
-    if summary.get("status") in ("failed", RunStatus.invalid) and summary.get("traceback"):
+    if summary.get("status") in (RunStatus.failed, RunStatus.invalid) and summary.get("traceback"):
         return
     summary.setdefault("stage", str(cfg.get("stage")))
     summary.update(
-        status="failed",
+        status=RunStatus.failed,
         error=f"{type(exc).__name__}: {exc}",
         traceback="".join(traceback.format_exception(exc)),
     )

@@ -25,6 +25,7 @@ from rlperf.tracking.dispatch import Incident, Tracking, first_line
 from rlperf.tracking.record import job_of, sweep_ref
 from rlperf.tracking.redact import Redactor
 from rlperf.tracking.tools import SETTING, ToolSettings, check_tools, enabled_tools, make_sink
+from rlperf.vocabulary import RunStatus
 
 log = logging.getLogger("rlperf")
 
@@ -117,14 +118,14 @@ def sweep_tracking(config: DictConfig) -> Iterator[None]:
         log.warning("%s", Redactor().text(message))  # a URI's password masked
         yield
         return
-    status = "completed"
+    status = RunStatus.completed
     try:
         yield
     except KeyboardInterrupt:
-        status = "interrupted"
+        status = RunStatus.interrupted
         raise
     except BaseException:
-        status = "failed"
+        status = RunStatus.failed
         raise
     finally:
         files = [sweep.folder / name for name in (INDEX_FILE, SEARCH_FILE)]

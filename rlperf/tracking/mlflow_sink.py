@@ -26,6 +26,7 @@ from rlperf.tracking.record import (
     TrackedJob,
     TrackedRow,
 )
+from rlperf.vocabulary import RunStatus
 
 #: The default store's file and its artifact folder, in the job's (or sweep's) folder.
 STORE_FILE = "mlflow.db"
@@ -44,7 +45,11 @@ TAG_LENGTH = 8000
 #: its GenAI overview of traces.
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 #: rlperf's statuses as MLflow's run statuses.
-RUN_STATUS = {"completed": "FINISHED", "failed": "FAILED", "invalid": "FAILED"}
+RUN_STATUS: dict[str, str] = {
+    RunStatus.completed: "FINISHED",
+    RunStatus.failed: "FAILED",
+    RunStatus.invalid: "FAILED",
+}
 
 
 def bound_requests() -> None:

@@ -39,6 +39,7 @@ from rlperf.results.csvlog import read_rows
 from rlperf.results.flat import flatten
 from rlperf.results.latency import episode_windows
 from rlperf.specs.stages import DEFAULT_STAGE, stage_spec
+from rlperf.vocabulary import RunStatus
 
 #: Tags every tracked run carries (MLflow tags; a text summary in TensorBoard).
 JOB_ID_TAG = "rlperf.job_id"  # the job's identity: sending it again creates nothing new
@@ -319,4 +320,4 @@ def folder_job(folder: Path) -> tuple[TrackedJob, str]:
     stage = str(summary.get("stage") or config.get("stage") or DEFAULT_STAGE)
     protocol = summary.get("env_protocol")
     job = job_of(stage, folder, config, fingerprint, protocol, hydra_record(folder))
-    return job, str(summary.get("status") or "completed")
+    return job, str(summary.get("status") or RunStatus.completed)

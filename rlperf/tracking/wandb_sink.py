@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from rlperf.tracking.record import TrackedJob, TrackedRow, short_id
+from rlperf.vocabulary import RunStatus
 
 #: rlperf's statuses as the exit code W&B's run ends with.
-EXIT_CODE = {"completed": 0}
+EXIT_CODE: dict[str, int] = {RunStatus.completed: 0}
 #: W&B refuses longer tags.
 TAG_LENGTH = 64
 

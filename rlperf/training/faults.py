@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rlperf.errors import RunFault
-from rlperf.layout import EXCLUDED_COLUMN, Exclusion
+from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.resources.plan import ResourcePlan
 from rlperf.results.columns import (
     ENV_RUNNER_RESTARTS,
@@ -35,6 +35,7 @@ from rlperf.results.columns import (
     LEARNER_FAILURES,
     OOM_KILLS,
 )
+from rlperf.vocabulary import Exclusion
 
 log = logging.getLogger(__name__)
 

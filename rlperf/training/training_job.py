@@ -26,7 +26,7 @@ from rlperf.console import quiet_logger
 from rlperf.envs.ceiling import env_ceiling
 from rlperf.envs.from_config import env_config, probe_observations
 from rlperf.job_wrapper import JobContext
-from rlperf.layout import CHECKPOINT_DIR, EXCLUDED_COLUMN, METRICS_FILE, POLICY_FILE, Exclusion
+from rlperf.layout import CHECKPOINT_DIR, EXCLUDED_COLUMN, METRICS_FILE, POLICY_FILE
 from rlperf.resources.placement import env_runner_placement, learner_placement, plan_record
 from rlperf.resources.ray_session import ray_session
 from rlperf.results.columns import (
@@ -65,6 +65,7 @@ from rlperf.training.target import (
     evaluation_row,
     with_evaluation,
 )
+from rlperf.vocabulary import Exclusion
 
 log = logging.getLogger(__name__)
 

@@ -1,19 +1,23 @@
-"""Column names are imported, never retyped: a string literal in rlperf/ equal to a column
-of ``rlperf/results/columns.py`` (or ``rlperf.layout.EXCLUDED_COLUMN``) is refused outside
-those two modules, but for the few below that name another thing (docs/development.md#layers,
-STYLE: "Vocabulary is imported, never retyped")."""
+"""Vocabulary is imported, never retyped (docs/development.md#layers, STYLE).
+
+- Column names: a string literal in rlperf/ equal to a column of ``rlperf/results/columns.py``
+  (or ``rlperf.layout.EXCLUDED_COLUMN``) is refused outside the vocabulary's modules, but for
+  the few below that name another thing.
+- Run statuses: a string literal equal to a :class:`rlperf.vocabulary.RunStatus` value is
+  refused outside ``rlperf/vocabulary.py``, likewise.
+"""
 
 from __future__ import annotations
 
 import ast
 
-from rlperf import layout
+from rlperf import layout, vocabulary
 from rlperf.results import columns
 from tests.conftest import REPO
 
 RLPERF = REPO / "rlperf"
 #: The vocabulary's own modules: the only ones that write the names.
-VOCABULARY = {"rlperf/results/columns.py", "rlperf/layout.py"}
+VOCABULARY = {"rlperf/results/columns.py", "rlperf/layout.py", "rlperf/vocabulary.py"}
 
 #: Every column name: the string constants of columns.py, and the exclusion column.
 COLUMN_NAMES = frozenset(
@@ -40,8 +44,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # summary.json's "episodes" block of the inference stages: episodes.csv's count and returns
     ("rlperf/edge/benchmark.py", "episodes"): "the episodes.csv summary (summary.json)",
     ("rlperf/rollout/rollout_job.py", "episodes"): "the episodes.csv summary (summary.json)",
-    # rlperf.specs sits below rlperf.results (.importlinter): it cannot import the column
-    ("rlperf/specs/stages.py", "env_steps"): "a stage's default objective, named in the spec",
 }
 
 
@@ -72,15 +74,35 @@ def retyped(source: str, names: frozenset[str] = COLUMN_NAMES) -> list[tuple[int
     )
 
 
-def _scan() -> tuple[list[str], set[tuple[str, str]]]:
+#: Every run status word (summary.json, cell.json, sweep.json).
+STATUS_WORDS = frozenset(str(s) for s in vocabulary.RunStatus)
+
+#: (file, word): a literal equal to a status word that is another thing of the same name.
+ALLOWED_STATUS: dict[tuple[str, str], str] = {
+    ("rlperf/edge/edge_job.py", "partial"): "a TFLite delegate's status (some ops delegated)",
+    ("rlperf/tflite/runtime.py", "partial"): "a TFLite delegate's status (some ops delegated)",
+    ("rlperf/job_wrapper.py", "failed"): "summary.json's tracking.failed: the tools that failed",
+    ("rlperf/sweep/rounds.py", "failed"): "why a configuration closed (Closed.why)",
+    ("rlperf/report/sections/cells.py", "skipped"): "the report's list of skipped folders",
+    ("rlperf/report/sections/methods.py", "skipped"): "the report's list of skipped folders",
+    ("rlperf/report/sections/title.py", "skipped"): "the report's list of skipped folders",
+}
+
+
+def _scan(
+    names: frozenset[str] = COLUMN_NAMES,
+    allowed: dict[tuple[str, str], str] = ALLOWED,
+    own: frozenset[str] = frozenset(VOCABULARY),
+    roots: tuple[str, ...] = ("rlperf",),
+) -> tuple[list[str], set[tuple[str, str]]]:
     found, seen = [], set()
-    for path in sorted(RLPERF.rglob("*.py")):
+    for path in sorted(p for root in roots for p in (REPO / root).rglob("*.py")):
         rel = path.relative_to(REPO).as_posix()
-        if rel in VOCABULARY:
+        if rel in own:
             continue
-        for line, name in retyped(path.read_text(encoding="utf-8")):
+        for line, name in retyped(path.read_text(encoding="utf-8"), names):
             seen.add((rel, name))
-            if (rel, name) not in ALLOWED:
+            if (rel, name) not in allowed:
                 found.append(f"{rel}:{line}: {name!r}")
     return found, seen
 
@@ -95,10 +117,21 @@ def test_column_names_are_imported_not_retyped() -> None:
     assert set(ALLOWED) <= seen, f"allow-list entries no longer needed: {set(ALLOWED) - seen}"
 
 
+def test_statuses_are_imported_not_retyped() -> None:
+    own = frozenset({"rlperf/vocabulary.py"})
+    found, seen = _scan(STATUS_WORDS, ALLOWED_STATUS, own, ("rlperf", "hydra_plugins"))
+    assert not found, (
+        "run statuses retyped; name them as rlperf.vocabulary.RunStatus members:\n"
+        + "\n".join(found)
+    )
+    assert set(ALLOWED_STATUS) <= seen, f"no longer needed: {set(ALLOWED_STATUS) - seen}"
+
+
 def test_the_scanner_finds_a_planted_literal() -> None:
     planted = 'def f(row):\n    """iter_s"""\n    return row["iter_s"] + row[ENV_STEPS]\n'
     assert retyped(planted) == [(3, "iter_s")]  # the docstring's is not a literal
     assert retyped(f'x = f"{{row[{layout.EXCLUDED_COLUMN!r}]}}"\n') == [(1, "excluded")]
+    assert retyped('if rec.status == "running":\n    pass\n', STATUS_WORDS) == [(1, "running")]
 
 
 def test_every_column_is_a_constant_named_as_it() -> None:

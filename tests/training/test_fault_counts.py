@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from rlperf.errors import RunFault
-from rlperf.layout import EXCLUDED_COLUMN, Exclusion
+from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.resources.plan import ResourcePlan
 from rlperf.training import faults
+from rlperf.vocabulary import Exclusion
 
 
 @dataclass

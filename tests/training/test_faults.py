@@ -27,10 +27,11 @@ from support.live_run import LiveRun, command_starts, csv_rows
 
 from rlperf import errors
 from rlperf.algos import plan_resources
-from rlperf.layout import EXCLUDED_COLUMN, METRICS_FILE, SUMMARY_FILE, Exclusion
+from rlperf.layout import EXCLUDED_COLUMN, METRICS_FILE, SUMMARY_FILE
 from rlperf.resources import node_watch
 from rlperf.resources.listeners import Listener, is_loopback, listeners
 from rlperf.training import faults
+from rlperf.vocabulary import Exclusion
 from tests.conftest import TINY_TRAIN
 
 # ------------------------------------------------------------------ units

@@ -33,6 +33,7 @@ from rlperf.report.read.fingerprints import differing_keys
 from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration
 from rlperf.results.columns import ENV_STEPS_PER_S, FRAMES_PER_S
+from rlperf.vocabulary import Family
 
 
 @dataclass
@@ -65,7 +66,7 @@ def across_workloads(analysis: FamilyAnalysis) -> AcrossTable | None:
     ranked on frames per second where every workload runs the same algorithm."""
     confs = [c for c in analysis.configurations.values() if c.id in analysis.throughput]
     workloads = {c.workload for c in confs}
-    if analysis.family != "training" or len(workloads) < 2:
+    if analysis.family != Family.training or len(workloads) < 2:
         return None
     algos = {str(c.completed[0].axes.get("algo") or "") for c in confs if c.completed}
     rows = []

@@ -13,9 +13,10 @@ from rlperf.errors import BaselineError, MixedFingerprintsError
 from rlperf.report.compare.axes import AxisPlan, parse_baseline, plan_axes, select_baselines
 from rlperf.report.compare.findings import FamilyAnalysis, analyse_family
 from rlperf.report.compare.workloads import workload_labels, workload_legend
-from rlperf.report.read.cells import SERVE_FAMILY, Cell
+from rlperf.report.read.cells import Cell
 from rlperf.report.read.fingerprints import FingerprintGroup, group_cells
 from rlperf.report.stats.repeats import Configuration, group_repeats
+from rlperf.vocabulary import Family
 
 
 @dataclass
@@ -112,10 +113,10 @@ def analyse(
             confs,
             comparison.plans[fam],
             baselines.get(fam),
-            objective if fam == "training" else None,
+            objective if fam == Family.training else None,
         )  # fmt: skip
         for fam, confs in comparison.configurations.items()
-        if fam != SERVE_FAMILY
+        if fam != Family.serve
     }
 
 

@@ -28,6 +28,7 @@ from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration, configuration_key
 from rlperf.results.columns import WALL_S
 from rlperf.results.precision import design_confidence, runs_to_separate, welch_difference
+from rlperf.vocabulary import Family
 
 
 @dataclass
@@ -130,7 +131,7 @@ def _separated(
 def cost_line(cells: Sequence[Cell]) -> str | None:
     """``Cost: 12 runs, 820 cell-seconds, 48,000 env steps; a fixed design ...`` over the
     training runs (None without any)."""
-    runs = [c for c in cells if c.family == "training" and c.summary.get(WALL_S) is not None]
+    runs = [c for c in cells if c.family == Family.training and c.summary.get(WALL_S) is not None]
     if not runs:
         return None
     spent = sum(float(c.summary[WALL_S]) for c in runs)

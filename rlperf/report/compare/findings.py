@@ -19,12 +19,13 @@ import pandas as pd
 from rlperf.report.compare.axes import AxisPlan, within_set
 from rlperf.report.compare.memory import memory_finding_texts
 from rlperf.report.compare.study import LEGACY_METHOD, legacy_learn_range, legacy_text
-from rlperf.report.read.cells import ENV_FAMILY, PHASES, Cell, included
+from rlperf.report.read.cells import PHASES, Cell, included
 from rlperf.report.stats import estimates
 from rlperf.report.stats.estimates import Estimate
 from rlperf.report.stats.objectives import OBJECTIVES, PER, Objective, choose, objective_of
 from rlperf.report.stats.repeats import Configuration
 from rlperf.results.columns import ENV_STEPS, ITER_S
+from rlperf.vocabulary import Family
 
 
 @dataclass
@@ -157,7 +158,7 @@ def over(e: Estimate, conf: Configuration, objective: Objective) -> str:
 
 
 #: Families whose configurations get env steps per second (``throughput``) with intervals.
-THROUGHPUT_FAMILIES = ("training", ENV_FAMILY)
+THROUGHPUT_FAMILIES = (Family.training, Family.env)
 
 
 def analyse_family(
@@ -196,7 +197,7 @@ def analyse_family(
         out.ranks.update(estimates.rank_with_ties(est, obj.lower_is_better))
         order = obj.order(est)
         out.findings.append(_fastest_finding(out, workload, order, plan.configs))
-        if family == "inference":
+        if family == Family.inference:
             ranked = [out.configurations[k] for k in order]
             out.findings += _fidelity_findings(family, workload, ranked, plan.configs)
             memory = memory_finding_texts(family, workload, ranked, plan.configs)
@@ -278,7 +279,7 @@ def _fastest_finding(
         nxt = order[1]
         margin = estimates.speedup(est[nxt], est[best])
         text += f" It beats the next best, `{label[nxt]}`, by {ratio_text(margin)}."
-    text += _phase_shares(conf.completed) if out.family == "training" else ""
+    text += _phase_shares(conf.completed) if out.family == Family.training else ""
     shown = dict(zip(order, within_set([label[k] for k in order]), strict=True))
     headline = f"{_short(est[best], objective.unit)}: `{shown[best]}` is fastest in {model}"
     if ties:

@@ -31,6 +31,7 @@ from rlperf.report.stats.robust import MIN_SEEDS, compare_returns, iqm, unit_of
 from rlperf.results.columns import EPISODE_RETURN_MEAN
 from rlperf.results.protocol import protocol_key, protocol_parts
 from rlperf.specs.backends import BACKENDS
+from rlperf.vocabulary import Family
 
 #: The share of a training run's last iterations whose mean returns stand for it when
 #: there are fewer than 3 seeds.
@@ -69,7 +70,7 @@ def training_comparisons(comparison: Comparison) -> list[ReturnComparison]:
     """Per env protocol: the training configurations' returns side by side (two or more
     configurations with a return)."""
     by_protocol: dict[str, list[Configuration]] = {}
-    for conf in comparison.configurations.get("training", []):
+    for conf in comparison.configurations.get(Family.training, []):
         runs = [c for c in conf.completed if c.iterations is not None
                 and EPISODE_RETURN_MEAN in c.iterations
                 and c.iterations[EPISODE_RETURN_MEAN].notna().any()]  # fmt: skip
@@ -77,8 +78,8 @@ def training_comparisons(comparison: Comparison) -> list[ReturnComparison]:
             key = protocol_key(runs[0].env_protocol) if runs[0].env_protocol else "?"
             by_protocol.setdefault(key, []).append(conf)
     out = []
-    plan = comparison.plans.get("training")
-    envs = short_env_texts(comparison.families.get("training", []))
+    plan = comparison.plans.get(Family.training)
+    envs = short_env_texts(comparison.families.get(Family.training, []))
     for confs in by_protocol.values():
         if len(confs) < 2 or plan is None:
             continue
@@ -106,7 +107,7 @@ def training_comparisons(comparison: Comparison) -> list[ReturnComparison]:
         env = envs.get(parts, " · ".join(parts) or "env unknown")
         best = max(groups, key=lambda k: iqm(groups[k][np.isfinite(groups[k])]))
         table = compare_returns(groups, unit, reference=best)
-        out.append(ReturnComparison("training", f"Training returns on {env}", unit, unit_text,
+        out.append(ReturnComparison(Family.training, f"Training returns on {env}", unit, unit_text,
                                     best, groups, table))  # fmt: skip
     return out
 
@@ -116,11 +117,11 @@ def inference_comparisons(comparison: Comparison) -> list[ReturnComparison]:
     returns where every configuration has 3+ runs), against the reference policy (the
     RLlib / torch backend where one ran)."""
     by_workload: dict[str, list[Configuration]] = {}
-    for conf in comparison.configurations.get("inference", []):
+    for conf in comparison.configurations.get(Family.inference, []):
         if any(c.episodes is not None and "return" in c.episodes for c in conf.completed):
             by_workload.setdefault(conf.workload, []).append(conf)
     out = []
-    plan = comparison.plans.get("inference")
+    plan = comparison.plans.get(Family.inference)
     for workload, confs in by_workload.items():
         if len(confs) < 2 or plan is None:
             continue
@@ -144,7 +145,7 @@ def inference_comparisons(comparison: Comparison) -> list[ReturnComparison]:
                          next(iter(groups)))  # fmt: skip
         unit_text = ("seed (each run's mean episode return)" if unit == "seed" else
                      "episode (the variants play the same seeded episodes)")  # fmt: skip
-        out.append(ReturnComparison("inference", f"Returns per variant: {workload}", unit,
+        out.append(ReturnComparison(Family.inference, f"Returns per variant: {workload}", unit,
                                     unit_text, reference, groups,
                                     compare_returns(groups, unit, reference)))  # fmt: skip
     return out

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlperf.report.compare.comparison import compare_cells, configuration_labels
-from rlperf.report.read.cells import SERVE_FAMILY
 from rlperf.report.read.collect import load_cells
 from rlperf.report.read.discover import discover
 from rlperf.report.stats.objectives import choose
 from rlperf.report.stats.repeats import Configuration
 from rlperf.results.precision import RunValue
+from rlperf.vocabulary import Family
 
 
 def judge_runs(paths: Sequence[Path]) -> list[RunValue]:
@@ -37,7 +37,7 @@ def judge_runs(paths: Sequence[Path]) -> list[RunValue]:
     labels = configuration_labels(comparison)
     out: list[RunValue] = []
     for family, confs in comparison.configurations.items():
-        if family == SERVE_FAMILY:
+        if family == Family.serve:
             continue
         sets: dict[str, list[Configuration]] = {}
         for conf in confs:

@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 
 from rlperf.report.compare.axes import format_value
-from rlperf.report.read.cells import ENV_FAMILY, PRIMARY_AXES
+from rlperf.report.read.cells import PRIMARY_AXES
 from rlperf.report.stats.repeats import is_identity_key
 from rlperf.report.stats.usl import UslFit, efficiency, fit_usl, number_text
+from rlperf.vocabulary import Family, RunStatus
 
 #: Count axes of a training comparison and how the report names one unit of each.
 COUNT_AXES = {"workers": "env runners", "env_runner.num_envs": "envs per runner",
@@ -58,12 +59,12 @@ class ScalingCurve:
     fit: UslFit
     note: list[str]
     throughput_source: str
-    family: str = "training"
+    family: str = Family.training
 
     @property
     def unit_name(self) -> str:
         """What one unit of N is (``env runners``)."""
-        if self.family == ENV_FAMILY:
+        if self.family == Family.env:
             return ENV_COUNT_NAMES.get(self.axis, COUNT_AXES[self.axis])
         return COUNT_AXES[self.axis]
 
@@ -211,7 +212,9 @@ def scaling_curves(
     df = configurations
     if df.empty or "family" not in df or "status" not in df:
         return []
-    df = df[df["family"].isin(["training", ENV_FAMILY]) & (df["status"] == "completed")]
+    df = df[
+        df["family"].isin([Family.training, Family.env]) & (df["status"] == RunStatus.completed)
+    ]
     values, source = throughput_columns(df)
     df = df.assign(_x=values["x"], _low=values["low"], _high=values["high"])
     df = df[df["_x"].notna() & (df["_x"] > 0)]

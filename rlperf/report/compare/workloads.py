@@ -27,6 +27,7 @@ from typing import Any
 
 from rlperf.report.read.cells import Cell
 from rlperf.results.protocol import protocol_key, protocol_parts
+from rlperf.vocabulary import Family
 
 #: The parts of a workload, in the order labels name them.
 PARTS = ("model", "algo", "env", "batch", "target")
@@ -76,7 +77,7 @@ def workload_of(cell: Cell) -> Workload:
                   else "batch unknown"),
         "target": (str(target), f"target {float(target):g}" if _number(target) else "no target"),
     }  # fmt: skip
-    names = PARTS if cell.family == "training" else INFERENCE_PARTS
+    names = PARTS if cell.family == Family.training else INFERENCE_PARTS
     return Workload(tuple((n, parts[n][0]) for n in names), {n: parts[n][1] for n in names},
                     tuple(env_parts))  # fmt: skip
 

@@ -41,6 +41,7 @@ from rlperf.tracking.record import (
     place,
 )
 from rlperf.tracking.tools import ToolSettings, make_sink
+from rlperf.vocabulary import RunStatus
 
 Progress = Callable[[str], None]
 
@@ -174,7 +175,7 @@ def _send_tool(
         result.where = sink.where
         result.sent += 1
     for run_id in opened_parents.values():  # parents made here: the sweep is over
-        make_sink(tool, options, root, root).end_parent(run_id, "completed")
+        make_sink(tool, options, root, root).end_parent(run_id, RunStatus.completed)
     if report_files and tool != "tensorboard":
         _send_report(tool, options, root, report_files)
 
@@ -204,4 +205,4 @@ def _send_report(tool: str, options: ToolSettings, root: Path, files: Sequence[P
     if sink.exists(job):
         return
     sink.open(job)
-    sink.finish("completed", [f for f in files if f.is_file()], {})
+    sink.finish(RunStatus.completed, [f for f in files if f.is_file()], {})

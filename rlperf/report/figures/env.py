@@ -17,7 +17,7 @@ from rlperf.report.figures.plot import (
     style,
     suptitle,
 )
-from rlperf.report.read.cells import ENV_FAMILY
+from rlperf.vocabulary import Family
 
 #: The figure this module draws, and its title in the registry.
 FIGURE = "env_throughput"
@@ -32,7 +32,7 @@ TITLE = (
 def env_throughput(ctx: FigureContext, out: Path) -> Path:
     """Env steps per second against the number of envs (log 2), one panel per workload (env
     and actions), one line per engine and thread count, with 95 % intervals."""
-    df = completed_configurations(ctx, ENV_FAMILY)
+    df = completed_configurations(ctx, Family.env)
     if df.empty or "throughput" not in df:
         raise FigureNotApplicable("no completed stage=env cells")
     df = df.assign(
@@ -73,7 +73,7 @@ def env_throughput(ctx: FigureContext, out: Path) -> Path:
             ax.legend(fontsize=8, frameon=False)
         suptitle(fig, "Raw env throughput per engine (time inside the engine's step calls; "
                  "random actions unless a run's policy chose them)")  # fmt: skip
-        return save(fig, out, FIGURE, ctx.mixed_note.get(ENV_FAMILY, ""))
+        return save(fig, out, FIGURE, ctx.mixed_note.get(Family.env, ""))
 
 
 #: Line styles of 1, 2, 3 and more engine threads.

@@ -33,6 +33,7 @@ from rlperf.report.figures.plot import (
     suptitle,
 )
 from rlperf.results.columns import ACTION_MS, ACTION_MS_P50, FORWARD_MS
+from rlperf.vocabulary import Family, RunStatus
 
 
 def latency(ctx: FigureContext, out: Path) -> Path:
@@ -47,12 +48,12 @@ def latency(ctx: FigureContext, out: Path) -> Path:
     lo, hi = df[metric].min(), df[metric].max()
     log = bool(lo > 0 and hi / lo > 20)
     with style():
-        fig, axes = grid([len(ctx.order[("inference", m)]) for m in models], 1, col_width=7.0)
+        fig, axes = grid([len(ctx.order[(Family.inference, m)]) for m in models], 1, col_width=7.0)
         for ax, model in zip(axes[:, 0], models, strict=True):
             sub = df[df["model"] == model][["config", "backend", metric]].rename(
                 columns={metric: "ms"}
             )
-            order = ctx.order[("inference", model)]
+            order = ctx.order[(Family.inference, model)]
             _latency_boxes(ax, sub, order, pal, log)
             _mark_p50_p99(ax, sub, order)
             ax.set_xlabel("latency per action (ms)" + (", log scale" if log else ""))
@@ -73,7 +74,7 @@ def latency(ctx: FigureContext, out: Path) -> Path:
             title=f"Inference latency ({what}; box: quartiles, whiskers: p1-p99)",
             title_fontsize=9,
         )
-        return save(fig, out, "latency", ctx.mixed_note.get("inference", ""))
+        return save(fig, out, "latency", ctx.mixed_note.get(Family.inference, ""))
 
 
 def _latency_boxes(
@@ -132,7 +133,9 @@ def fidelity_latency(ctx: FigureContext, out: Path) -> Path:
         raise FigureNotApplicable("no cell recorded fidelity (exported variants only)")
     metric = ACTION_MS_P50 if ACTION_MS_P50 in runs else "forward_ms_p50"
     df = runs[
-        runs["fidelity_agreement"].notna() & runs[metric].notna() & (runs["status"] == "completed")
+        runs["fidelity_agreement"].notna()
+        & runs[metric].notna()
+        & (runs["status"] == RunStatus.completed)
     ].copy()
     if df.empty:
         raise FigureNotApplicable("no completed cell with both fidelity and latency")
@@ -154,7 +157,7 @@ def fidelity_latency(ctx: FigureContext, out: Path) -> Path:
         ax.set_ylim(min(90.0, float(df["agreement_pct"].min()) - 2), 100.5)
         _numbered_key(fig, ax, [str(c) for c in df["config"]])
         suptitle(fig, "Fidelity vs latency of exported variants (numbers: the key on the right)")
-        add_note(fig, ctx.mixed_note.get("inference", ""))
+        add_note(fig, ctx.mixed_note.get(Family.inference, ""))
         place_labels(ax, df[metric].tolist(), df["agreement_pct"].tolist(),
                      [str(i + 1) for i in range(len(df))])  # fmt: skip
         return save(fig, out, "fidelity_latency")
@@ -183,7 +186,7 @@ def compression_tradeoff(ctx: FigureContext, out: Path) -> Path:
     need = ("return_mean", "model_size_bytes", metric)
     if any(c not in runs for c in need):
         raise FigureNotApplicable("no edge cell with return, latency and model size")
-    df = runs[runs[list(need)].notna().all(axis=1) & (runs["status"] == "completed")].copy()
+    df = runs[runs[list(need)].notna().all(axis=1) & (runs["status"] == RunStatus.completed)].copy()
     if df.empty:
         raise FigureNotApplicable("no completed edge cell with return, latency and model size")
     df["size_kb"] = df["model_size_bytes"].astype(float) / 1024
@@ -197,7 +200,7 @@ def compression_tradeoff(ctx: FigureContext, out: Path) -> Path:
         ax.set_ylabel("mean episode return (same seeded episodes)")
         ax.legend(loc="best", fontsize=6.5, frameon=True)
         suptitle(fig, "Compression trade-off: return vs latency (marker area: model size)")
-        add_note(fig, ctx.mixed_note.get("inference", ""))
+        add_note(fig, ctx.mixed_note.get(Family.inference, ""))
         place_labels(ax, df[metric].tolist(), df["return_mean"].tolist(),
                      [str(b) for b in df["backend"]], fontsize=6.5)  # fmt: skip
         return save(fig, out, "compression_tradeoff")

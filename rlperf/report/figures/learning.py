@@ -46,6 +46,7 @@ from rlperf.results.columns import (
     ITERATION,
     TIME_S,
 )
+from rlperf.vocabulary import Family, RunStatus
 
 #: Most points a mean curve is evaluated at (the union of the runs' x values, else evenly
 #: spaced): enough for a smooth line, few enough for 100 configurations in one figure.
@@ -149,7 +150,7 @@ def learning_table(ctx: FigureContext) -> pd.DataFrame:
     if it.empty or "cell" not in it or ITERATION not in it:
         return pd.DataFrame()
     if "status" in it:
-        it = it[it["status"].astype(str) == "completed"]
+        it = it[it["status"].astype(str) == RunStatus.completed]
     meta = _run_identity(ctx, it)
     it = it.sort_values(["cell", ITERATION], kind="stable")
     steps = pd.to_numeric(it[ENV_STEPS], errors="coerce") if ENV_STEPS in it else None
@@ -250,7 +251,7 @@ def learning_curves(ctx: FigureContext, out: Path) -> Path:
                  f"training, dashed: greedy evaluation); bands: {pct} t intervals of the mean "
                  "over seeds where a configuration has 2 or more runs, on the x range every "
                  "run covers; thin lines: single runs")  # fmt: skip
-        return save(fig, out, "learning_curves", ctx.mixed_note.get("training", ""))
+        return save(fig, out, "learning_curves", ctx.mixed_note.get(Family.training, ""))
 
 
 def _targets(ctx: FigureContext, sub: pd.DataFrame) -> list[float]:

@@ -25,6 +25,7 @@ import pandas as pd
 
 from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.results.columns import LEARN_S, LOAD_S, OTHER_S, SAMPLE_S, SYNC_S
+from rlperf.vocabulary import RunStatus
 
 PHASE_NAMES = {
     SAMPLE_S: "sample",
@@ -81,7 +82,7 @@ def models_of(df: pd.DataFrame) -> list[str]:
 
 
 def kept(df: pd.DataFrame) -> pd.DataFrame:
-    return df.loc[df[EXCLUDED_COLUMN].eq("") & (df["status"] == "completed")]
+    return df.loc[df[EXCLUDED_COLUMN].eq("") & (df["status"] == RunStatus.completed)]
 
 
 def config_palette(configs: Sequence[str]) -> dict[str, Any]:
@@ -272,7 +273,7 @@ def completed_configurations(ctx: FigureContext, family: str | None = None) -> p
     df = ctx.configurations
     if df.empty or "objective_value" not in df:
         return df.iloc[0:0]
-    keep = (df["status"] == "completed") & df["objective_value"].notna()
+    keep = (df["status"] == RunStatus.completed) & df["objective_value"].notna()
     if family is not None:
         keep &= df["family"] == family
     return df[keep]

@@ -55,6 +55,7 @@ from rlperf.report.read.collect import Progress
 from rlperf.report.stats.repeats import Configuration
 from rlperf.report.tables.tidy import Tables
 from rlperf.results.columns import TIME_S
+from rlperf.vocabulary import Family
 
 
 def _runs_label(config: str, runs: Any) -> str:
@@ -74,7 +75,9 @@ def intervals(ctx: FigureContext, out: Path) -> Path:
     pairs = {(str(f), str(m)) for f, m in zip(df["family"], df["model"], strict=True)}
     size = {fm: int(((df["family"] == fm[0]) & (df["model"].astype(str) == fm[1])).sum())
             for fm in pairs}  # fmt: skip
-    facets = sorted((fm for fm in pairs if size[fm] > 1), key=lambda fm: (fm[0] != "training", fm))
+    facets = sorted(
+        (fm for fm in pairs if size[fm] > 1), key=lambda fm: (fm[0] != Family.training, fm)
+    )
     if not facets:
         raise FigureNotApplicable(
             "every family and workload has a single configuration: no interval to compare"
@@ -236,9 +239,9 @@ def _by_workload(comparison: Comparison, df: pd.DataFrame, id_col: str) -> pd.Da
 def _without_workers(comparison: Comparison, df: pd.DataFrame, id_col: str) -> pd.DataFrame:
     """``df`` plus each row's training configuration label without workers and seed
     (``config_wo_workers``; ``id_col`` holds a cell id)."""
-    if df.empty or "training" not in comparison.plans:
+    if df.empty or Family.training not in comparison.plans:
         return df
-    plan = comparison.plans["training"]
+    plan = comparison.plans[Family.training]
     by_id = {c.id: c for c in comparison.cells}
     wo = {
         cid: plan.config_without({**by_id[cid].leaves, **by_id[cid].axes}, ["workers", "seed"])

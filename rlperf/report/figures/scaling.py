@@ -23,6 +23,7 @@ import numpy as np
 from rlperf.errors import FigureNotApplicable
 from rlperf.report.compare.scaling import ScalingCurve, scaling_curves
 from rlperf.report.figures.plot import FigureContext, config_palette, save, style, suptitle
+from rlperf.vocabulary import Family
 
 #: The dashed prediction never reaches further than this many times the largest count.
 MAX_REACH = 8.0
@@ -39,7 +40,7 @@ def scaling(ctx: FigureContext, out: Path) -> Path:
         )
     with style():
         fig = scaling_figure(curves)
-        return save(fig, out, "scaling", ctx.mixed_note.get("training", ""))
+        return save(fig, out, "scaling", ctx.mixed_note.get(Family.training, ""))
 
 
 def reach(curve: ScalingCurve) -> float:

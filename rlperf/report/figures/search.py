@@ -12,6 +12,7 @@ import pandas as pd
 from rlperf.layout import METRICS_FILE
 from rlperf.report.figures.plot import integer_ticks, save, style
 from rlperf.report.read.searches import FIGURE_PREFIX, SearchResult, best_so_far
+from rlperf.vocabulary import RunStatus
 
 
 def draw_search_figures(searches: Sequence[SearchResult], out: Path) -> None:
@@ -65,10 +66,10 @@ def _point_groups(t: pd.DataFrame, metric: str, proxy: str, scheduler: str) -> l
     else at the scheduler's metric it was stopped on); any other without a score at the
     scheduler's metric; and, at the axis' bottom edge, those with no value at all."""
     scored, has_proxy = t["score"].notna(), t["proxy"].notna()
-    stopped = t["status"] == "stopped_early"
+    stopped = t["status"] == RunStatus.stopped_early
     by = f"stopped early by {SCHEDULER_NAMES.get(scheduler, scheduler)}"
     groups = [
-        _Points("completed", scored & ~stopped, "score", "o", True),
+        _Points(RunStatus.completed, scored & ~stopped, "score", "o", True),
         _Points(by, scored & stopped, "score", "o", False),
         _Points(f"{by} (at its {proxy})", ~scored & stopped & has_proxy, "proxy", "o", False),
         _Points(

@@ -42,6 +42,7 @@ from rlperf.report.figures.plot import (
     wrap,
 )
 from rlperf.results.columns import CPU_UTIL_PCT, PHASES, RAM_UTIL_PCT
+from rlperf.vocabulary import Family
 
 
 def phase_times(ctx: FigureContext, out: Path) -> Path:
@@ -56,9 +57,9 @@ def phase_times(ctx: FigureContext, out: Path) -> Path:
     models = models_of(df)
     means = df.groupby(["model", "config"], observed=True)[list(PHASE_NAMES)].mean()
     with style():
-        fig, axes = grid([len(ctx.order[("training", m)]) for m in models], 1, col_width=7.5)
+        fig, axes = grid([len(ctx.order[(Family.training, m)]) for m in models], 1, col_width=7.5)
         for ax, model in zip(axes[:, 0], models, strict=True):
-            order = ctx.order[("training", model)]
+            order = ctx.order[(Family.training, model)]
             _stack_phases(ax, means.loc[model].reindex(order).fillna(0.0).clip(lower=0.0))
             ax.set_yticks(np.arange(len(order)), within_set(order))
             ax.set_ylim(len(order) - 0.5, -0.5)
@@ -80,7 +81,7 @@ def phase_times(ctx: FigureContext, out: Path) -> Path:
             ),
             title_fontsize=9,
         )
-        return save(fig, out, "phase_times", ctx.mixed_note.get("training", ""))
+        return save(fig, out, "phase_times", ctx.mixed_note.get(Family.training, ""))
 
 
 def _stack_phases(ax: Any, means: pd.DataFrame) -> None:
@@ -207,7 +208,7 @@ def phase_breakdown(ctx: FigureContext, out: Path) -> Path:
         out,
         df,
         cols,
-        "training",
+        Family.training,
         "Time per phase and iteration (bar: mean, line: ± sd over the non-warm-up iterations "
         "of all runs of a configuration)",
         "phase_breakdown",
@@ -243,7 +244,7 @@ def utilisation(ctx: FigureContext, out: Path) -> Path:
         out,
         df,
         cols,
-        "training",
+        Family.training,
         "Utilisation during training (bar: mean, line: ± sd over the non-warm-up iterations "
         "of all runs of a configuration)",
         "utilisation",
@@ -256,7 +257,7 @@ def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
     setting; error bars are the configurations' intervals (run to run where a configuration
     ran several times). The y axis names the objective and its unit (:func:`objective_label`);
     the legend sits to the right of the axes, the fingerprint note under them."""
-    df = completed_configurations(ctx, "training")
+    df = completed_configurations(ctx, Family.training)
     if df.empty or "workers" not in df:
         raise FigureNotApplicable("no completed training cells with a workers axis")
     spread = df.groupby(["model", "config_wo_workers"], observed=True)["workers"].transform(
@@ -296,7 +297,7 @@ def iter_time_vs_workers(ctx: FigureContext, out: Path) -> Path:
                                     title_fontsize=8)  # fmt: skip
         suptitle(fig, f"{ylabel} vs workers (mean; bars: {level()} intervals, run to run where "
                  "a configuration ran several times: n runs marked)")  # fmt: skip
-        return save(fig, out, "iter_time_vs_workers", ctx.mixed_note.get("training", ""))
+        return save(fig, out, "iter_time_vs_workers", ctx.mixed_note.get(Family.training, ""))
 
 
 def _workers_axis(ax: Any, workers: list[int]) -> None:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.results.columns import ITERATION, OTHER_S, TIME_S, TRAIN_COLUMNS
 from rlperf.results.columns import PHASES as TIMED_PHASES
-from rlperf.specs.stages import STAGE_FAMILY, STAGE_SPECS
+from rlperf.specs.stages import STAGE_FAMILY
+from rlperf.vocabulary import RunStatus
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,14 +40,6 @@ PHASES = (*TIMED_PHASES, OTHER_S)
 
 #: Training columns summarised per cell (in addition to per-GPU columns).
 TRAIN_METRICS = tuple(c for c in TRAIN_COLUMNS if c not in (ITERATION, TIME_S, EXCLUDED_COLUMN))
-
-#: The comparison family of ``stage=env`` cells: an env's raw throughput, ranked on time per
-#: 1 000 env steps like training (its windows are metrics.csv rows: rlperf.report.tables.env).
-ENV_FAMILY = next(spec.family for spec in STAGE_SPECS if spec.env_only)
-
-#: The comparison family of serve cells: judged by their rate under the latency bound
-#: (rlperf.report.tables.serve), not ranked by a time.
-SERVE_FAMILY = next(spec.family for spec in STAGE_SPECS if spec.serves)
 
 #: The 2021 study's models (docs/study.md): name → (input dim, conv_filters), to name the
 #: model of a legacy run from the conv stack its params.json holds. Written here, not read
@@ -160,4 +153,4 @@ class Cell:
     @property
     def completed(self) -> bool:
         """Only completed cells are ranked and plotted."""
-        return self.status == "completed"
+        return self.status == RunStatus.completed

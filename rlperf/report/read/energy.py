@@ -33,6 +33,7 @@ import pandas as pd
 
 from rlperf.report.read.cells import Cell, included
 from rlperf.results.columns import CPU_ENERGY_J, ENV_STEPS, ITER_S, TIME_S, TRAINED_STEPS
+from rlperf.vocabulary import Family
 
 COUNTER = "counter"
 POWER_TIME = "power × time"
@@ -184,7 +185,7 @@ def power_timeline(telemetry: pd.DataFrame | None) -> pd.DataFrame:
 
 def energy_text(cells: list[Cell], summaries: pd.DataFrame) -> str:
     """The Methods paragraph on energy: how it was measured, and where it could not be."""
-    trained = [c for c in cells if c.family == "training" and c.completed]
+    trained = [c for c in cells if c.family == Family.training and c.completed]
     if not trained:
         return ""
     rows = summaries.set_index("cell") if "cell" in summaries else summaries

@@ -102,6 +102,7 @@ from rlperf.results.columns import (
 from rlperf.results.protocol import STUDY_ENV_ID, legacy_env_protocol
 from rlperf.specs.backends import backend_spec
 from rlperf.specs.stages import Stage
+from rlperf.vocabulary import RunStatus
 
 #: Machines of the 2021 study (reference/thesis/README.md). Their fingerprints are not
 #: in the run folders, so the importer supplies what the study's README says.
@@ -265,7 +266,7 @@ def load_tune_run(ref: CellRef) -> Cell:
         path=ref.path,
         kind="tune",
         group=ref.group,
-        status="completed",
+        status=RunStatus.completed,
         axes=axes,
         leaves=leaves,
         fingerprint=fingerprints.comparable(fp),
@@ -384,7 +385,7 @@ def load_rollout_csv(ref: CellRef) -> Cell:
         path=path,
         kind="rollout_csv",
         group=ref.group,
-        status="completed",
+        status=RunStatus.completed,
         axes={
             "source": "legacy",
             "stage": rollout.stage,

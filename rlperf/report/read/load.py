@@ -33,7 +33,6 @@ from rlperf.layout import (
     STEPS_FILE,
     SUMMARY_FILE,
     TELEMETRY_FILE,
-    Exclusion,
     current_group,
 )
 from rlperf.report.read import fingerprints
@@ -55,6 +54,7 @@ from rlperf.results.flat import flatten
 from rlperf.results.protocol import env_protocol
 from rlperf.specs.backends import Backend
 from rlperf.specs.stages import STAGES, EnvSource, StageSpec
+from rlperf.vocabulary import Exclusion, RunStatus
 
 #: How a job of a stage this rlperf does not know is read (:func:`_spec_of`).
 _UNKNOWN_STAGE = replace(STAGES["rollout"], name="unknown")
@@ -372,10 +372,10 @@ def _leaves(cfg: dict[str, Any], overrides: dict[str, str]) -> dict[str, Any]:
 
 def _status(summary: dict[str, Any], record: dict[str, Any], notes: list[str]) -> str:
     """The job's status from summary.json, else the launcher's record, else ``partial``."""
-    status = str(summary.get("status") or record.get("status") or "partial")
+    status = str(summary.get("status") or record.get("status") or RunStatus.partial)
     if not summary and not record:
         notes.append("no summary.json: the job is still running or was killed")
-    elif status != "completed":
+    elif status != RunStatus.completed:
         err = summary.get("error") or record.get("reason")
         notes.append(f"status {status}" + (f": {err}" if err else ""))
     return status
@@ -415,7 +415,7 @@ def _read_results(cell: Cell) -> None:
     if rows_file == LEVELS_FILE and (path / LEVELS_FILE).is_file():
         cell.levels = read_csv(path / LEVELS_FILE, cell.notes)
     # A skipped / failed / pending cell may lack its data; a completed one has its rows.
-    if cell.status != "completed":
+    if cell.status != RunStatus.completed:
         return
     if rows_file == METRICS_FILE and cell.iterations is None:
         raise CellError(f"{cell.stage} cell without metrics.csv")

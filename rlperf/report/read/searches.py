@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from rlperf.layout import SEARCH_FILE
+from rlperf.vocabulary import RunStatus
 
 FIGURE_PREFIX = "search"
 
@@ -53,6 +54,6 @@ def read_searches(sweeps: Sequence[Path]) -> list[SearchResult]:
 
 def best_so_far(trials: pd.DataFrame, mode: str) -> pd.Series:
     """The best completed score up to each trial (in start order); NaN before the first."""
-    scores = trials["score"].where(trials["status"] == "completed").astype(float)
+    scores = trials["score"].where(trials["status"] == RunStatus.completed).astype(float)
     best = scores.cummax() if mode == "max" else scores.cummin()
     return best.ffill()

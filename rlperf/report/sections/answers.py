@@ -36,6 +36,7 @@ from rlperf.report.figures.answers import POINT_COLUMNS, answer_figure
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Inputs, Section
 from rlperf.report.stats import estimates
+from rlperf.vocabulary import Family, RunStatus
 
 #: Count axes (name in the tables -> how answers name one unit of it).
 COUNT_AXES = {"workers": "env runners", "env_runner.num_envs": "envs per runner",
@@ -129,17 +130,21 @@ def _completed(res: ReportResult, family: str) -> pd.DataFrame:
     df = res.configurations
     if df.empty or "objective_value" not in df:
         return df.iloc[0:0]
-    keep = (df["family"] == family) & (df["status"] == "completed") & df["objective_value"].notna()
+    keep = (
+        (df["family"] == family)
+        & (df["status"] == RunStatus.completed)
+        & df["objective_value"].notna()
+    )
     return df[keep]
 
 
 def axis_answers(res: ReportResult, plans: Mapping[str, AxisPlan]) -> list[Answer]:
     """Count axes and GPU / CPU choices, within each training comparison."""
-    a = res.analyses.get("training")
-    rows = _completed(res, "training")
-    if a is None or rows.empty or "training" not in plans:
+    a = res.analyses.get(Family.training)
+    rows = _completed(res, Family.training)
+    if a is None or rows.empty or Family.training not in plans:
         return []
-    axes = [x for x in plans["training"].axes if x in rows and x not in ("seed", "group")]
+    axes = [x for x in plans[Family.training].axes if x in rows and x not in ("seed", "group")]
     out: list[Answer] = []
     for axis in [*COUNT_AXES, *CHOICE_AXES]:
         if axis not in axes:
@@ -199,8 +204,8 @@ def _other(row: pd.Series, axis: str, res: ReportResult) -> str:
 
 def backend_answers(res: ReportResult) -> list[Answer]:
     """Which backend acts fastest in each inference workload, and what it costs in return."""
-    a = res.analyses.get("inference")
-    rows = _completed(res, "inference")
+    a = res.analyses.get(Family.inference)
+    rows = _completed(res, Family.inference)
     if a is None or rows.empty or "backend" not in rows or rows["backend"].nunique() < 2:
         return []
     out = []

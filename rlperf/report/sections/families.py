@@ -14,7 +14,7 @@ from rlperf.report.compare.axes import AxisPlan, within_set
 from rlperf.report.compare.findings import level
 from rlperf.report.compare.study import side_by_side
 from rlperf.report.export import render
-from rlperf.report.read.cells import ENV_FAMILY, PHASES, SERVE_FAMILY
+from rlperf.report.read.cells import PHASES
 from rlperf.report.read.fingerprints import FingerprintGroup, differing_keys
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Inputs, Section
@@ -28,11 +28,12 @@ from rlperf.results.columns import (
     STEP_MS_P50,
     STEP_MS_P99,
 )
+from rlperf.vocabulary import Family, RunStatus
 
-_FAMILY_TITLES = {
-    "training": "Training",
-    "inference": "Inference (rollout and edge)",
-    ENV_FAMILY: "Env throughput (stage=env)",
+_FAMILY_TITLES: dict[str, str] = {
+    Family.training: "Training",
+    Family.inference: "Inference (rollout and edge)",
+    Family.env: "Env throughput (stage=env)",
 }
 
 
@@ -64,7 +65,7 @@ def family_section(res: ReportResult, fam: str, plan: AxisPlan) -> list[render.B
     confs = res.configurations
     if confs.empty:
         return blocks
-    rows_all = confs[(confs["family"] == fam) & (confs["status"] == "completed")]
+    rows_all = confs[(confs["family"] == fam) & (confs["status"] == RunStatus.completed)]
     for workload in sorted(rows_all["workload"].dropna().astype(str).unique()):
         rows = rows_all[rows_all["workload"].astype(str) == workload]
         blocks += _workload_tables(res, fam, workload, rows)
@@ -96,7 +97,7 @@ def _workload_tables(
         blocks.append(render.Warn(_mixed_text(res.mixed[(fam, workload)], res.fingerprint_groups)))
     a = res.analyses.get(fam)
     objective = a.objective_for(str(rows["configuration"].iloc[0])) if a is not None else None
-    tables = {"training": _training_table, ENV_FAMILY: _env_table}
+    tables: dict[str, Any] = {Family.training: _training_table, Family.env: _env_table}
     table = tables[fam](rows, objective) if fam in tables else _inference_table(rows)
     caption = _ranked_on(res, fam, workload, objective)
     if (_col(rows, "repeats").fillna(1) > 1).any():
@@ -105,7 +106,7 @@ def _workload_tables(
         caption += (f" {ONE_RUN_MARK.strip()} {ONE_RUN}: the interval is over that run's own "
                     "samples, and a second run may land outside it.")  # fmt: skip
     blocks += [render.Table(table, caption), _cells_table(rows)]
-    legacy = side_by_side(rows) if fam == "training" else pd.DataFrame()
+    legacy = side_by_side(rows) if fam == Family.training else pd.DataFrame()
     if not legacy.empty:
         blocks.append(render.Table(legacy, _LEGACY_CAPTION))
     return blocks
@@ -371,8 +372,8 @@ def families_section(inputs: Inputs) -> list[render.Block]:
     """Training, inference and the env stage first, then any other family (serve cells are
     their own section: ranked by rate, not by time)."""
     plans = inputs.plans
-    first = ("training", "inference", ENV_FAMILY)
-    others = [f for f in plans if f not in first and f != SERVE_FAMILY]
+    first = (Family.training, Family.inference, Family.env)
+    others = [f for f in plans if f not in first and f != Family.serve]
     blocks: list[render.Block] = []
     for fam in (*first, *others):
         if fam in plans:

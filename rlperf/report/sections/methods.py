@@ -18,6 +18,7 @@ from rlperf.report.read.load import read_yaml
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Section
 from rlperf.report.stats.estimates import N_RESAMPLES
+from rlperf.vocabulary import Family
 
 _STATISTICS = (
     "**Statistics.** Configurations are compared within their comparison set (same model, "
@@ -93,7 +94,7 @@ def _warmup_text(res: ReportResult) -> list[str]:
     text = []
     it = res.iterations
     if not it.empty:
-        rules = sorted({c.warmup_rule for c in res.cells if c.family == "training"})
+        rules = sorted({c.warmup_rule for c in res.cells if c.family == Family.training})
         text.append(
             f"**Warm-up.** Training iterations with a reason in the `excluded` column "
             f"(warm-up, ...) are kept in `iterations.csv` but left out of every mean, "

@@ -18,6 +18,7 @@ from rlperf.report.compare.scaling import (
 from rlperf.report.export import render
 from rlperf.report.sections.base import Inputs, Section
 from rlperf.report.stats.usl import UslFit, number_text
+from rlperf.vocabulary import Family
 
 
 def scaling_section(curves: Sequence[ScalingCurve]) -> list[render.Block]:
@@ -78,7 +79,7 @@ def _params_table(f: UslFit) -> pd.DataFrame:
 
 def collect(inputs: Inputs) -> list[ScalingCurve]:
     """The scaling curves of the configurations table, with the training plan's constants."""
-    plan = inputs.plans.get("training")
+    plan = inputs.plans.get(Family.training)
     constants = dict(plan.constants) if plan is not None else {}
     return scaling_curves(inputs.result.configurations, constants)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from rlperf.errors import ObjectiveError
-from rlperf.report.read.cells import ENV_FAMILY, Cell, included
+from rlperf.report.read.cells import Cell, included
 from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration
 from rlperf.results.columns import (
@@ -43,6 +43,7 @@ from rlperf.results.columns import (
 )
 from rlperf.results.precision import PER_1K, design_confidence
 from rlperf.specs.stages import FAMILY_OBJECTIVE  # each family's default (its stages' specs)
+from rlperf.vocabulary import Family
 
 #: Work units of the per-work objectives (per 1 000 of them).
 PER = PER_1K
@@ -202,7 +203,7 @@ def _windows(_: Cell) -> str:
 def objective_of(family: str) -> Objective:
     """The family's default objective (a new stage's family is ranked like training; an env
     cell's samples are its windows)."""
-    if family == ENV_FAMILY:
+    if family == Family.env:
         return replace(OBJECTIVES[ENV_STEPS], sample_word=_windows)
     key = FAMILY_OBJECTIVE.get(family)
     return OBJECTIVES[key] if key else replace(OBJECTIVES[ENV_STEPS], name=family)
@@ -248,7 +249,7 @@ def choose(
     else time to target where the runs have a target, else time per 1 000 env steps.
     Other families: their one objective. ``where`` names the comparison in errors.
     """
-    if family != "training":
+    if family != Family.training:
         return objective_of(family), ""
     completed = [c for conf in configurations for c in conf.completed]
     steps = env_steps_per_iteration(configurations)

@@ -20,6 +20,7 @@ import pandas as pd
 
 from rlperf.report.read.cells import Cell
 from rlperf.results.columns import ENV_STEPS, TIME_S, TRAIN_TIME_S
+from rlperf.vocabulary import Family
 
 #: targets.csv columns, in order.
 TARGET_COLUMNS = (
@@ -33,7 +34,7 @@ def _run_record(c: Cell) -> dict[str, Any] | None:
     """A cell's target, outcome and (censored) time and steps; None without a target."""
     s = c.summary or {}
     stop = s.get("stop") or {}
-    if c.family != "training" or stop.get("episode_return") is None or not c.completed:
+    if c.family != Family.training or stop.get("episode_return") is None or not c.completed:
         return None
     df = c.iterations
     it_time = df[TRAIN_TIME_S] if df is not None and TRAIN_TIME_S in df else pd.Series()

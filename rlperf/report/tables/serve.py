@@ -21,8 +21,9 @@ from typing import Any
 import pandas as pd
 
 from rlperf.report.compare.axes import AxisPlan
-from rlperf.report.read.cells import SERVE_FAMILY, Cell
+from rlperf.report.read.cells import Cell
 from rlperf.report.tables.tidy import write_table
+from rlperf.vocabulary import Family
 
 #: Columns of the max-rate table, with their summary.json source.
 _MAX_RATE_FIELDS = {
@@ -49,7 +50,7 @@ class ServeTables:
 
 def serve_cells(cells: Sequence[Cell]) -> list[Cell]:
     """The completed serve cells that have their levels."""
-    return [c for c in cells if c.family == SERVE_FAMILY and c.completed and c.levels is not None]
+    return [c for c in cells if c.family == Family.serve and c.completed and c.levels is not None]
 
 
 def _label(cell: Cell, plans: dict[str, AxisPlan]) -> str:

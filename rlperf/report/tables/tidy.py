@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlperf.layout import EXCLUDED_COLUMN, Exclusion
+from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.report.compare.axes import AxisPlan
 from rlperf.report.compare.findings import FamilyAnalysis
 from rlperf.report.compare.study import study_way_means
-from rlperf.report.read.cells import ENV_FAMILY, PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell, included
+from rlperf.report.read.cells import PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell, included
 from rlperf.report.read.energy import action_energy_summary, cpu_energy_summary, energy_summary
 from rlperf.report.read.load import as_text
 from rlperf.report.stats.estimates import ONE_RUN, Estimate
@@ -40,6 +40,7 @@ from rlperf.results.columns import (
     TRAINED_STEPS_PER_S,
     WALL_S,
 )
+from rlperf.vocabulary import Exclusion, Family, RunStatus
 
 _ID_COLUMNS = ("cell", "label", "config")
 
@@ -156,7 +157,7 @@ def iterations_table(
     cells: Sequence[Cell], plans: dict[str, AxisPlan], fps: dict[str, str]
 ) -> pd.DataFrame:
     """One row per training cell and iteration; canonical columns, then extras."""
-    training = [c for c in cells if c.family != ENV_FAMILY]
+    training = [c for c in cells if c.family != Family.env]
     return _long_table(training, "iterations", plans, fps,
                        [ITERATION, EXCLUDED_COLUMN, TIME_S, *TRAIN_METRICS])  # fmt: skip
 
@@ -165,7 +166,7 @@ def env_windows_table(
     cells: Sequence[Cell], plans: dict[str, AxisPlan], fps: dict[str, str]
 ) -> pd.DataFrame:
     """One row per ``stage=env`` cell and window (its ``metrics.csv``)."""
-    env = [c for c in cells if c.family == ENV_FAMILY]
+    env = [c for c in cells if c.family == Family.env]
     return _long_table(env, "iterations", plans, fps, ENV_WINDOW_COLUMNS)
 
 
@@ -290,7 +291,7 @@ def runs_table(
         row.update({"source": c.source, "stage": c.stage, "family": c.family, "group": c.group,
                     "machine": c.machine})  # fmt: skip
         try:
-            summary = {"training": _train_summary, ENV_FAMILY: env_summary}
+            summary: dict[str, Any] = {Family.training: _train_summary, Family.env: env_summary}
             row.update(summary.get(c.family, _inference_summary)(c))
         except (KeyError, ValueError, IndexError, TypeError) as exc:  # never break the report
             c.notes.append(f"summary metrics not computed ({exc.__class__.__name__}: {exc})")
@@ -381,7 +382,7 @@ def configurations_table(
             row = _aggregate(sub, keep_first)
             row["configuration"] = conf.id
             row["label"] = plans[fam].configuration_labels.get(conf.id, conf.id)
-            row["status"] = "completed" if conf.completed else str(sub["status"].iloc[0])
+            row["status"] = RunStatus.completed if conf.completed else str(sub["status"].iloc[0])
             row["repeats"], row["runs"] = conf.repeats, len(conf.cells)
             row["cells"] = "; ".join(c.id for c in conf.cells)
             row["workload"] = conf.workload
