@@ -31,7 +31,7 @@ from rlperf.sweep.index import now_iso
 from rlperf.sweep.resources import RayStart
 from rlperf.sweep.state import TUNE_DIR, Cell, Group, Sweep
 from rlperf.sweep.trial import cell_trial
-from rlperf.vocabulary import RunStatus
+from rlperf.vocabulary import OPEN_STATUSES, RunStatus
 
 
 class LocalRay:
@@ -128,7 +128,7 @@ def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = ""
         )
         with tune_environment(), watch_node(f"while group {group.gid} ran"):
             tuner.fit()
-        if any(c.record.status in (RunStatus.pending, RunStatus.running) for c in gcells):
+        if any(c.record.status in OPEN_STATUSES for c in gcells):
             # Tune ends early only when stopped (its SIGINT handler: Ctrl-C).
             raise KeyboardInterrupt
     except BaseException as exc:

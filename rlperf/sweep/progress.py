@@ -16,16 +16,7 @@ from typing import Any
 from rlperf.console import Console, current
 from rlperf.console.progress import format_duration
 from rlperf.sweep.index import CellRecord
-from rlperf.vocabulary import RunStatus
-
-#: Statuses that count as "done" in the progress line.
-DONE = (
-    RunStatus.completed,
-    RunStatus.failed,
-    RunStatus.skipped,
-    RunStatus.invalid,
-    RunStatus.stopped_early,
-)
+from rlperf.vocabulary import DONE_STATUSES, RunStatus
 
 __all__ = ["SweepProgress", "cell_label", "format_duration", "format_table", "shorten"]
 
@@ -72,7 +63,7 @@ class SweepProgress:
 
     def counts_text(self, records: Sequence[CellRecord]) -> str:
         c = Counter(r.status for r in records)
-        done = sum(c[s] for s in DONE)
+        done = sum(c[s] for s in DONE_STATUSES)
         parts = [f"{done}/{len(records)} done", f"{c[RunStatus.completed]} completed"]
         parts += [
             f"{c[s]} {s}"
@@ -155,7 +146,7 @@ class SweepProgress:
             self._live, self._tasks = None, {}
 
     def _update_live(self, record: CellRecord | None, records: Sequence[CellRecord]) -> None:
-        done = sum(1 for r in records if r.status in DONE)
+        done = sum(1 for r in records if r.status in DONE_STATUSES)
         eta = format_duration(self.eta_s(records))
         info = f"{self.counts_text(records)} | ETA {eta}"
         self._live.update(self._tasks["sweep"], completed=done, info=info)

@@ -74,7 +74,7 @@ from rlperf.sweep.state import (
     sweep_session,
 )
 from rlperf.validation.validate import validate_config
-from rlperf.vocabulary import FINAL_STATUSES, REFUSED_STATUSES, RunStatus
+from rlperf.vocabulary import FINAL_STATUSES, OPEN_STATUSES, REFUSED_STATUSES, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,7 @@ def _fit(search: Search, machine: Any) -> None:
         search.progress.say(_announcement(search))
         with watch_node("while the search ran"):
             tuner.fit()
-    if any(c.record.status in (RunStatus.pending, RunStatus.running) for c in search.cells):
+    if any(c.record.status in OPEN_STATUSES for c in search.cells):
         raise KeyboardInterrupt  # Tune ends early only when stopped (its SIGINT handler)
 
 
