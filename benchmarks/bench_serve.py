@@ -106,7 +106,7 @@ def serve_job(
     validate_config(cfg)
     (out / ".hydra").mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, out / ".hydra" / "config.yaml")
-    return execute_stage(cfg, out, run_serve, in_trial=True)
+    return execute_stage(cfg, out, run_serve, in_trial=True).data
 
 
 def figures(summary: dict[str, Any], levels: list[dict[str, Any]]) -> dict[str, Any]:

@@ -49,14 +49,14 @@ from rlperf.errors import (
 from rlperf.layout import FINGERPRINT_FILE, SUMMARY_FILE, TELEMETRY_FILE
 from rlperf.resources.plan import Machine, ResourcePlan, check_feasibility, detect_machine
 from rlperf.resources.ray_session import applied_placement
-from rlperf.results.columns import ENV_STEPS, WALL_S
+from rlperf.results.columns import ENV_STEPS
 from rlperf.results.protocol import (
     OBSERVATION_CAST,
     SIMULATOR,
     SIMULATOR_VERSION,
     env_protocol,
 )
-from rlperf.results.summary import write_json
+from rlperf.results.record import RunRecord
 from rlperf.specs.stages import EnvSource, stage_spec
 from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
 from rlperf.telemetry.sampler import TelemetrySampler
@@ -87,7 +87,7 @@ class JobContext:
     plan: ResourcePlan
     machine: Machine
     gpu_indices: list[int]
-    summary: dict[str, Any]
+    record: RunRecord  # summary.json as the job learns it (written at the start and the end)
     sampler: Any | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -105,9 +105,15 @@ class JobContext:
         """The context of a job of ``cfg``: its resource plan, this machine, a fresh summary."""
         plan = plan_resources(cfg)
         machine = detect_machine()
-        summary = _new_summary(cfg, RunStatus.running)
+        record = _new_record(cfg, RunStatus.running)
         gpu_indices = [i for i in plan.visible_gpus if i < machine.gpus]
-        return cls(out_dir, plan, machine, gpu_indices, summary, label=str(cfg.stage))
+        return cls(out_dir, plan, machine, gpu_indices, record, label=str(cfg.stage))
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The record's keys, in order: where a stage writes its own part (its metrics,
+        latency, placement) by key, until that part is typed in :mod:`rlperf.results.record`."""
+        return self.record.data
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
@@ -135,7 +141,7 @@ class JobContext:
         (``at``: UTC time; ``setting``: the key that governs it, if one does)."""
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         entry = {"kind": kind, "at": at, "message": message, "setting": setting}
-        self.summary["incidents"].append(entry)
+        self.record.incidents = [*self.record.incidents, entry]
         log.warning("%s", message)
 
     def step(
@@ -194,7 +200,7 @@ class JobContext:
 
 #: A stage's entry point (named by its spec, rlperf.specs.stages): config, job folder and
 #: context in, the summary out.
-StageFunction = Callable[[DictConfig, Path, JobContext], dict[str, Any]]
+StageFunction = Callable[[DictConfig, Path, JobContext], Mapping[str, Any]]
 
 #: Called with ``(done, total, info, row)`` at every :meth:`JobContext.step`; the sweep
 #: launcher adds one in its trials to show each cell's progress and report its rows
@@ -204,7 +210,7 @@ STEP_SINKS: list[Callable[[int, int, str, Mapping[str, Any] | None], None]] = []
 
 def execute_stage(
     cfg: DictConfig, out_dir: Path, stage: StageFunction, *, in_trial: bool | None = None
-) -> dict[str, Any]:
+) -> RunRecord:
     """Validate, check feasibility, then run ``stage`` with fingerprint, telemetry and summary.
 
     ``in_trial``: the job runs inside a Ray Tune trial of the sweep launcher
@@ -226,7 +232,7 @@ def execute_stage(
         write_refused_summary(out_dir, cfg, status, str(exc))
         raise
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = ctx.summary
+    record = ctx.record
     resolved, redactor = _masked_config(cfg, out_dir)
     sampler = None
     try:
@@ -235,36 +241,34 @@ def execute_stage(
         with nullcontext() if in_trial else applied_placement(ctx.plan), watching():
             fingerprint = collect_fingerprint(resolved)
             write_fingerprint(out_dir / FINGERPRINT_FILE, fingerprint)
-            record_env_protocol(summary, resolved)  # a job killed mid-run keeps it too
-            write_json(out_dir / SUMMARY_FILE, summary)
+            record_env_protocol(record, resolved)  # a job killed mid-run keeps it too
+            record.write(out_dir)
             masked = _masked(ctx, redactor)
-            ctx.tracking = open_tracking(cfg, out_dir, resolved, fingerprint, summary, masked)
+            ctx.tracking = open_tracking(cfg, out_dir, resolved, fingerprint, record, masked)
             sampler = _start_telemetry(cfg, out_dir, ctx.gpu_indices, ctx.started)
             ctx.sampler = sampler
             with Heartbeat(ctx, float(cfg.console.heartbeat_s)):
-                summary.update(stage(cfg, out_dir, ctx))
-        summary["status"] = RunStatus.completed
+                record.add_results(stage(cfg, out_dir, ctx))
+        record.mark(RunStatus.completed, record.error)
     except SkipCell as exc:
-        summary.update(status=RunStatus.skipped, error=str(exc))
+        record.mark(RunStatus.skipped, str(exc))
         log.warning("skipped: %s", exc, extra={TERMINAL: False})
         if not in_trial:  # a single run that cannot run here: exit 2 (rlperf.errors)
             raise
     except UserError as exc:  # an input the stage found wrong (a checkpoint, a model file)
-        summary.update(status=RunStatus.invalid, error=error_line(exc))
-        summary["traceback"] = traceback.format_exc()
+        record.mark(RunStatus.invalid, error_line(exc), traceback.format_exc())
         log.error("invalid: %s", exc, extra={TERMINAL: False})
         raise
     except TrialStopped:
-        summary.update(status=RunStatus.stopped_early, error="stopped by the search's scheduler")
+        record.mark(RunStatus.stopped_early, "stopped by the search's scheduler")
         raise
     except KeyboardInterrupt:
-        summary.update(status=RunStatus.interrupted, error=interrupt_reason())
+        record.mark(RunStatus.interrupted, interrupt_reason())
         raise
     except BaseException as exc:
         full = _disk_full(exc, out_dir, len(ctx.rows))
-        summary.update(status=RunStatus.failed, error=error_line(full or exc))
-        summary["traceback"] = traceback.format_exc()
-        log.error("failed: %s", summary["error"], exc_info=True, extra={TERMINAL: False})
+        record.mark(RunStatus.failed, error_line(full or exc), traceback.format_exc())
+        log.error("failed: %s", record.error, exc_info=True, extra={TERMINAL: False})
         if full is not None:
             raise full from exc
         raise
@@ -272,14 +276,14 @@ def execute_stage(
         ctx.close_display()
         if sampler is not None:
             sampler.stop()
-            summary["cpu_energy"] = sampler.cpu_energy_record()
-        record_env_protocol(summary, resolved)
-        summary[WALL_S] = ctx.elapsed_s()
-        if stage_spec(summary.get("stage")).trains:  # a downstream job has steps, not iterations
-            summary.setdefault("iterations", len(ctx.rows))
-        _write_final_summary(redactor.tree(summary), out_dir)
+            record.cpu_energy = sampler.cpu_energy_record()
+        record_env_protocol(record, resolved)
+        record.wall_s = ctx.elapsed_s()
+        if stage_spec(record.stage).trains and record.iterations is None:
+            record.iterations = len(ctx.rows)  # a downstream job has steps, not iterations
+        _write_final_summary(RunRecord(redactor.tree(record.data)), out_dir)
         _close_tracking(ctx, out_dir, redactor)
-    return summary
+    return record
 
 
 def check_stage_feasible(cfg: DictConfig, ctx: JobContext) -> None:
@@ -311,27 +315,27 @@ def _close_tracking(ctx: JobContext, out_dir: Path, redactor: Redactor) -> None:
     that failed meanwhile (an incident). Nothing without tracking."""
     if ctx.tracking is None:
         return
-    t0, status = time.monotonic(), str(ctx.summary["status"])
+    t0, status = time.monotonic(), str(ctx.record.status)
     # A stop signal's exit keeps within a scheduler's grace period (docs/exit-codes.md).
     wait_s = INTERRUPTED_CLOSE_WAIT_S if status == RunStatus.interrupted else CLOSE_WAIT_S
-    ctx.tracking.close(status, artifact_paths(out_dir), env_tags(ctx.summary), wait_s)
-    ctx.summary["tracking"] = {
+    ctx.tracking.close(status, artifact_paths(out_dir), env_tags(ctx.record), wait_s)
+    ctx.record.tracking = {
         "tools": ctx.tracking.tools,
         "failed": ctx.tracking.failed,
         "close_s": time.monotonic() - t0,
     }
     with contextlib.suppress(OSError):  # the summary written before stands
-        write_json(out_dir / SUMMARY_FILE, redactor.tree(ctx.summary))
+        RunRecord(redactor.tree(ctx.record.data)).write(out_dir)
 
 
-def _write_final_summary(summary: dict[str, Any], out_dir: Path) -> None:
+def _write_final_summary(record: RunRecord, out_dir: Path) -> None:
     """``summary.json`` as the job ended. A full disk: said in the job log; an error of its
     own only where the job completed (where it failed, its error says more)."""
     try:
-        write_json(out_dir / SUMMARY_FILE, summary)
+        record.write(out_dir)
     except OSError as exc:
         log.error("cannot write %s: %s", out_dir / SUMMARY_FILE, exc, extra={TERMINAL: False})
-        if summary["status"] == RunStatus.completed:
+        if record.completed:
             raise ResultsWriteError(
                 f"cannot write {out_dir / SUMMARY_FILE}: {exc.strerror or exc}; the job "
                 f"completed and its other result files are written"
@@ -387,16 +391,16 @@ class Heartbeat:
             ctx.last_line = now
 
 
-def record_env_protocol(summary: dict[str, Any], resolved: Mapping[str, Any]) -> None:
-    """``summary["env_protocol"]``: what an env step of this job is (rlperf.results.protocol).
+def record_env_protocol(record: RunRecord, resolved: Mapping[str, Any]) -> None:
+    """``record.env_protocol``: what an env step of this job is (rlperf.results.protocol).
 
     Of the env the job played: a training job's is its config's ``env``; a rollout or
     edge job plays the upstream run's env with the command line's ``env.*`` on top, which
-    the stage records as ``summary["env"]`` (none yet if it failed before resolving the
+    the stage records as ``record.env`` (none yet if it failed before resolving the
     run: then no protocol either). A serve job plays no env. Written in every outcome, so
     a failed or interrupted training still says what it was training on.
     """
-    source, env = stage_spec(summary.get("stage")).env_source, summary.get("env")
+    source, env = stage_spec(record.stage).env_source, record.env
     if source == EnvSource.none:
         return
     if not isinstance(env, Mapping):
@@ -411,19 +415,14 @@ def record_env_protocol(summary: dict[str, Any], resolved: Mapping[str, Any]) ->
                 facts.simulator,
                 facts.simulator_version,
             )
-        summary["env_protocol"] = protocol
+        record.env_protocol = protocol
 
 
-def _new_summary(cfg: Any, status: RunStatus) -> dict[str, Any]:
+def _new_record(cfg: Any, status: RunStatus) -> RunRecord:
     """The keys every ``summary.json`` starts with."""
-    return {
-        "status": status,
-        "stage": str(OmegaConf.select(cfg, "stage")),
-        "backend": str(OmegaConf.select(cfg, "backend.name")),
-        "error": None,
-        "traceback": None,
-        "incidents": [],  # problems that did not stop the job (JobContext.incident)
-    }
+    return RunRecord.new(
+        str(OmegaConf.select(cfg, "stage")), str(OmegaConf.select(cfg, "backend.name")), status
+    )
 
 
 def write_refused_summary(out_dir: Path, cfg: Any, status: str, reason: str) -> Path:
@@ -433,16 +432,9 @@ def write_refused_summary(out_dir: Path, cfg: Any, status: str, reason: str) -> 
     crashed run. Written by the job wrapper and by the sweep pre-flight.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = {
-        **_new_summary(cfg, RunStatus(status)),
-        "error": reason,
-        WALL_S: 0.0,
-        "iterations": 0,
-        "preflight": True,
-    }
-    path = out_dir / SUMMARY_FILE
-    write_json(path, summary)
-    return path
+    record = _new_record(cfg, RunStatus(status))
+    record.error, record.wall_s, record.iterations, record.preflight = reason, 0.0, 0, True
+    return record.write(out_dir)
 
 
 def _start_telemetry(

@@ -42,13 +42,13 @@ def run_stage(cfg: DictConfig, out_dir: Path | None = None) -> float | None:
     out_dir = out_dir or output_dir()
     stage = stage_function(str(cfg.stage))
     if running_in_trial():
-        summary = execute_stage(cfg, out_dir, stage)
+        record = execute_stage(cfg, out_dir, stage)
     else:
         with terminal_session(str(cfg.verbosity), None) as console:
             for line in header_lines(cfg, out_dir, console.log_path):
                 console.say(line)
-            summary = execute_stage(cfg, out_dir, stage)
-            for line in summary_lines(summary, out_dir):
+            record = execute_stage(cfg, out_dir, stage)
+            for line in summary_lines(record, out_dir):
                 console.say(line)
-    metric = summary.get("metrics", {}).get(ITER_S, {}).get("mean")
+    metric = record.metric_mean(ITER_S)
     return float(metric) if metric is not None else None

@@ -11,7 +11,8 @@ from omegaconf import OmegaConf
 
 from rlperf.console.progress import format_duration
 from rlperf.layout import EXCLUDED_COLUMN
-from rlperf.results.columns import ENV_STEPS_PER_S, FRAMES_PER_S, ITER_S, LEARN_S, SAMPLE_S, WALL_S
+from rlperf.results.columns import ENV_STEPS_PER_S, FRAMES_PER_S, ITER_S, LEARN_S, SAMPLE_S
+from rlperf.results.record import RunRecord
 from rlperf.specs.stages import DEFAULT_STAGE, STAGES, stage_spec
 
 #: A header key that some options of its group lack, and the key that names the same thing
@@ -35,12 +36,11 @@ def header_lines(cfg: Any, out_dir: Path, log_path: Path | None) -> list[str]:
     return [f"rlperf {stage}: {' '.join(parts)}", f"  {where}"]
 
 
-def summary_lines(summary: Mapping[str, Any], out_dir: Path) -> list[str]:
+def summary_lines(record: RunRecord, out_dir: Path) -> list[str]:
     """The outcome and the headline figures of ``summary.json``, in two or three lines."""
-    status = summary.get("status")
-    wall = format_duration(summary.get(WALL_S))
-    head = f"{status} in {wall}"
-    spec = stage_spec(summary.get("stage", DEFAULT_STAGE))
+    summary = record.data  # the stage's figures, by key until its part is typed
+    head = f"{record.status} in {format_duration(record.wall_s)}"
+    spec = stage_spec(record.stage or DEFAULT_STAGE)
     counts = [
         f"{n} {label}" for key, label in spec.counts if isinstance(n := _at(summary, key), int)
     ]

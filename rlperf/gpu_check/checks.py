@@ -35,6 +35,7 @@ from rlperf.layout import (
     TELEMETRY_FILE,
 )
 from rlperf.results.columns import FORWARD_MS, ITER_S, LEARN_S, TIME_S
+from rlperf.results.record import from_json
 from rlperf.telemetry.sampler import GPU_METRICS
 from rlperf.vocabulary import Exclusion, RunStatus
 
@@ -123,8 +124,9 @@ def status_check(label: str, summary: dict[str, Any] | None) -> Check:
     """The job completed (``summary.json`` ``status``)."""
     if summary is None:
         return Check(f"{label}: status", RunStatus.completed, "no summary.json", False)
-    status = str(summary.get("status"))
-    seen = status if summary.get("error") is None else f"{status}: {summary['error']}"
+    record = from_json(summary)
+    status = str(record.status)
+    seen = status if record.error is None else f"{status}: {record.error}"
     return Check(f"{label}: status", RunStatus.completed, seen[:120], status == RunStatus.completed)
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,24 +50,3 @@ def excluded_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         if is_excluded(reason):
             out[str(reason)] = out.get(str(reason), 0) + 1
     return out
-
-
-def write_json(path: Path, payload: Mapping[str, Any]) -> None:
-    """Write JSON atomically (NaN as null), so a crash never leaves half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
-        tmp.write_text(json.dumps(_nan_to_none(payload), indent=2, sort_keys=False) + "\n")
-        tmp.replace(path)
-    except BaseException:  # a full disk: the file before stays, no half-written .tmp beside it
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _nan_to_none(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, Mapping):
-        return {str(k): _nan_to_none(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_nan_to_none(v) for v in obj]
-    return obj

@@ -35,11 +35,11 @@ from rlperf.layout import (
     METRICS_FILE,
     OVERRIDES_FILE,
     POLICY_FILE,
-    SUMMARY_FILE,
     current_group,
     is_excluded,
 )
 from rlperf.results.columns import EPISODE_RETURN_MEAN, ITER_S
+from rlperf.results.record import read_record
 from rlperf.runs.overrides import explicit_model, override_keys
 from rlperf.specs.stages import trains
 from rlperf.vocabulary import RunStatus
@@ -176,11 +176,8 @@ def _hydra_choices(job_dir: Path) -> dict[str, Any]:
 
 
 def _summary_status(job_dir: Path) -> str | None:
-    try:
-        status = json.loads((job_dir / SUMMARY_FILE).read_text()).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return str(status) if status is not None else None
+    record = read_record(job_dir)
+    return None if record is None or record.status is None else str(record.status)
 
 
 def _metrics_rows(job_dir: Path) -> list[dict[str, str]]:

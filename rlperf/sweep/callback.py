@@ -17,8 +17,9 @@ from typing import Any
 from ray import tune
 
 from rlperf.errors import interrupt_reason
+from rlperf.results.record import RunRecord, read_record
 from rlperf.results.storage import trial_folder
-from rlperf.sweep.index import jsonable_return, mark_summary, now_iso, read_summary, summary_status
+from rlperf.sweep.index import jsonable_return, mark_summary, now_iso, summary_status
 from rlperf.sweep.state import Cell, Sweep
 from rlperf.sweep.trial import (
     RESULT_ENTERED,
@@ -81,7 +82,7 @@ class SweepCallback(tune.Callback):
         status = summary_status(cell.out_dir) if cell.rlperf else RunStatus.completed
         reason = None
         if status == RunStatus.skipped:
-            reason = read_summary(cell.out_dir).get("error")
+            reason = (read_record(cell.out_dir) or RunRecord()).error
         elif status != RunStatus.completed:
             # The task function returned without rlperf's summary (a foreign task function).
             status = RunStatus.completed
@@ -99,14 +100,12 @@ class SweepCallback(tune.Callback):
 
     def _error(self, cell: Cell, trial: Any) -> None:
         """A trial's cell ended with an error (its files, what there are, are here)."""
-        summary = read_summary(cell.out_dir) if cell.rlperf else {}
+        job = (read_record(cell.out_dir) if cell.rlperf else None) or RunRecord()
         # The job found an input wrong (a checkpoint, a model file): invalid, not failed.
-        status = (
-            RunStatus.invalid if summary.get("status") == RunStatus.invalid else RunStatus.failed
-        )
+        status = RunStatus.invalid if job.status == RunStatus.invalid else RunStatus.failed
         text = _trial_error(trial)
-        reason = summary.get("error") or lost_node(cell.record.node, text) or _first_line(text)
-        if cell.rlperf and summary.get("status") not in (RunStatus.failed, RunStatus.invalid):
+        reason = job.error or lost_node(cell.record.node, text) or _first_line(text)
+        if cell.rlperf and job.status not in (RunStatus.failed, RunStatus.invalid):
             # The job never said (its process or node died): the folder says it here.
             mark_summary(cell.out_dir, status, reason)
         self._finish(cell, status, reason)

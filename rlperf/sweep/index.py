@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rlperf.layout import CELL_FILE, INDEX_FILE, SUMMARY_FILE
-from rlperf.results.summary import write_json
+from rlperf.layout import CELL_FILE, INDEX_FILE
+from rlperf.results.jsonfile import write_json
+from rlperf.results.record import RunRecord, read_record
 from rlperf.vocabulary import FINAL_STATUSES, RunStatus
 
 INDEX_VERSION = 1
@@ -143,19 +144,8 @@ class SweepIndex:
 
 def summary_status(cell_dir: Path) -> str | None:
     """``status`` of ``cell_dir/summary.json``; None when missing or unreadable."""
-    try:
-        return str(json.loads((cell_dir / SUMMARY_FILE).read_text())["status"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def read_summary(cell_dir: Path) -> dict[str, Any]:
-    """``cell_dir/summary.json`` as a dict ({} when missing or unreadable)."""
-    try:
-        data = json.loads((cell_dir / SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    record = read_record(cell_dir)
+    return None if record is None or record.status is None else str(record.status)
 
 
 def write_cell_file(cell_dir: Path, record: CellRecord) -> None:
@@ -170,8 +160,7 @@ def mark_summary(cell_dir: Path, status: str, error: str | None) -> None:
     For an outcome the job itself could not write: a cell interrupted while its
     trial was torn down keeps every aggregate and row it had flushed.
     """
-    summary = read_summary(cell_dir) or {"stage": None, "traceback": None}
-    summary["status"] = status
-    summary["error"] = error
+    record = read_record(cell_dir) or RunRecord.unwritten()
+    record.mark(status, error)
     cell_dir.mkdir(parents=True, exist_ok=True)
-    write_json(cell_dir / SUMMARY_FILE, summary)
+    record.write(cell_dir)

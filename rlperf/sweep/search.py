@@ -41,11 +41,12 @@ from rlperf.layout import MULTIRUN_FILE, SEARCH_FILE
 from rlperf.resources.node_watch import NodeLost, watch_node
 from rlperf.resources.plan import detect_machine
 from rlperf.resources.ray_session import init_ray, joined_address
+from rlperf.results.record import read_record
 from rlperf.results.storage import credential_env, parse_storage
 from rlperf.sweep.callback import SweepCallback, mark_interrupted, mark_running
 from rlperf.sweep.cells import cell_hash
 from rlperf.sweep.groups import tune_environment, tune_run_config
-from rlperf.sweep.index import CellRecord, SweepIndex, mark_summary, read_summary, write_cell_file
+from rlperf.sweep.index import CellRecord, SweepIndex, mark_summary, write_cell_file
 from rlperf.sweep.preflight import check_sweep_shared
 from rlperf.sweep.prepare import task_config
 from rlperf.sweep.progress import SweepProgress, format_table
@@ -368,9 +369,9 @@ class SearchCallback(SweepCallback):
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         cell = self._cell(trial)
         self._fetch(cell)
-        summary = read_summary(cell.out_dir)
-        if summary.get("preflight") and summary.get("status") in REFUSED_STATUSES:
-            self._finish(cell, str(summary["status"]), summary.get("error"))
+        job = read_record(cell.out_dir)
+        if job is not None and job.preflight and job.status in REFUSED_STATUSES:
+            self._finish(cell, str(job.status), job.error)
             return
         self._error(cell, trial)
 

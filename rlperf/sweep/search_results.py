@@ -17,8 +17,8 @@ from omegaconf import OmegaConf
 
 from rlperf.layout import CONFIG_FILE, METRICS_FILE, SEARCH_FILE
 from rlperf.results.columns import EPISODE_RETURN_MEAN, TRAIN_COLUMNS
-from rlperf.results.summary import write_json
-from rlperf.sweep.index import read_summary
+from rlperf.results.jsonfile import write_json
+from rlperf.results.record import read_record
 from rlperf.vocabulary import RunStatus
 
 #: The best trial's preset: ``<search folder>/experiment/search_best.yaml``, run with
@@ -42,8 +42,8 @@ def trial_score(cell_dir: Path, metric: str) -> float | None:
     the ``summary.json`` key (``time_to_target_s`` is null when the target was not reached)."""
     if per_iteration(metric):
         return _last_value(cell_dir / METRICS_FILE, metric)
-    value = read_summary(cell_dir).get(metric)
-    return _finite(value)
+    record = read_record(cell_dir)
+    return _finite(record.data.get(metric) if record is not None else None)
 
 
 def _finite(value: Any) -> float | None:

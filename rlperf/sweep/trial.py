@@ -33,10 +33,9 @@ from rlperf.errors import CellFailed, TrialStopped
 from rlperf.job_wrapper import IN_TRIAL_ENV, STEP_SINKS
 from rlperf.layout import CONFIG_FILE, SUMMARY_FILE
 from rlperf.results.columns import ENV_STEPS
+from rlperf.results.record import RunRecord, read_record
 from rlperf.results.storage import Storage
-from rlperf.results.summary import write_json
 from rlperf.sweep.cells import is_rlperf_config
-from rlperf.sweep.index import read_summary
 from rlperf.sweep.prepare import freeze_folder
 from rlperf.sweep.search_results import ENV_STEPS_TOTAL
 from rlperf.sweep.state import Cell
@@ -222,14 +221,12 @@ def _record_failure(out_dir: Path, cfg: Any, exc: BaseException) -> None:
     """
     if cfg is None or not is_rlperf_config(cfg):
         return
-    summary = read_summary(out_dir)
-    if summary.get("status") in (RunStatus.failed, RunStatus.invalid) and summary.get("traceback"):
+    record = read_record(out_dir) or RunRecord()
+    if record.status in (RunStatus.failed, RunStatus.invalid) and record.traceback:
         return
-    summary.setdefault("stage", str(cfg.get("stage")))
-    summary.update(
-        status=RunStatus.failed,
-        error=f"{type(exc).__name__}: {exc}",
-        traceback="".join(traceback.format_exception(exc)),
-    )
+    if record.stage is None:
+        record.stage = str(cfg.get("stage"))
+    error = f"{type(exc).__name__}: {exc}"
+    record.mark(RunStatus.failed, error, "".join(traceback.format_exception(exc)))
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / SUMMARY_FILE, summary)
+    record.write(out_dir)

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.console import TERMINAL
 from rlperf.errors import ConfigError
 from rlperf.layout import INDEX_FILE, SEARCH_FILE
+from rlperf.results.record import RunRecord
 from rlperf.tracking.dispatch import Incident, Tracking, first_line
 from rlperf.tracking.record import job_of, sweep_ref
 from rlperf.tracking.redact import Redactor
@@ -60,17 +61,17 @@ def open_tracking(
     out_dir: Path,
     config: dict[str, Any],
     fingerprint: Mapping[str, Any],
-    summary: Mapping[str, Any],
+    record: RunRecord,
     incident: Incident,
 ) -> Tracking | None:
     """The job's tracking, or None when ``tracking`` picks no tool (or it cannot be opened:
-    an incident, and the job goes on). ``summary``: the job's, with its env protocol."""
+    an incident, and the job goes on). ``record``: the job's summary, with its env protocol."""
     tracking = OmegaConf.select(cfg, "tracking")
     tools = enabled_tools(tracking)
     if not tools:
         return None
     try:
-        protocol = summary.get("env_protocol")
+        protocol = record.env_protocol
         job = job_of(str(cfg.stage), out_dir.resolve(), config, fingerprint, protocol,
                      hydra_runtime())  # fmt: skip
         settings = ToolSettings.of(tracking)

@@ -38,6 +38,7 @@ from rlperf.results.columns import ENV_STEPS, TIME_S, WALL_S
 from rlperf.results.csvlog import read_rows
 from rlperf.results.flat import flatten
 from rlperf.results.latency import episode_windows
+from rlperf.results.record import RunRecord, read_record
 from rlperf.specs.stages import DEFAULT_STAGE, stage_spec
 from rlperf.vocabulary import RunStatus
 
@@ -167,10 +168,10 @@ def protocol_tags(protocol: Mapping[str, Any] | None) -> dict[str, str]:
     return {f"env_protocol.{k}": param_text(v) for k, v in flatten(dict(protocol)).items()}
 
 
-def env_tags(summary: Mapping[str, Any]) -> dict[str, str]:
+def env_tags(record: RunRecord) -> dict[str, str]:
     """The env protocol of a job's ``summary.json`` as tags: a downstream job knows it only
     once it has read its upstream run, so it is sent again at the end."""
-    protocol = summary.get("env_protocol")
+    protocol = record.env_protocol
     return protocol_tags(protocol if isinstance(protocol, Mapping) else None)
 
 
@@ -314,10 +315,9 @@ def folder_job(folder: Path) -> tuple[TrackedJob, str]:
     """A job folder written earlier as the job it sent, or would have sent, live: the same
     identity, names, config (the fingerprint's resolved copy), tags; and its status."""
     fingerprint = read_json(folder / FINGERPRINT_FILE)
-    summary = read_json(folder / SUMMARY_FILE)
+    record = read_record(folder) or RunRecord()
     config = fingerprint.get("config")
     config = config if isinstance(config, dict) else {}
-    stage = str(summary.get("stage") or config.get("stage") or DEFAULT_STAGE)
-    protocol = summary.get("env_protocol")
-    job = job_of(stage, folder, config, fingerprint, protocol, hydra_record(folder))
-    return job, str(summary.get("status") or RunStatus.completed)
+    stage = str(record.stage or config.get("stage") or DEFAULT_STAGE)
+    job = job_of(stage, folder, config, fingerprint, record.env_protocol, hydra_record(folder))
+    return job, str(record.status or RunStatus.completed)

@@ -19,6 +19,7 @@ from rlperf.console.capture import OutputCapture
 from rlperf.console.filters import TerminalFilter
 from rlperf.console.progress import RunProgress
 from rlperf.console.text import header_lines, summary_lines
+from rlperf.results.record import RunRecord
 from tests.conftest import TERMINAL_FILE
 
 # Lines Ray 2.60 / RLlib print in every quickstart (before this console: 80 of 99 lines).
@@ -179,7 +180,7 @@ def test_header_and_summary_name_what_ran_and_what_it_measured(compose_cfg) -> N
         "faults": [{"iteration": 3}],
         "metrics": {"iter_s": {"mean": 5.25}, "env_steps_per_s": {"mean": float("nan")}},
     }
-    lines = summary_lines(summary, Path("/out/run"))
+    lines = summary_lines(RunRecord(summary), Path("/out/run"))
     assert (
         lines[0]
         == "completed in 1m15s: 3 iteration(s) (excluded from the figures: 1 fault, 1 warmup)"
@@ -189,9 +190,9 @@ def test_header_and_summary_name_what_ran_and_what_it_measured(compose_cfg) -> N
     # A serve job's faults are the replicas it killed: none, no line (not "2 faults").
     serve = {"status": "completed", "stage": "serve", "wall_s": 69.0,
              "faults": {"replicas_killed": [], "levels": []}}  # fmt: skip
-    assert not any("fault" in line for line in summary_lines(serve, Path("/out/serve")))
+    assert not any("fault" in line for line in summary_lines(RunRecord(serve), Path("/out/serve")))
     serve["faults"] = {"replicas_killed": ["SERVE_REPLICA::a"], "levels": [3]}
-    assert "1 fault(s) recorded" in summary_lines(serve, Path("/out/serve"))[-2]
+    assert "1 fault(s) recorded" in summary_lines(RunRecord(serve), Path("/out/serve"))[-2]
     # A serve job's headline: levels, the policy over HTTP, the max rate, the actions' check.
     serve = {"status": "completed", "stage": "serve", "wall_s": 57.0, "levels": 11,
              "requests": 3730, "excluded": {"warmup": 330},
@@ -199,16 +200,19 @@ def test_header_and_summary_name_what_ran_and_what_it_measured(compose_cfg) -> N
              "max_rate_under_slo": {"slo_ms": 20.0, "max_rate_rps": None, "bounded": True,
                                     "levels_searched": [25.0, 50.0, 100.0]},
              "actions": {"checked": 2840, "mismatches": 0, "max_err_of_range": 0.0}}  # fmt: skip
-    lines = summary_lines(serve, Path("/out/serve"))
+    lines = summary_lines(RunRecord(serve), Path("/out/serve"))
     assert lines[:2] == [
         "completed in 57s: 11 level(s), 3730 request(s) (excluded from the figures: 330 warmup)",
         "  http p50 6.73 ms (1 client) | max rate with p99 within 20 ms: none of 25-100 req/s"
         " | 2840 action(s) checked, 0 mismatch(es) (max error 0 of the range)",
     ]
     serve["max_rate_under_slo"].update(max_rate_rps=50.0)  # type: ignore[attr-defined]
-    assert "within 20 ms: 50 req/s |" in summary_lines(serve, Path("/out/serve"))[1]
+    assert "within 20 ms: 50 req/s |" in summary_lines(RunRecord(serve), Path("/out/serve"))[1]
     serve["max_rate_under_slo"].update(max_rate_rps=100.0, bounded=False)  # type: ignore[attr-defined]
-    assert "within 20 ms: 100 req/s or more |" in summary_lines(serve, Path("/out/serve"))[1]
+    assert (
+        "within 20 ms: 100 req/s or more |"
+        in summary_lines(RunRecord(serve), Path("/out/serve"))[1]
+    )
     cfg = compose_cfg("stage=serve", "run=/runs/a", "backend=tflite_int8")
     assert header_lines(cfg, Path("/out/serve"), None)[0] == (
         "rlperf serve: run=/runs/a backend=tflite_int8"
@@ -216,7 +220,7 @@ def test_header_and_summary_name_what_ran_and_what_it_measured(compose_cfg) -> N
     # A downstream job counts steps and episodes, not the iterations it never ran.
     edge = {"status": "completed", "stage": "edge", "wall_s": 27.0, "iterations": 0,
             "steps": 6612, "episodes": {"count": 10}, "excluded": {"warmup": 50}}  # fmt: skip
-    assert summary_lines(edge, Path("/out/edge"))[0] == (
+    assert summary_lines(RunRecord(edge), Path("/out/edge"))[0] == (
         "completed in 27s: 6612 step(s), 10 episode(s) (excluded from the figures: 50 warmup)"
     )
 

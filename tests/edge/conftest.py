@@ -42,4 +42,4 @@ def run_edge(cfg: Any, out_dir: Path, *, job: bool = False) -> dict[str, Any]:
         return edge_stage(cfg, out_dir, JobContext.for_job(cfg, out_dir))
     (out_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, out_dir / ".hydra" / "config.yaml")
-    return execute_stage(cfg, out_dir, edge_stage, in_trial=True)
+    return execute_stage(cfg, out_dir, edge_stage, in_trial=True).data

@@ -70,7 +70,7 @@ def test_the_windows_share_the_steps() -> None:
 def test_an_env_job_writes_its_windows_and_summary(compose_cfg, tmp_path: Path) -> None:
     # env.dim=42 beside model1's 84: stage=env without run= builds no network.
     cfg = compose_cfg("stage=env", "env.engine=ale_vector", "env_runner.num_envs=4", *TINY)
-    summary = execute_stage(cfg, tmp_path, stage_function("env"), in_trial=False)
+    summary = execute_stage(cfg, tmp_path, stage_function("env"), in_trial=False).data
     assert summary["status"] == "completed"
     rows = _rows(tmp_path / METRICS_FILE)
     assert [r["excluded"] for r in rows] == ["warmup", "", "", "", ""]
@@ -102,7 +102,7 @@ def test_env_bench_precision_stops_at_a_planned_look(compose_cfg, tmp_path: Path
     cfg = compose_cfg("stage=env", "env=cartpole", "env_bench.steps=8000",
                       "env_bench.windows=40", "env_bench.warmup_steps=200",
                       "env_bench.precision=0.5")  # fmt: skip
-    summary = execute_stage(cfg, tmp_path, stage_function("env"), in_trial=False)
+    summary = execute_stage(cfg, tmp_path, stage_function("env"), in_trial=False).data
     assert summary["status"] == "completed"
     s = json.loads((tmp_path / SUMMARY_FILE).read_text())
     p = s["precision"]
@@ -167,7 +167,7 @@ def test_a_runs_policy_chooses_the_actions(
     cfg = compose_cfg("stage=env", f"run={run}", "env_runner.num_envs=2",
                       "env_bench.steps=120", "env_bench.warmup_steps=0", "env_bench.windows=2",
                       "telemetry.enabled=false")  # fmt: skip
-    summary = execute_stage(cfg, tmp_path, stage_function("env"), in_trial=False)
+    summary = execute_stage(cfg, tmp_path, stage_function("env"), in_trial=False).data
     assert summary["status"] == "completed" and summary["steps"] == 120
     assert summary["actions"].startswith("greedy (argmax) actions of ")
     assert summary["source"]["run"] == str(run)
@@ -231,7 +231,7 @@ def test_a_mujoco_env_is_measured_and_reported(
     cfg = compose_cfg("stage=env", "env=mujoco", "model=mlp64", "env_runner.num_envs=2",
                       "env_bench.steps=600", "env_bench.warmup_steps=60",
                       "env_bench.windows=4", "telemetry.enabled=false")  # fmt: skip
-    summary = execute_stage(cfg, run, stage_function("env"), in_trial=False)
+    summary = execute_stage(cfg, run, stage_function("env"), in_trial=False).data
     assert summary["status"] == "completed" and summary["steps"] == 600
     assert summary["env_steps_per_s"] > 100  # thousands here; random torques
     assert len(summary["cpu"]["per_core_busy_pct"]) == os.cpu_count()

@@ -261,7 +261,7 @@ def serve_stage(compose_cfg: Any, out: Path, *overrides: str) -> dict[str, Any]:
     cfg = compose_cfg(*overrides)
     (out / ".hydra").mkdir()
     OmegaConf.save(cfg, out / ".hydra" / "config.yaml")
-    return execute_stage(cfg, out, run_serve, in_trial=True)
+    return execute_stage(cfg, out, run_serve, in_trial=True).data
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,8 @@ from rlperf.resources.placement import plan_record
 from rlperf.resources.plan import ResourcePlan
 from rlperf.results.columns import ALGO_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
-from rlperf.results.summary import write_json
+from rlperf.results.jsonfile import write_json
+from rlperf.results.record import RunRecord
 from rlperf.telemetry.sampler import TelemetrySampler, gpu_columns
 from rlperf.training.target import StopCheck
 
@@ -246,7 +247,9 @@ def write_training(
         **StopCheck(cfg).summary(),  # no train.stop target: ran its iterations
         "wall_s": 31.5,
     }
-    record_env_protocol(summary, OmegaConf.to_container(cfg, resolve=True))  # as the job does
+    record_env_protocol(
+        RunRecord(summary), OmegaConf.to_container(cfg, resolve=True)
+    )  # as the job does
     write_json(folder / SUMMARY_FILE, summary)
     return record
 

@@ -161,7 +161,7 @@ def _fixed_design_s(runs: Sequence[Cell]) -> tuple[int, float] | None:
     design_max = int(design.get("max") or 1)
     by_conf: dict[str, list[float]] = {}
     for c in runs:
-        done = int(c.summary.get("iterations") or 0)
+        done = int(c.record.iterations or 0)
         cap = int(c.leaves.get("train.iterations") or done or 1)
         full = float(c.summary[WALL_S]) * (cap / done if done else 1.0)
         by_conf.setdefault(f"{c.family}:{configuration_key(c)}", []).append(full)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.results.columns import ITERATION, OTHER_S, TIME_S, TRAIN_COLUMNS
 from rlperf.results.columns import PHASES as TIMED_PHASES
+from rlperf.results.record import RunRecord, from_json
 from rlperf.specs.stages import STAGE_FAMILY
 from rlperf.vocabulary import RunStatus
 
@@ -149,6 +150,11 @@ class Cell:
     def family(self) -> str:
         """The comparison family of the cell's stage."""
         return family_of(self.stage)
+
+    @property
+    def record(self) -> RunRecord:
+        """``summary.json`` as the typed record (a view of :attr:`summary`)."""
+        return from_json(self.summary)
 
     @property
     def completed(self) -> bool:

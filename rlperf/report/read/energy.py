@@ -95,7 +95,7 @@ def cpu_unavailable_reason(cell: Cell) -> str:
         return ""
     if cell.source == "legacy":
         return "not measured here: RLlib 1.x recorded no CPU energy"
-    record = cell.summary.get("cpu_energy")
+    record = cell.record.cpu_energy
     if not isinstance(record, dict):
         return "not measured here: no record (telemetry disabled, or an older rlperf)"
     return f"not measured here: {record.get('unavailable_reason') or 'no RAPL reading'}"
@@ -114,7 +114,7 @@ def cpu_energy_summary(cell: Cell) -> dict[str, Any]:
     kept = included(df)
     energy = float(pd.to_numeric(kept[CPU_ENERGY_J], errors="coerce").sum(min_count=1))
     env_steps = float(kept[ENV_STEPS].sum())
-    record = cell.summary.get("cpu_energy") or {}
+    record = cell.record.cpu_energy or {}
     return {
         CPU_ENERGY_J: energy,
         "cpu_energy_per_1k_env_steps_j": 1000 * energy / env_steps if env_steps > 0 else np.nan,

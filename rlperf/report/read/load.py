@@ -52,6 +52,7 @@ from rlperf.results.columns import (
 )
 from rlperf.results.flat import flatten
 from rlperf.results.protocol import env_protocol
+from rlperf.results.record import from_json
 from rlperf.specs.backends import Backend
 from rlperf.specs.stages import STAGES, EnvSource, StageSpec
 from rlperf.vocabulary import Exclusion, RunStatus
@@ -302,7 +303,7 @@ def _env_protocol(
     downstream job without the former never learnt its run's env (the composed ``env``
     is not what it would have played), and a serve cell plays none: no protocol.
     """
-    recorded = summary.get("env_protocol")
+    recorded = from_json(summary).env_protocol
     if isinstance(recorded, dict) and recorded:
         return recorded
     env = cfg.get("env")
@@ -335,7 +336,7 @@ def _spec_of(stage: Any) -> StageSpec:
 
 def _axes(cfg: dict[str, Any], summary: dict[str, Any], path: Path) -> dict[str, Any]:
     """The canonical axes (:data:`AXIS_KEYS`) of a job config."""
-    stage = cfg.get("stage") or summary.get("stage")
+    stage = cfg.get("stage") or from_json(summary).stage
     if stage is None:
         stage = "train" if (path / METRICS_FILE).is_file() else "rollout"
     axes: dict[str, Any] = {"source": "rlperf"}
@@ -372,11 +373,12 @@ def _leaves(cfg: dict[str, Any], overrides: dict[str, str]) -> dict[str, Any]:
 
 def _status(summary: dict[str, Any], record: dict[str, Any], notes: list[str]) -> str:
     """The job's status from summary.json, else the launcher's record, else ``partial``."""
-    status = str(summary.get("status") or record.get("status") or RunStatus.partial)
+    job = from_json(summary)
+    status = str(job.status or record.get("status") or RunStatus.partial)
     if not summary and not record:
         notes.append("no summary.json: the job is still running or was killed")
     elif status != RunStatus.completed:
-        err = summary.get("error") or record.get("reason")
+        err = job.error or record.get("reason")
         notes.append(f"status {status}" + (f": {err}" if err else ""))
     return status
 

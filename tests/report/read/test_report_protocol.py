@@ -26,6 +26,7 @@ from rlperf.results.protocol import (
     protocol_key,
     protocol_text,
 )
+from rlperf.results.record import RunRecord
 from tests.conftest import THESIS
 from tests.support import synthetic
 
@@ -198,20 +199,20 @@ def test_the_job_wrapper_records_the_env_the_job_played(compose_cfg) -> None:
     cfg = compose_cfg()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     train = {"stage": "train"}
-    record_env_protocol(train, resolved)
+    record_env_protocol(RunRecord(train), resolved)
     assert train["env_protocol"] == env_protocol(resolved["env"])
     # A rollout plays the upstream run's env (recorded as summary["env"]), not its own cfg.env.
     played = {**env_config(cfg), "repeat_action_probability": 0.25}
     rollout = {"stage": "rollout", "env": played}
-    record_env_protocol(rollout, resolved)
+    record_env_protocol(RunRecord(rollout), resolved)
     assert rollout["env_protocol"]["sticky_action_probability"] == 0.25
     # An edge job records the Atari keys without kind; one that failed before resolving its
     # run has no env yet, and a serve job plays none.
     edge = {"stage": "edge", "env": {k: v for k, v in played.items() if k != "kind"}}
-    record_env_protocol(edge, resolved)
+    record_env_protocol(RunRecord(edge), resolved)
     assert edge["env_protocol"] == rollout["env_protocol"]
     for summary in ({"stage": "edge"}, {"stage": "serve", "env": played}):
-        record_env_protocol(summary, resolved)
+        record_env_protocol(RunRecord(summary), resolved)
         assert "env_protocol" not in summary
 
 

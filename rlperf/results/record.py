@@ -1,0 +1,196 @@
+"""``summary.json`` as a typed record: what a job writes and the sweep, tracking and report read.
+
+A :class:`RunRecord` is the file: every key it declares is a typed attribute
+(:class:`Key`), read and written by name, never by a string. It keeps the keys in the
+order the job learnt them, so ``summary.json`` stays the file it was (a training
+writes its env protocol before its stage runs, a rollout after it). The keys of a
+stage's own part (metrics, latency, fidelity, ...) that no declared attribute holds
+yet are kept as written (:attr:`RunRecord.results`), and every key the reader does not
+know (a newer rlperf's) survives a rewrite.
+
+Older files read through :func:`read_record`, a versioned reader: today's files carry
+no ``version`` key and are version 1 (:data:`RECORD_VERSION`); a file without
+``status`` (written by rlperf 0.1, or a job killed before its first write of one) has
+``status`` None, which each reader resolves (the report from ``cell.json``, else
+``partial``). A version above this rlperf's is read for what it shares, never refused:
+the report of a newer folder still shows its outcome.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Generic, TypeVar, overload
+
+from rlperf.layout import SUMMARY_FILE
+from rlperf.results.columns import WALL_S
+from rlperf.results.jsonfile import write_json
+from rlperf.vocabulary import RunStatus
+
+#: The layout of ``summary.json`` this rlperf writes (absent from the file: version 1).
+RECORD_VERSION = 1
+#: The key a later layout will carry its version in.
+VERSION_KEY = "version"
+
+T = TypeVar("T")
+
+
+class Key(Generic[T]):
+    """One declared key of ``summary.json``: a typed attribute over the record's ordered keys.
+
+    Reading a key the file lacks gives ``default``; setting it adds it (at the end, the
+    first time) or replaces its value in place.
+    """
+
+    def __init__(self, default: T) -> None:
+        self.default = default
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> Key[T]: ...
+    @overload
+    def __get__(self, obj: RunRecord, objtype: type | None = None) -> T: ...
+    def __get__(self, obj: RunRecord | None, objtype: type | None = None) -> T | Key[T]:
+        if obj is None:
+            return self
+        if self.name not in obj.data:
+            return copy.copy(self.default)  # a default list is never shared between records
+        value: T = obj.data[self.name]
+        return value
+
+    def __set__(self, obj: RunRecord, value: T) -> None:
+        obj.data[self.name] = value
+
+
+class RunRecord:
+    """``summary.json`` of a job of any stage (docs/results.md#summary).
+
+    The keys every stage's job wrapper writes are declared here; the stage's own part
+    is :attr:`results`. ``data`` is the file's object, in order.
+    """
+
+    #: What the job's outcome is (:class:`RunStatus`), as the plain string the file holds;
+    #: None in a file without one (rlperf 0.1; a job killed before its first write).
+    status: Key[str | None] = Key(None)
+    stage: Key[str | None] = Key(None)
+    backend: Key[str | None] = Key(None)
+    #: One line: why the job did not complete (None when it did).
+    error: Key[str | None] = Key(None)
+    traceback: Key[str | None] = Key(None)
+    #: Problems that did not stop the job: ``{kind, at, message, setting}`` each.
+    incidents: Key[list[dict[str, Any]]] = Key([])
+    #: What an env step of the job is (rlperf.results.protocol), None without an env.
+    env_protocol: Key[dict[str, Any] | None] = Key(None)
+    #: The env a downstream job played (the upstream run's, with its own ``env.*``).
+    env: Key[dict[str, Any] | None] = Key(None)
+    #: RAPL's record of the job's CPU energy (None without telemetry).
+    cpu_energy: Key[dict[str, Any] | None] = Key(None)
+    #: Iterations a training ran (0 for a run refused before it started).
+    iterations: Key[int | None] = Key(None)
+    #: Refused before the stage started (``invalid`` / ``skipped`` by the pre-flight).
+    preflight: Key[bool] = Key(False)
+    #: Which tracking tools got the job, and how long closing them took.
+    tracking: Key[dict[str, Any] | None] = Key(None)
+
+    def __init__(self, data: dict[str, Any] | None = None) -> None:
+        # The caller's dict itself, not a copy: a reader's record is a view of what it parsed.
+        self.data: dict[str, Any] = data if data is not None else {}
+
+    @classmethod
+    def new(cls, stage: str | None, backend: str | None, status: str) -> RunRecord:
+        """The keys every ``summary.json`` starts with, in the order the file has them."""
+        record = cls()
+        record.status, record.stage, record.backend = str(status), stage, backend
+        record.error, record.traceback, record.incidents = None, None, []
+        return record
+
+    @classmethod
+    def unwritten(cls) -> RunRecord:
+        """The record of a folder whose job never wrote one (its process or node died
+        first): its stage and traceback unknown, its outcome for the caller to mark."""
+        record = cls()
+        record.stage, record.traceback = None, None
+        return record
+
+    @classmethod
+    def declared(cls) -> frozenset[str]:
+        """The keys :class:`RunRecord` types (the others are the stage's :attr:`results`)."""
+        return frozenset(
+            name for klass in cls.__mro__ for name, v in vars(klass).items() if isinstance(v, Key)
+        )
+
+    # --- the wall time is a column's name (results.columns.WALL_S), not an identifier
+
+    @property
+    def wall_s(self) -> float | None:
+        value = self.data.get(WALL_S)
+        return float(value) if isinstance(value, int | float) else None
+
+    @wall_s.setter
+    def wall_s(self, value: float) -> None:
+        self.data[WALL_S] = value
+
+    # --- the outcome
+
+    @property
+    def completed(self) -> bool:
+        return self.status == RunStatus.completed
+
+    def mark(self, status: str, error: str | None, traceback: str | None = None) -> None:
+        """End the record with ``status`` and its reason (and the traceback, where one is)."""
+        self.status, self.error = str(status), error
+        if traceback is not None:
+            self.traceback = traceback
+
+    # --- the stage's own part
+
+    def metric_mean(self, column: str) -> float | None:
+        """The mean of a training's or env stage's ``column`` over its counted rows."""
+        stats = (self.data.get("metrics") or {}).get(column) or {}
+        mean = stats.get("mean") if isinstance(stats, Mapping) else None
+        return float(mean) if isinstance(mean, int | float) else None
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """The stage's keys (metrics, latency, fidelity, ...) as it wrote them, in order."""
+        known = self.declared() | {WALL_S, VERSION_KEY}
+        return {k: v for k, v in self.data.items() if k not in known}
+
+    def add_results(self, part: Mapping[str, Any]) -> None:
+        """The part a stage returned, added to the record (a key it repeats is replaced)."""
+        self.data.update(part)
+
+    # --- the file
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    def write(self, folder: Path) -> Path:
+        """``folder/summary.json``, atomically (NaN as null)."""
+        path = folder / SUMMARY_FILE
+        write_json(path, self.data)
+        return path
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+
+def from_json(data: dict[str, Any]) -> RunRecord:
+    """The record of a parsed ``summary.json`` of any version (:data:`RECORD_VERSION`)."""
+    # Version 1 is every file written so far (none carries VERSION_KEY): a later layout
+    # migrates here, before the record is built, so that readers see one shape.
+    return RunRecord(data)
+
+
+def read_record(folder: Path) -> RunRecord | None:
+    """The record of ``folder/summary.json``; None when it is missing or not a JSON object."""
+    try:
+        data = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return from_json(data) if isinstance(data, dict) else None
