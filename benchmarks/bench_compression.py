@@ -70,7 +70,7 @@ def run_cell(run: Path, backend: str, out: Path, cache: Path, args: argparse.Nam
     with open_dict(cfg):
         del cfg["hydra"]
     validate_edge(cfg)
-    return run_edge(cfg, out, JobContext.for_job(cfg, out))
+    return run_edge(cfg, out, JobContext.for_job(cfg, out)).data
 
 
 def row_of(backend: str, s: dict[str, Any]) -> dict[str, Any]:

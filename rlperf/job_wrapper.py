@@ -56,7 +56,7 @@ from rlperf.results.protocol import (
     SIMULATOR_VERSION,
     env_protocol,
 )
-from rlperf.results.record import RunRecord
+from rlperf.results.record import RunRecord, record_class
 from rlperf.specs.stages import EnvSource, stage_spec
 from rlperf.telemetry.fingerprint import collect_fingerprint, write_fingerprint
 from rlperf.telemetry.sampler import TelemetrySampler
@@ -108,12 +108,6 @@ class JobContext:
         record = _new_record(cfg, RunStatus.running)
         gpu_indices = [i for i in plan.visible_gpus if i < machine.gpus]
         return cls(out_dir, plan, machine, gpu_indices, record, label=str(cfg.stage))
-
-    @property
-    def summary(self) -> dict[str, Any]:
-        """The record's keys, in order: where a stage writes its own part (its metrics,
-        latency, placement) by key, until that part is typed in :mod:`rlperf.results.record`."""
-        return self.record.data
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
@@ -199,8 +193,8 @@ class JobContext:
 
 
 #: A stage's entry point (named by its spec, rlperf.specs.stages): config, job folder and
-#: context in, the summary out.
-StageFunction = Callable[[DictConfig, Path, JobContext], Mapping[str, Any]]
+#: context in, the job's record (``ctx.record``, filled) out.
+StageFunction = Callable[[DictConfig, Path, JobContext], RunRecord]
 
 #: Called with ``(done, total, info, row)`` at every :meth:`JobContext.step`; the sweep
 #: launcher adds one in its trials to show each cell's progress and report its rows
@@ -248,7 +242,8 @@ def execute_stage(
             sampler = _start_telemetry(cfg, out_dir, ctx.gpu_indices, ctx.started)
             ctx.sampler = sampler
             with Heartbeat(ctx, float(cfg.console.heartbeat_s)):
-                record.add_results(stage(cfg, out_dir, ctx))
+                # The stage fills the job's record and returns it (a view of the same file).
+                record = ctx.record = stage(cfg, out_dir, ctx)
         record.mark(RunStatus.completed, record.error)
     except SkipCell as exc:
         record.mark(RunStatus.skipped, str(exc))
@@ -420,9 +415,8 @@ def record_env_protocol(record: RunRecord, resolved: Mapping[str, Any]) -> None:
 
 def _new_record(cfg: Any, status: RunStatus) -> RunRecord:
     """The keys every ``summary.json`` starts with."""
-    return RunRecord.new(
-        str(OmegaConf.select(cfg, "stage")), str(OmegaConf.select(cfg, "backend.name")), status
-    )
+    stage = str(OmegaConf.select(cfg, "stage"))
+    return record_class(stage).new(stage, str(OmegaConf.select(cfg, "backend.name")), status)
 
 
 def write_refused_summary(out_dir: Path, cfg: Any, status: str, reason: str) -> Path:

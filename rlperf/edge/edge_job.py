@@ -46,6 +46,8 @@ from rlperf.job_wrapper import JobContext
 from rlperf.layout import EPISODES_FILE, EXCLUDED_COLUMN, STEPS_FILE
 from rlperf.results.csvlog import read_rows
 from rlperf.results.latency import episode_windows
+from rlperf.results.record import EdgeRecord, as_record
+from rlperf.specs.stages import Stage
 from rlperf.telemetry.sampler import action_energy
 from rlperf.tflite.cache import settings_hash
 from rlperf.tflite.tflite_model import gzip_size, input_distortion, read_tflite, weight_sparsity
@@ -174,15 +176,14 @@ def check_fidelity(
     return fid
 
 
-def check_cell(cell: EdgeCell, spec: BenchmarkSpec, result: dict[str, Any]) -> dict[str, Any]:
+def check_cell(
+    cell: EdgeCell, spec: BenchmarkSpec, result: dict[str, Any]
+) -> tuple[dict[str, Any] | None, list[float] | None]:
     """The checks of ``summary.json``: ``fidelity`` and the torch policy's returns on the same
     episodes (``reference_returns``)."""
     returns = [float(r["return"]) for r in result["episode_rows"]]
     ref_returns = reference_returns_of(cell, spec, returns)
-    return {
-        "fidelity": check_fidelity(cell, spec, result, ref_returns),
-        "reference_returns": ref_returns,
-    }
+    return check_fidelity(cell, spec, result, ref_returns), ref_returns
 
 
 def copy_artifacts(cell: EdgeCell) -> Path:
@@ -204,61 +205,66 @@ def _heads(cell: EdgeCell) -> str | None:
 
 
 def summarise(
-    cell: EdgeCell, result: dict[str, Any], bench_s: float, checks: dict[str, Any]
-) -> dict[str, Any]:
-    """The edge cell's ``summary.json`` entries (``checks``: fidelity, reference returns)."""
+    cell: EdgeCell,
+    result: dict[str, Any],
+    bench_s: float,
+    checks: tuple[dict[str, Any] | None, list[float] | None],
+    record: EdgeRecord,
+) -> EdgeRecord:
+    """The edge cell's ``summary.json`` entries, into ``record`` (``checks``: fidelity and
+    the reference returns)."""
     threads, variant = int(cell.cfg.edge.threads), cell.variant
     copied = copy_artifacts(cell)
     info = read_tflite(cell.benchmarked_file) if not cell.spec.in_rllib else None
-    model = {"model": cell.model} if cell.model is not None else {}
-    return {
-        "stage": "edge",
-        "source": cell.source,
-        **model,
-        "backend": cell.backend,
-        "env": cell.env,
-        "variant": variant.variant if variant is not None else "torch",
-        "heads": _heads(cell),
+    record.stage, record.source = str(Stage.edge), cell.source
+    if cell.model is not None:
+        record.model = cell.model
+    record.backend, record.env = cell.backend, cell.env
+    record.variant = variant.variant if variant is not None else "torch"
+    record.heads, record.threads, record.seed = _heads(cell), threads, int(cell.cfg.seed)
+    record.latency = result["latency"]
+    record.excluded = result.get(EXCLUDED_COLUMN, {})
+    record.warmup_steps = int(cell.cfg.edge.warmup_steps)
+    record.steps, record.episodes = result["steps"], result["episodes"]
+    record.timer_overhead_ns = result["timer_overhead_ns"]
+    record.fidelity, record.reference_returns = checks
+    record.model_file = copied.name
+    record.model_size_bytes = cell.benchmarked_file.stat().st_size
+    record.model_gzip_bytes = gzip_size(cell.benchmarked_file)
+    record.weights = weight_sparsity(cell.benchmarked_file) if info is not None else None
+    record.model_info = info.to_dict() if info is not None else None
+    record.input = (
+        {**info.inputs[0].to_dict(), **_distortion(cell, info.inputs[0])}
+        if info is not None
+        else _torch_input(cell)
+    )
+    record.delegate = result["delegate"] or {
+        "delegates": ["torch"],
+        "status": "n/a",
         "threads": threads,
-        "seed": int(cell.cfg.seed),
-        "latency": result["latency"],
-        EXCLUDED_COLUMN: result.get(EXCLUDED_COLUMN, {}),
-        "warmup_steps": int(cell.cfg.edge.warmup_steps),
-        "steps": result["steps"],
-        "episodes": result["episodes"],
-        "timer_overhead_ns": result["timer_overhead_ns"],
-        **checks,
-        "model_file": copied.name,
-        "model_size_bytes": cell.benchmarked_file.stat().st_size,
-        "model_gzip_bytes": gzip_size(cell.benchmarked_file),
-        "weights": weight_sparsity(cell.benchmarked_file) if info is not None else None,
-        "model_info": info.to_dict() if info is not None else None,
-        "input": (
-            {**info.inputs[0].to_dict(), **_distortion(cell, info.inputs[0])}
-            if info is not None
-            else _torch_input(cell)
-        ),
-        "delegate": result["delegate"]
-        or {"delegates": ["torch"], "status": "n/a", "threads": threads},
-        "memory": result["memory"],
-        "export": variant.export if variant is not None else None,
-        "calibration": variant.calibration_entry if variant is not None else None,
-        "edgetpu": (
-            {
-                **cell.edgetpu,
-                "source": None if cell.model_file else str(cell.cfg.edge.edgetpu_source),
-                "compiler": variant.compiler if variant is not None else None,
-            }
-            if cell.edgetpu is not None
-            else None
-        ),
-        "cache": {
-            "dir": str(cell.cache.dir) if cell.cache is not None else None,
-            "built": variant.built if variant is not None else [],
-            "reused": variant.reused if variant is not None else [],
-        },
-        "timings_s": {**(variant.timings_s if variant is not None else {}), "benchmark_s": bench_s},
     }
+    record.memory = result["memory"]
+    record.export = variant.export if variant is not None else None
+    record.calibration = variant.calibration_entry if variant is not None else None
+    record.edgetpu = (
+        {
+            **cell.edgetpu,
+            "source": None if cell.model_file else str(cell.cfg.edge.edgetpu_source),
+            "compiler": variant.compiler if variant is not None else None,
+        }
+        if cell.edgetpu is not None
+        else None
+    )
+    record.cache = {
+        "dir": str(cell.cache.dir) if cell.cache is not None else None,
+        "built": variant.built if variant is not None else [],
+        "reused": variant.reused if variant is not None else [],
+    }
+    record.timings_s = {
+        **(variant.timings_s if variant is not None else {}),
+        "benchmark_s": bench_s,
+    }
+    return record
 
 
 def _distortion(cell: EdgeCell, tensor: Any) -> dict[str, Any]:
@@ -283,11 +289,11 @@ def _torch_input(cell: EdgeCell) -> dict[str, Any]:
     }
 
 
-def run_edge(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
+def run_edge(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> EdgeRecord:
     """Build (or reuse), benchmark and check one variant of a trained policy.
 
     Writes ``steps.csv``, ``episodes.csv`` and a copy of the benchmarked model
-    file into ``out_dir``; returns the summary dict (see ``docs/results.md`` and
+    file into ``out_dir``; returns the job's record, filled (see ``docs/results.md`` and
     ``docs/edge.md``). ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`).
 
     Raises:
@@ -306,10 +312,10 @@ def run_edge(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
     window = ctx.telemetry_window(t0, ctx.telemetry_now())
     track_episodes(out_dir, ctx)
     checks = check_cell(cell, spec, result)
-    out = summarise(cell, result, bench_s, checks)
+    record = summarise(cell, result, bench_s, checks, as_record(ctx.record, EdgeRecord))
     # Over the whole benchmark (its process's start and the model's load included).
-    out["energy"] = action_energy(window, int(out.get("steps") or 0))
-    return out
+    record.energy = action_energy(window, int(record.steps or 0))
+    return record
 
 
 def track_episodes(out_dir: Path, ctx: JobContext) -> None:

@@ -48,29 +48,8 @@ from rlperf.results.csvlog import CsvLog
 from rlperf.results.latency import summarize_latency
 from rlperf.results.precision import PER_1K, WithinRun
 from rlperf.results.protocol import env_protocol
+from rlperf.results.record import EnvRecord, as_record
 from rlperf.specs.engines import engine_of, engine_threads, without_engine
-
-#: What the env stage adds to ``summary.json`` (docs/environment.md#env-stage).
-SUMMARY_KEYS = (
-    "env",
-    "engine",
-    "actions",
-    "source",
-    "seed",
-    "warmup",
-    "steps",
-    CALLS,
-    "seconds",
-    ENV_STEPS_PER_S,
-    "frames_per_step",
-    FRAMES_PER_S,
-    "wall_steps_per_s",
-    "episodes_ended",
-    "latency",
-    "cpu",
-    RSS_MB,
-    "precision",
-)
 
 RANDOM_ACTIONS = "uniformly random (the engine's action_space.sample, seeded with seed)"
 
@@ -215,8 +194,10 @@ def _precise(rule: WithinRun | None, row: dict[str, Any]) -> bool:
     return rule.add(PER_1K * float(row[ITER_S]) / float(row[ENV_STEPS]), int(row[ITERATION]))
 
 
-def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The env stage's part of ``summary.json`` from its timed windows."""
+def summarise(
+    bench: EnvBench, measured: Measured, rows: list[dict[str, Any]], record: EnvRecord
+) -> EnvRecord:
+    """The env stage's part of ``summary.json`` from its timed windows, into ``record``."""
     kept = [r for r in rows if not r[EXCLUDED_COLUMN]]
     steps = sum(int(r[ENV_STEPS]) for r in kept)
     env_s = sum(float(r[ITER_S]) for r in kept)
@@ -227,55 +208,55 @@ def summarise(bench: EnvBench, measured: Measured, rows: list[dict[str, Any]]) -
     all_ms = np.concatenate(measured.step_ms) if measured.step_ms else np.array([])
     warm = bench.cfg.env_bench.warmup_steps
     busy = sum(float(r[CPU_CORES]) * float(r[WALL_S]) for r in kept)
-    return {
-        "engine": bench.engine,
-        "seed": int(bench.cfg.seed),
-        "warmup": {
-            "rule": f"the first {warm} env steps (one window)",
-            "steps": int(warm),
-            "excluded_from_summary": True,
-        },
-        "steps": steps,
-        CALLS: sum(int(r[CALLS]) for r in kept),
-        "seconds": env_s,
-        ENV_STEPS_PER_S: rate,
-        "frames_per_step": frames,
-        FRAMES_PER_S: rate * frames if frames else None,
-        "wall_steps_per_s": steps / wall_s if wall_s > 0 else math.nan,
-        "episodes_ended": sum(int(r[RESETS]) for r in kept),
-        "latency": {"step_ms": summarize_latency(all_ms)},
-        "cpu": {
-            "process_cores": busy / wall_s if wall_s > 0 else math.nan,
-            "per_core_busy_pct": measured.cores.busy_pct() if measured.cores else [],
-        },
-        RSS_MB: {"max": max((float(r[RSS_MB]) for r in kept), default=math.nan)},
-        **({} if rule is None else {"precision": rule.summary(S_PER_1K_ENV_STEPS, "at_window")}),
+    record.engine = bench.engine
+    record.seed = int(bench.cfg.seed)
+    record.warmup = {
+        "rule": f"the first {warm} env steps (one window)",
+        "steps": int(warm),
+        "excluded_from_summary": True,
     }
+    record.steps = steps
+    record.calls = sum(int(r[CALLS]) for r in kept)
+    record.seconds = env_s
+    record.env_steps_per_s = rate
+    record.frames_per_step = frames
+    record.frames_per_s = rate * frames if frames else None
+    record.wall_steps_per_s = steps / wall_s if wall_s > 0 else math.nan
+    record.episodes_ended = sum(int(r[RESETS]) for r in kept)
+    record.latency = {"step_ms": summarize_latency(all_ms)}
+    record.cpu = {
+        "process_cores": busy / wall_s if wall_s > 0 else math.nan,
+        "per_core_busy_pct": measured.cores.busy_pct() if measured.cores else [],
+    }
+    record.rss_mb = {"max": max((float(r[RSS_MB]) for r in kept), default=math.nan)}
+    if rule is not None:
+        record.precision = rule.summary(S_PER_1K_ENV_STEPS, "at_window")
+    return record
 
 
-def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
+def run_env_bench(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> EnvRecord:
     """Step ``cfg.env``'s engine for ``env_bench.steps`` env steps; write ``metrics.csv``.
 
-    ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`). Returns the stage's part of
-    ``summary.json`` (:data:`SUMMARY_KEYS`, docs/environment.md#env-stage).
+    ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`). Returns the job's
+    record, filled (docs/environment.md#env-stage).
     """
     bench = resolve_env(cfg, out_dir)
-    ctx.summary["env"] = bench.env
+    record = as_record(ctx.record, EnvRecord)
+    record.env = bench.env
     if bench.trained is not None:
-        ctx.summary["source"] = bench.trained.describe()
+        record.source = bench.trained.describe()
     ctx.progress(bench.announcement())
     with ExitStack() as stack:
         env = build_engine(bench, stack)
-        act, ctx.summary["actions"] = action_source(bench, env, stack)
+        act, record.actions = action_source(bench, env, stack)
         measured = measure(bench, env, act, ctx)
-    ctx.summary.update(summarise(bench, measured, ctx.rows))
-    s = ctx.summary
+    summarise(bench, measured, ctx.rows, record)
     ctx.progress(
-        f"done: {s['steps']} env steps, {s[ENV_STEPS_PER_S]:.0f} env steps/s"
-        + (f" ({s[FRAMES_PER_S]:.0f} frames/s)" if s[FRAMES_PER_S] else "")
-        + f", step p50 {s['latency']['step_ms']['p50']:.3f} ms over {bench.num_envs} env(s)"
+        f"done: {record.steps} env steps, {record.env_steps_per_s:.0f} env steps/s"
+        + (f" ({record.frames_per_s:.0f} frames/s)" if record.frames_per_s else "")
+        + f", step p50 {record.latency['step_ms']['p50']:.3f} ms over {bench.num_envs} env(s)"
     )
-    return {k: s[k] for k in SUMMARY_KEYS if k in s}
+    return record
 
 
 __all__ = ["EnvBench", "Measured", "run_env_bench"]

@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar, overload
 from rlperf.layout import SUMMARY_FILE
 from rlperf.results.columns import WALL_S
 from rlperf.results.jsonfile import write_json
+from rlperf.specs.stages import Stage
 from rlperf.vocabulary import RunStatus
 
 #: The layout of ``summary.json`` this rlperf writes (absent from the file: version 1).
@@ -180,11 +181,167 @@ class RunRecord:
         return iter(self.data)
 
 
+Json = dict[str, Any]  # a nested block of the file, as written (its own keys: docs/results.md)
+
+
+class _Played(RunRecord):
+    """The keys of the stages that play a trained policy's actions (rollout, edge, serve)
+    or step an env (env): where the policy came from, what was played."""
+
+    #: The upstream run (``run``, ``checkpoint``, ``policy``) the job read.
+    source: Key[Json | None] = Key(None)
+    seed: Key[int | None] = Key(None)
+    warmup: Key[Json | None] = Key(None)
+    warmup_steps: Key[int | None] = Key(None)
+    #: Steps timed (warm-up included).
+    steps: Key[int | None] = Key(None)
+    #: ``{metric: {count, mean, std, p50, p90, p99, max}}`` over the steps that count.
+    latency: Key[Json] = Key({})
+    #: ``{reason: rows}`` of the rows left out (:class:`rlperf.vocabulary.Exclusion`).
+    excluded: Key[dict[str, int]] = Key({})
+    #: episodes.csv's count and returns.
+    episodes: Key[Json | None] = Key(None)
+    timer_overhead_ns: Key[float | None] = Key(None)
+    #: The CPU's and GPUs' joules over the timed loop, per 1 000 actions.
+    energy: Key[Json | None] = Key(None)
+    model_params: Key[int | None] = Key(None)
+    #: Where the learner(s) and env runners ran (rlperf.resources.placement).
+    learner: Key[Json | None] = Key(None)
+    env_runners: Key[Json | None] = Key(None)
+    #: The run's precision stop (``rollout.precision``, ``train.stop.precision``).
+    precision: Key[Json | None] = Key(None)
+    #: What produced the actions (stage=env: random, or the run's policy; serve: the check).
+    actions: Key[Any] = Key(None)
+    #: The model's facts (name, kind, observation shape, actions).
+    model: Key[Json | None] = Key(None)
+    #: Files built or reused (edge, serve) and their build times.
+    cache: Key[Json | None] = Key(None)
+    timings_s: Key[Json] = Key({})
+
+
+class TrainRecord(_Played):
+    """``summary.json`` of ``stage=train`` (docs/results.md#summary)."""
+
+    #: The GPU layout's plan, recorded before Ray starts.
+    resource_plan: Key[Json | None] = Key(None)
+    env_ceiling_steps_per_s: Key[float | None] = Key(None)
+    env_ceiling: Key[Json | None] = Key(None)
+    #: Pre-flight, env ceiling, Ray's start and building the actors, before the first step.
+    startup_s: Key[float | None] = Key(None)
+    #: The scale settings as RLlib ran them.
+    scale: Key[Json | None] = Key(None)
+    faults: Key[list[Json]] = Key([])
+    #: ``{column: {n, mean, std, min, p50, max}}`` over the iterations that count.
+    metrics: Key[dict[str, dict[str, float]]] = Key({})
+    total_env_steps: Key[int | None] = Key(None)
+    sampling_efficiency: Key[float | None] = Key(None)
+    checkpoint: Key[str | None] = Key(None)
+    #: The stop criteria and which one ended the run.
+    stop: Key[Json | None] = Key(None)
+    #: Whether the return target was reached (None without one).
+    reached: Key[bool | None] = Key(None)
+    time_to_target_s: Key[float | None] = Key(None)
+    env_steps_to_target: Key[int | None] = Key(None)
+    iterations_to_target: Key[int | None] = Key(None)
+    wall_s_to_target: Key[float | None] = Key(None)
+    return_at_target: Key[float | None] = Key(None)
+    evaluation: Key[Json | None] = Key(None)
+
+
+class RolloutRecord(_Played):
+    """``summary.json`` of ``stage=rollout`` (docs/rollout.md)."""
+
+    explore: Key[bool | None] = Key(None)
+    action_selection: Key[str | None] = Key(None)
+    algorithm_started: Key[bool | None] = Key(None)
+    #: The reloaded policy against the run's ``probe.npz``.
+    probe: Key[Json | None] = Key(None)
+    timer: Key[Json | None] = Key(None)
+    executor: Key[Json | None] = Key(None)
+    episodes_finished: Key[int | None] = Key(None)
+
+
+class EdgeRecord(_Played):
+    """``summary.json`` of ``stage=edge`` (docs/edge.md)."""
+
+    variant: Key[str | None] = Key(None)
+    heads: Key[str | None] = Key(None)
+    threads: Key[int | None] = Key(None)
+    #: Greedy agreement, logit error and returns against the torch policy.
+    fidelity: Key[Json | None] = Key(None)
+    reference_returns: Key[list[float] | None] = Key(None)
+    model_file: Key[str | None] = Key(None)
+    model_size_bytes: Key[int | None] = Key(None)
+    model_gzip_bytes: Key[int | None] = Key(None)
+    weights: Key[Json | None] = Key(None)
+    model_info: Key[Json | None] = Key(None)
+    input: Key[Json | None] = Key(None)
+    delegate: Key[Json | None] = Key(None)
+    memory: Key[Json | None] = Key(None)
+    export: Key[Json | None] = Key(None)
+    calibration: Key[Json | None] = Key(None)
+    edgetpu: Key[Json | None] = Key(None)
+
+
+class ServeRecord(_Played):
+    """``summary.json`` of ``stage=serve`` (docs/serve.md)."""
+
+    model_spec: Key[Json | None] = Key(None)
+    #: The deployment's settings as Serve ran them.
+    serve: Key[Json | None] = Key(None)
+    baseline: Key[Json | None] = Key(None)
+    generator: Key[Json | None] = Key(None)
+    #: The highest offered rate whose p99 met the bound (MLPerf Server's rule).
+    max_rate_under_slo: Key[Json | None] = Key(None)
+    #: The replicas killed and the levels measured meanwhile.
+    faults: Key[Json | None] = Key(None)
+    requests: Key[int | None] = Key(None)
+    levels: Key[int | None] = Key(None)
+    network: Key[Json | None] = Key(None)
+
+
+class EnvRecord(_Played):
+    """``summary.json`` of ``stage=env`` (docs/environment.md#env-stage)."""
+
+    engine: Key[Json | None] = Key(None)
+    calls: Key[int | None] = Key(None)
+    seconds: Key[float | None] = Key(None)
+    env_steps_per_s: Key[float | None] = Key(None)
+    frames_per_step: Key[float | None] = Key(None)
+    frames_per_s: Key[float | None] = Key(None)
+    wall_steps_per_s: Key[float | None] = Key(None)
+    episodes_ended: Key[int | None] = Key(None)
+    cpu: Key[Json | None] = Key(None)
+    rss_mb: Key[Json | None] = Key(None)
+
+
+#: The record of each stage's ``summary.json``.
+RECORDS: dict[str, type[RunRecord]] = {
+    Stage.train: TrainRecord,
+    Stage.rollout: RolloutRecord,
+    Stage.edge: EdgeRecord,
+    Stage.serve: ServeRecord,
+    Stage.env: EnvRecord,
+}
+
+R = TypeVar("R", bound=RunRecord)
+
+
+def record_class(stage: object) -> type[RunRecord]:
+    """The record of a job of ``stage`` (a stage this rlperf does not know: the common one)."""
+    return RECORDS.get(str(stage), RunRecord)
+
+
+def as_record(record: RunRecord, kind: type[R]) -> R:
+    """``record`` as the stage record ``kind`` (the same file: a view, never a copy)."""
+    return record if isinstance(record, kind) else kind(record.data)
+
+
 def from_json(data: dict[str, Any]) -> RunRecord:
     """The record of a parsed ``summary.json`` of any version (:data:`RECORD_VERSION`)."""
     # Version 1 is every file written so far (none carries VERSION_KEY): a later layout
     # migrates here, before the record is built, so that readers see one shape.
-    return RunRecord(data)
+    return record_class(data.get("stage"))(data)
 
 
 def read_record(folder: Path) -> RunRecord | None:

@@ -28,50 +28,24 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from omegaconf import DictConfig
 
 from rlperf.errors import CheckpointError, SkipCell
 from rlperf.job_wrapper import JobContext
-from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.resources.placement import env_runner_state, learner_placement
 from rlperf.resources.plan import check_feasible
 from rlperf.resources.ray_session import ray_session
 from rlperf.results.columns import ACTION_MS, ACTION_MS_P50, ENV_STEPS, FORWARD_MS
 from rlperf.results.latency import LatencyRecorder, LatencyWindows
+from rlperf.results.record import RolloutRecord, as_record
 from rlperf.rollout.timing import measure_timer
 from rlperf.runs.checkpoint import TrainedRun
 from rlperf.runs.probe import check_probe
 from rlperf.telemetry.sampler import action_energy
 
 PROGRESS_EVERY_S = 30.0
-
-#: What the rollout adds to ``summary.json`` (docs/rollout.md).
-SUMMARY_KEYS = (
-    "energy",
-    "source",
-    "seed",
-    "explore",
-    "action_selection",
-    "algorithm_started",
-    "warmup_steps",
-    "warmup",
-    EXCLUDED_COLUMN,
-    "env",
-    "model_params",
-    "probe",
-    "timer_overhead_ns",
-    "timer",
-    "executor",
-    "learner",
-    "env_runners",
-    "steps",
-    "episodes_finished",
-    "latency",
-    "episodes",
-    "precision",
-)
 
 
 def check_hardware(cfg: DictConfig, ctx: JobContext) -> Any:
@@ -185,6 +159,13 @@ def _process_role() -> dict[str, Any]:
 # --------------------------------------------------------------------------
 
 
+class Played(NamedTuple):
+    """What :func:`play` played: steps in all, and the episodes that ended."""
+
+    steps: int
+    episodes_finished: int
+
+
 def play(
     policy: Any,
     env: Any,
@@ -194,7 +175,7 @@ def play(
     progress: Any = None,
     on_episode: Any = None,
     stop: Callable[[int], bool] | None = None,
-) -> dict[str, int]:
+) -> Played:
     """Play ``episodes`` full episodes (or ``steps`` steps) and record every step.
 
     Per step: ``action_ms`` around :meth:`DriverPolicy.act` (observation in →
@@ -245,7 +226,7 @@ def play(
                     f"action median {sorted(lat)[len(lat) // 2]:.3f} ms ({step} steps in all)"
                 )
         episode += 1
-    return {"steps": step, "episodes_finished": finished}
+    return Played(step, finished)
 
 
 # --------------------------------------------------------------------------
@@ -294,7 +275,7 @@ def resolve_rollout(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> Rollout:
     return Rollout(cfg, out_dir, trained, ecfg, device, start_algorithm)
 
 
-def record_settings(rollout: Rollout, summary: dict[str, Any]) -> None:
+def record_settings(rollout: Rollout, record: RolloutRecord) -> None:
     """What is rolled out, and how: the settings part of ``summary.json``."""
     # gymnasium and ale_py (rlperf.envs), torch (rlperf.rollout.policy): deferred, the
     # module's top imports numpy only.
@@ -302,20 +283,18 @@ def record_settings(rollout: Rollout, summary: dict[str, Any]) -> None:
     from rlperf.rollout.policy import ACTION_SELECTION
 
     r = rollout.cfg.rollout
-    summary.update(
-        source=rollout.trained.describe(),
-        seed=int(rollout.cfg.seed),
-        explore=bool(r.explore),
-        action_selection=ACTION_SELECTION[bool(r.explore)],
-        algorithm_started=rollout.start_algorithm,
-        warmup_steps=int(r.warmup_steps),
-        warmup={
-            "rule": f"the first {int(r.warmup_steps)} steps of the run",
-            "steps": int(r.warmup_steps),
-            "excluded_from_summary": True,
-        },
-        env=env_config(rollout.ecfg),
-    )
+    record.source = rollout.trained.describe()
+    record.seed = int(rollout.cfg.seed)
+    record.explore = bool(r.explore)
+    record.action_selection = ACTION_SELECTION[bool(r.explore)]
+    record.algorithm_started = rollout.start_algorithm
+    record.warmup_steps = int(r.warmup_steps)
+    record.warmup = {
+        "rule": f"the first {int(r.warmup_steps)} steps of the run",
+        "steps": int(r.warmup_steps),
+        "excluded_from_summary": True,
+    }
+    record.env = env_config(rollout.ecfg)
 
 
 def restore_policy(rollout: Rollout, ctx: JobContext, stack: ExitStack) -> Any:
@@ -330,6 +309,7 @@ def restore_policy(rollout: Rollout, ctx: JobContext, stack: ExitStack) -> Any:
     from rlperf.rollout.policy import DriverPolicy
 
     ckpt, explore = rollout.trained.checkpoint_dir, bool(rollout.cfg.rollout.explore)
+    record = as_record(ctx.record, RolloutRecord)
     if rollout.start_algorithm:
         rollout.algo = _start_algorithm(rollout, ctx, stack)
         policy = DriverPolicy.from_checkpoint(
@@ -340,13 +320,13 @@ def restore_policy(rollout: Rollout, ctx: JobContext, stack: ExitStack) -> Any:
             source="Algorithm.get_module() (the driver's EnvRunner module) after "
             "Algorithm.restore_from_path",
         )
-        ctx.summary["learner"] = learner_placement(rollout.algo, ctx.plan)
+        record.learner = learner_placement(rollout.algo, ctx.plan)
     else:
         policy = DriverPolicy.from_checkpoint(ckpt, rollout.device, explore)
-    ctx.summary["model_params"] = count_trainable_params(policy.module)
+    record.model_params = count_trainable_params(policy.module)
     probe = rollout.trained.probe
     actions_of = policy.greedy_actions if probe is not None and probe.continuous else None
-    ctx.summary["probe"] = check_probe(probe, policy.logits, policy.device.type, actions_of)
+    record.probe = check_probe(probe, policy.logits, policy.device.type, actions_of)
     return policy
 
 
@@ -354,7 +334,7 @@ def play_timed(rollout: Rollout, policy: Any, ctx: JobContext, stack: ExitStack)
     """Play with the policy, every step timed into ``steps.csv`` / ``episodes.csv``.
 
     Records the timer, the executor, the step counts and what the env runners
-    did meanwhile in ``ctx.summary``.
+    did meanwhile in the job's record.
     """
     # torch, gymnasium and ale_py: deferred, the job wrapper validates the config first.
     import torch
@@ -362,15 +342,15 @@ def play_timed(rollout: Rollout, policy: Any, ctx: JobContext, stack: ExitStack)
     from rlperf.envs.factory import make_env
     from rlperf.envs.from_config import env_config
 
-    cfg, r, summary = rollout.cfg, rollout.cfg.rollout, ctx.summary
+    cfg, r, record = rollout.cfg, rollout.cfg.rollout, as_record(ctx.record, RolloutRecord)
     torch.set_num_threads(int(r.torch_threads))
     torch.manual_seed(int(cfg.seed))  # explore=true samples with torch's RNG
     env = make_env(env_config(rollout.ecfg))
     stack.callback(env.close)
     timer = measure_timer()
-    summary["timer_overhead_ns"] = timer.overhead_ns
-    summary["timer"] = timer.to_dict()
-    summary["executor"] = {**policy.describe(), **_process_role()}
+    record.timer_overhead_ns = timer.overhead_ns
+    record.timer = timer.to_dict()
+    record.executor = {**policy.describe(), **_process_role()}
     watch = EnvRunnerWatch(rollout.algo) if rollout.algo is not None else None
     driver_cpu0 = time.process_time()
     rollout.recorder = stack.enter_context(LatencyRecorder(rollout.out_dir, int(r.warmup_steps)))
@@ -383,15 +363,14 @@ def play_timed(rollout: Rollout, policy: Any, ctx: JobContext, stack: ExitStack)
     t0 = ctx.telemetry_now()  # the energy counters, read at the loop's edges
     played = play(policy, env, rollout.recorder, int(r.episodes), steps, ctx.progress, ctx.track,
                   stop)  # fmt: skip
-    summary.update(played)
-    summary["energy"] = action_energy(ctx.telemetry_window(t0, ctx.telemetry_now()),
-                                      int(played["steps"]))  # fmt: skip
+    record.steps, record.episodes_finished = played.steps, played.episodes_finished
+    record.energy = action_energy(ctx.telemetry_window(t0, ctx.telemetry_now()), played.steps)
     if rollout.precision is not None:
-        summary["precision"] = rollout.precision.summary(ACTION_MS_P50, "at_step")
+        record.precision = rollout.precision.summary(ACTION_MS_P50, "at_step")
         if rollout.precision.rule.at is not None:
-            ctx.progress(f"rollout.precision reached after step {played['steps']}: stopping")
+            ctx.progress(f"rollout.precision reached after step {played.steps}: stopping")
     driver_cpu_s = time.process_time() - driver_cpu0
-    summary["env_runners"] = (
+    record.env_runners = (
         watch.finish(driver_cpu_s)
         if watch is not None
         else {
@@ -405,28 +384,29 @@ def play_timed(rollout: Rollout, policy: Any, ctx: JobContext, stack: ExitStack)
     )
 
 
-def record_latency(recorder: Any, summary: dict[str, Any]) -> None:
+def record_latency(recorder: Any, record: RolloutRecord) -> None:
     """Steps, latency and episode aggregates of what was played (also after a failure)."""
-    summary["steps"] = recorder.steps
-    summary["latency"] = recorder.latency_summary()
-    summary[EXCLUDED_COLUMN] = recorder.excluded()
-    summary["episodes"] = recorder.episode_summary()
+    record.steps = recorder.steps
+    record.latency = recorder.latency_summary()
+    record.excluded = recorder.excluded()
+    record.episodes = recorder.episode_summary()
 
 
-def run_rollout(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
+def run_rollout(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> RolloutRecord:
     """Roll out the policy of ``run`` / ``checkpoint``; write steps.csv and episodes.csv.
 
     ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`): resource plan,
-    machine, progress lines, and ``ctx.summary``, which receives the partial
+    machine, progress lines, and ``ctx.record``, which receives the partial
     results even if the rollout fails or is interrupted.
 
-    Returns the stage's part of ``summary.json`` (see ``docs/rollout.md``).
+    Returns the job's record, filled (see ``docs/rollout.md``).
     """
     # torch: deferred, the job wrapper validates the config before it loads.
     import torch
 
     rollout = resolve_rollout(cfg, out_dir, ctx)
-    record_settings(rollout, ctx.summary)
+    record = as_record(ctx.record, RolloutRecord)
+    record_settings(rollout, record)
     ctx.progress(rollout.announcement())
     prev_threads = torch.get_num_threads()
     try:
@@ -436,16 +416,16 @@ def run_rollout(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, An
     finally:
         torch.set_num_threads(prev_threads)
         if rollout.recorder is not None:
-            # Partial results too (failure, Ctrl-C): the job wrapper writes ctx.summary.
-            record_latency(rollout.recorder, ctx.summary)
-    summary = ctx.summary
+            # Partial results too (failure, Ctrl-C): the job wrapper writes ctx.record.
+            record_latency(rollout.recorder, record)
+    episodes, latency = record.episodes or {}, record.latency
     ctx.progress(
-        f"done: {summary['steps']} steps, {summary['episodes']['count']} episodes, action "
-        f"p50 {summary['latency'][ACTION_MS]['p50']:.3f} ms, forward p50 "
-        f"{summary['latency'][FORWARD_MS]['p50']:.3f} ms (first {cfg.rollout.warmup_steps} "
+        f"done: {record.steps} steps, {episodes['count']} episodes, action "
+        f"p50 {latency[ACTION_MS]['p50']:.3f} ms, forward p50 "
+        f"{latency[FORWARD_MS]['p50']:.3f} ms (first {cfg.rollout.warmup_steps} "
         f"steps excluded)"
     )
-    return {k: summary[k] for k in SUMMARY_KEYS if k in summary}
+    return record
 
 
 def _start_algorithm(rollout: Rollout, ctx: JobContext, stack: ExitStack) -> Any:

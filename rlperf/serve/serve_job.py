@@ -5,7 +5,7 @@ env) → prepare the backend's model file (a TFLite variant from the shared
 artifact cache where needed) → real observations and the policy's in-process
 actions on them → Ray and Serve up on 127.0.0.1, the policy and echo
 deployed, the socket table read → the load levels → everything shut down →
-summary dict (the job wrapper writes ``summary.json``). Config keys: those of
+job's record (the job wrapper writes ``summary.json``). Config keys: those of
 :mod:`rlperf.serve.policy` and ``serve.*`` (docs/serve.md).
 """
 
@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig
 
@@ -24,6 +24,7 @@ from rlperf.layout import EXCLUDED_COLUMN, LEVELS_FILE, REQUESTS_FILE
 from rlperf.resources.plan import ray_cpu_count
 from rlperf.results.columns import WALL_S
 from rlperf.results.csvlog import CsvLog
+from rlperf.results.record import ServeRecord, as_record
 from rlperf.results.summary import excluded_counts
 from rlperf.serve.levels import level_row, max_rate_under_slo
 from rlperf.serve.loadgen import handle_target, http_target, inprocess_target, noop_dispatch_rate
@@ -54,11 +55,11 @@ from rlperf.vocabulary import Exclusion
 log = logging.getLogger("rlperf.serve")
 
 
-def run_serve(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
+def run_serve(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> ServeRecord:
     """Deploy the policy with Ray Serve, drive it with the load generator, summarise.
 
-    Writes ``requests.csv`` and ``levels.csv`` into ``out_dir``; returns the
-    summary dict (docs/serve.md#results). ``ctx``: :class:`rlperf.job_wrapper.JobContext`.
+    Writes ``requests.csv`` and ``levels.csv`` into ``out_dir``; returns the job's
+    record, filled (docs/serve.md#results). ``ctx``: :class:`rlperf.job_wrapper.JobContext`.
     """
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -71,7 +72,7 @@ def run_serve(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]
         network = read_listeners()
         results = asyncio.run(run_levels(cfg, policy, session, handles, out_dir, ctx))
         timings = dict(session.start_s)
-    return summarise(cfg, policy, results, network, timings)
+    return summarise(cfg, policy, results, network, timings, as_record(ctx.record, ServeRecord))
 
 
 def ray_cpus(cfg: DictConfig, ctx: JobContext) -> int:
@@ -260,34 +261,31 @@ def summarise(
     results: dict[str, Any],
     network: dict[str, Any],
     timings: dict[str, float],
-) -> dict[str, Any]:
-    """The serve job's ``summary.json`` entries (docs/serve.md#results)."""
+    record: ServeRecord,
+) -> ServeRecord:
+    """The serve job's ``summary.json`` entries, into ``record`` (docs/serve.md#results)."""
     from omegaconf import OmegaConf
 
     levels: list[dict[str, Any]] = results["levels"]
     rows = [r for res in results["results"] for r in res.rows]
     load = [r for r in levels if r["phase"] == "load"]
     deployment = OmegaConf.to_container(cfg.serve, resolve=True)
-    return {
-        "stage": "serve",
-        "source": policy.source,
-        "model": policy.model,
-        "backend": policy.backend,
-        "model_spec": policy.spec.to_dict() if policy.spec else None,
-        "env": policy.env,
-        "serve": deployment,
-        "baseline": baseline(levels),
-        "generator": generator_capacity(levels, results["dispatch_capacity_rps"]),
-        "max_rate_under_slo": max_rate_under_slo(load, float(cfg.serve.slo_ms)),
-        "actions": action_check(rows),
-        "faults": fault_summary(levels),
-        EXCLUDED_COLUMN: excluded_counts(rows),
-        "requests": len(rows),
-        "levels": len(levels),
-        "network": network,
-        "cache": policy.cache,
-        "timings_s": timings,
-    }
+    record.source, record.model, record.backend = policy.source, policy.model, policy.backend
+    record.model_spec = policy.spec.to_dict() if policy.spec else None
+    record.env = policy.env
+    record.serve = cast(dict[str, Any], deployment)
+    record.baseline = baseline(levels)
+    record.generator = generator_capacity(levels, results["dispatch_capacity_rps"])
+    record.max_rate_under_slo = max_rate_under_slo(load, float(cfg.serve.slo_ms))
+    record.actions = action_check(rows)
+    record.faults = fault_summary(levels)
+    record.excluded = excluded_counts(rows)
+    record.requests = len(rows)
+    record.levels = len(levels)
+    record.network = network
+    record.cache = policy.cache
+    record.timings_s = timings
+    return record
 
 
 def _p50(levels: list[dict[str, Any]], phase: str, transport: str, target: str) -> float | None:

@@ -44,6 +44,7 @@ from rlperf.results.columns import (
     WALL_S,
 )
 from rlperf.results.precision import PER_1K, WithinRun
+from rlperf.results.record import TrainRecord
 
 #: The key RLlib's evaluation results count capped episodes under (:func:`count_capped`).
 CAPPED_METRIC = "rlperf_capped_episodes"
@@ -153,7 +154,7 @@ class StopCheck:
     """Tracks the run against ``train.stop`` from the moment the algorithm is built.
 
     ``observe(row)`` adds ``train_time_s`` to an iteration's row and returns the
-    criterion that ends the run after it (``None``: go on); ``summary()`` is the
+    criterion that ends the run after it (``None``: go on); ``record()`` writes its
     ``summary.json`` part.
     """
 
@@ -224,29 +225,29 @@ class StopCheck:
             return "time_s"
         return None
 
-    def summary(self) -> dict[str, Any]:
-        """``stop`` (the criteria and which one ended the run), ``reached`` (null without a
-        return target), ``time_to_target_s``, ``env_steps_to_target``,
+    def record(self, record: TrainRecord) -> TrainRecord:
+        """Into ``record``: ``stop`` (the criteria and which one ended the run), ``reached``
+        (null without a return target), ``time_to_target_s``, ``env_steps_to_target``,
         ``iterations_to_target``, ``wall_s_to_target`` (null unless reached),
-        ``evaluation`` (settings and total ``eval_s``)."""
+        ``evaluation`` (settings and total ``eval_s``), and ``precision`` where one was set."""
         has_target = self.stop.episode_return is not None
         hit = self.reached_row or {}
-        return {
-            "stop": {
-                **{k: self.stop[k] for k in STOP_KEYS},
-                "judge": self.judge if has_target else None,
-                "iterations": self.cap,
-                "stopped_by": self.stopped_by,
-            },
-            "reached": (self.reached_row is not None) if has_target else None,
-            "time_to_target_s": hit.get(TRAIN_TIME_S),
-            "env_steps_to_target": hit.get(ENV_STEPS),
-            "iterations_to_target": hit.get(ITERATION),
-            "wall_s_to_target": hit.get(WALL_S),
-            "return_at_target": hit.get("return"),
-            "evaluation": {**self.settings, EVAL_S: self.eval_s, "capped_episodes": self.capped},
-            **({} if self.precision is None else {"precision": self._precision()}),
+        record.stop = {
+            **{k: self.stop[k] for k in STOP_KEYS},
+            "judge": self.judge if has_target else None,
+            "iterations": self.cap,
+            "stopped_by": self.stopped_by,
         }
+        record.reached = (self.reached_row is not None) if has_target else None
+        record.time_to_target_s = hit.get(TRAIN_TIME_S)
+        record.env_steps_to_target = hit.get(ENV_STEPS)
+        record.iterations_to_target = hit.get(ITERATION)
+        record.wall_s_to_target = hit.get(WALL_S)
+        record.return_at_target = hit.get("return")
+        record.evaluation = {**self.settings, EVAL_S: self.eval_s, "capped_episodes": self.capped}
+        if self.precision is not None:
+            record.precision = self._precision()
+        return record
 
     def _precision(self) -> dict[str, Any]:
         """``summary.json`` ``precision``: the target, whether and at which iteration it was

@@ -53,6 +53,7 @@ from rlperf.results.columns import (
     TRAINED_STEPS,
 )
 from rlperf.results.csvlog import CsvLog
+from rlperf.results.record import TrainRecord, as_record
 from rlperf.results.summary import excluded_counts, summarize_rows
 from rlperf.runs.probe import write_probe
 from rlperf.telemetry.cpu import CpuWindow
@@ -205,7 +206,7 @@ class IterationTimer:
             algo.evaluate = self.eval_clock.wrap("evaluate", algo.evaluate)
         self.counters = IterationCounters()
         self.faults = faults.FaultWatch(algo, ctx.plan)
-        self.ceiling = ctx.summary.get("env_ceiling_steps_per_s")
+        self.ceiling = as_record(ctx.record, TrainRecord).env_ceiling_steps_per_s
         self.runners = max(int(ctx.plan.num_env_runners), 1)  # workers=0: the driver samples
 
     def iteration(self, it: int) -> dict[str, Any]:
@@ -330,48 +331,48 @@ def summarise_training(
     rows: list[dict[str, Any]],
     columns: list[str],
     checkpoint: Path,
+    record: TrainRecord,
     env_runners: int = 1,
-    ceiling: float | None = None,
-) -> dict[str, Any]:
-    """The training's part of ``summary.json``: aggregates over the iterations not excluded.
+) -> TrainRecord:
+    """The training's part of ``summary.json``, into ``record``: aggregates over the
+    iterations not excluded.
 
     ``sampling_efficiency`` there is over those iterations together: their env steps
     over their sampling seconds, per env runner (``env_runners``, at least 1: the driver
-    samples with ``workers=0``), over the env's ceiling (``ceiling`` env steps/s).
+    samples with ``workers=0``), over the env's ceiling (``record.env_ceiling_steps_per_s``).
     """
     warm = [r[ITERATION] for r in rows if r[EXCLUDED_COLUMN] == Exclusion.warmup]
     counted = [r for r in rows if not r[EXCLUDED_COLUMN]]
-    return {
-        "iterations": len(rows),
-        "warmup": {"rule": _warmup_rule(cfg), "iterations": warm, "excluded_from_summary": True},
-        EXCLUDED_COLUMN: excluded_counts(rows),
-        "faults": faults.fault_list(rows),
-        "metrics": summarize_rows(
-            rows, columns, skip=(ITERATION, TIME_S, TRAIN_TIME_S, *FAULT_COLUMNS)
-        ),
-        "total_env_steps": int(sum(r[ENV_STEPS] for r in rows)),
-        SAMPLING_EFFICIENCY: sampling_efficiency(
-            sum(r[ENV_STEPS] for r in counted),
-            sum(r[SAMPLE_S] for r in counted),
-            max(env_runners, 1),
-            ceiling,
-        ),
-        "checkpoint": str(checkpoint),
-    }
+    record.iterations = len(rows)
+    record.warmup = {"rule": _warmup_rule(cfg), "iterations": warm, "excluded_from_summary": True}
+    record.excluded = excluded_counts(rows)
+    record.faults = faults.fault_list(rows)
+    record.metrics = summarize_rows(
+        rows, columns, skip=(ITERATION, TIME_S, TRAIN_TIME_S, *FAULT_COLUMNS)
+    )
+    record.total_env_steps = int(sum(r[ENV_STEPS] for r in rows))
+    record.sampling_efficiency = sampling_efficiency(
+        sum(r[ENV_STEPS] for r in counted),
+        sum(r[SAMPLE_S] for r in counted),
+        max(env_runners, 1),
+        record.env_ceiling_steps_per_s,
+    )
+    record.checkpoint = str(checkpoint)
+    return record
 
 
 def measure_env_ceiling(cfg: DictConfig, ctx: JobContext) -> None:
-    """``train.env_ceiling``: the env's raw speed into ``ctx.summary`` (before Ray starts)."""
-    c = cfg.train.env_ceiling
+    """``train.env_ceiling``: the env's raw speed into the job's record (before Ray starts)."""
+    c, record = cfg.train.env_ceiling, as_record(ctx.record, TrainRecord)
     if not c.enabled:
-        ctx.summary.update(env_ceiling_steps_per_s=None, env_ceiling={"enabled": False})
+        record.env_ceiling_steps_per_s, record.env_ceiling = None, {"enabled": False}
         return
     result = env_ceiling(
         env_config(cfg), float(c.duration_s), c.cache_dir, int(cfg.seed),
         int(cfg.env_runner.num_envs),
     )  # fmt: skip
-    ctx.summary["env_ceiling_steps_per_s"] = result["steps_per_s"]
-    ctx.summary["env_ceiling"] = {"enabled": True, **result}
+    record.env_ceiling_steps_per_s = result["steps_per_s"]
+    record.env_ceiling = {"enabled": True, **result}
     ctx.progress(
         f"env ceiling: {result['steps_per_s']:.0f} env steps/s with random actions in one "
         + ("process (cached)" if result["cached"] else f"process ({result['probe_s']:.1f} s probe)")
@@ -427,18 +428,19 @@ def record_placement(algo: Any, ctx: JobContext) -> None:
     ``resource_plan`` (:mod:`rlperf.resources.placement`).
     """
 
-    ctx.summary["learner"] = learner_placement(algo, ctx.plan)
+    record = as_record(ctx.record, TrainRecord)
+    record.learner = learner = learner_placement(algo, ctx.plan)
     runners = env_runner_placement(algo)
-    ctx.summary["env_runners"] = {"started": len(runners), "runners": runners}
-    devices = sorted({s["device"] for s in ctx.summary["learner"]["learners"]})
+    record.env_runners = {"started": len(runners), "runners": runners}
+    devices = sorted({s["device"] for s in learner["learners"]})
     ctx.progress(
-        f"learner on {', '.join(devices)} ({ctx.summary['learner']['where']}); "
+        f"learner on {', '.join(devices)} ({learner['where']}); "
         f"{len(runners)} env runner(s), GPU share each: "
         f"{sorted({r['gpus'] for r in runners}) if runners else '-'}"
     )
 
 
-def run_training(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, Any]:
+def run_training(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> TrainRecord:
     """Train ``train.iterations`` iterations; write metrics.csv and the checkpoint.
 
     ``ctx`` is the job context (:class:`rlperf.job_wrapper.JobContext`): it gives the
@@ -459,18 +461,19 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, A
         *([CPU_ENERGY_J] if cpu_energy else []),
     ]
     # Recorded before Ray starts, so that a layout Ray cannot place still shows its plan.
-    ctx.summary["resource_plan"] = plan_record(ctx.plan, str(cfg.gpu_layout.name))
+    record = as_record(ctx.record, TrainRecord)
+    record.resource_plan = plan_record(ctx.plan, str(cfg.gpu_layout.name))
     measure_env_ceiling(cfg, ctx)
     ctx.progress(f"starting Ray; {cfg.algo.name} with {ctx.plan.num_env_runners} env runner(s)")
     with ray_session(ctx.plan, ctx.machine, cfg.ray):
         algo = with_evaluation(build_algo_config(cfg, ctx.plan), cfg).build_algo()
         stop = StopCheck(cfg)  # the clock starts when the algorithm is built
         # Before it: pre-flight, the env ceiling probe, Ray's start, building the actors.
-        ctx.summary["startup_s"] = ctx.elapsed_s()
+        record.startup_s = ctx.elapsed_s()
         try:
-            ctx.summary["model_params"] = count_trainable_params(algo.get_module(DEFAULT_MODULE_ID))
+            record.model_params = count_trainable_params(algo.get_module(DEFAULT_MODULE_ID))
             record_placement(algo, ctx)
-            ctx.summary["scale"] = record_scale(algo)
+            record.scale = record_scale(algo)
             train(algo, cfg, out_dir, ctx, columns, stop)
             ckpt = save_checkpoint(algo, cfg, out_dir, len(ctx.rows))
         except BaseException:
@@ -480,15 +483,10 @@ def run_training(cfg: DictConfig, out_dir: Path, ctx: JobContext) -> dict[str, A
                 algo.stop()
             raise
         algo.stop()
-    summary = summarise_training(
-        cfg,
-        ctx.rows,
-        columns,
-        ckpt.relative_to(out_dir),
-        ctx.plan.num_env_runners,
-        ctx.summary.get("env_ceiling_steps_per_s"),
+    summarise_training(
+        cfg, ctx.rows, columns, ckpt.relative_to(out_dir), record, ctx.plan.num_env_runners
     )
-    return {**summary, **stop.summary()}
+    return stop.record(record)
 
 
 def _warmup_rule(cfg: DictConfig) -> str:

@@ -39,7 +39,7 @@ def run_edge(cfg: Any, out_dir: Path, *, job: bool = False) -> dict[str, Any]:
     from rlperf.job_wrapper import JobContext, execute_stage
 
     if not job:
-        return edge_stage(cfg, out_dir, JobContext.for_job(cfg, out_dir))
+        return edge_stage(cfg, out_dir, JobContext.for_job(cfg, out_dir)).data
     (out_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, out_dir / ".hydra" / "config.yaml")
     return execute_stage(cfg, out_dir, edge_stage, in_trial=True).data

@@ -100,7 +100,7 @@ def _edge(cfg: Any, out_dir: Path) -> dict[str, Any]:
     from rlperf.edge.edge_job import run_edge
     from rlperf.job_wrapper import JobContext
 
-    return run_edge(cfg, out_dir, JobContext.for_job(cfg, out_dir))
+    return run_edge(cfg, out_dir, JobContext.for_job(cfg, out_dir)).data
 
 
 def _overrides(

@@ -318,7 +318,7 @@ def test_play_records_every_step_and_finished_episodes(tmp_path: Path) -> None:
     env, lines = CountingEnv(7), []
     with LatencyRecorder(tmp_path, warmup_steps=5) as rec:
         counts = play(EchoPolicy(), env, rec, episodes=3, progress=lines.append)
-    assert counts == {"steps": 21, "episodes_finished": 3} and env.resets == 3
+    assert counts == (21, 3) and env.resets == 3
     steps = pd.read_csv(tmp_path / STEPS_FILE)
     assert (
         list(steps["step"]) == list(range(21))
@@ -336,7 +336,7 @@ def test_play_stops_after_steps_and_keeps_the_unfinished_episode(tmp_path: Path)
     with LatencyRecorder(tmp_path, warmup_steps=2) as rec:
         counts = play(EchoPolicy(), CountingEnv(4), rec, episodes=1, steps=10)
         assert rec.latency_summary()["action_ms"]["count"] == 8
-    assert counts == {"steps": 10, "episodes_finished": 2}
+    assert (counts.steps, counts.episodes_finished) == (10, 2)
     assert len(pd.read_csv(tmp_path / STEPS_FILE)) == 10  # the partial third episode too
     assert len(pd.read_csv(tmp_path / EPISODES_FILE)) == 2
 
