@@ -10,9 +10,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from rlperf.console.progress import format_duration
-from rlperf.layout import EXCLUDED_COLUMN
-from rlperf.results.columns import ENV_STEPS_PER_S, FRAMES_PER_S, ITER_S, LEARN_S, SAMPLE_S
-from rlperf.results.record import RunRecord
+from rlperf.results.columns import ENV_STEPS_PER_S, ITER_S, LEARN_S, SAMPLE_S
+from rlperf.results.record import EnvRecord, RunRecord, ServeRecord, TrainRecord, as_record
 from rlperf.specs.stages import DEFAULT_STAGE, STAGES, stage_spec
 
 #: A header key that some options of its group lack, and the key that names the same thing
@@ -38,15 +37,14 @@ def header_lines(cfg: Any, out_dir: Path, log_path: Path | None) -> list[str]:
 
 def summary_lines(record: RunRecord, out_dir: Path) -> list[str]:
     """The outcome and the headline figures of ``summary.json``, in two or three lines."""
-    summary = record.data  # the stage's figures, by key until its part is typed
     head = f"{record.status} in {format_duration(record.wall_s)}"
     spec = stage_spec(record.stage or DEFAULT_STAGE)
-    counts = [
-        f"{n} {label}" for key, label in spec.counts if isinstance(n := _at(summary, key), int)
+    counts = [  # the spec's dotted keys (episodes.count)
+        f"{n} {label}" for key, label in spec.counts if isinstance(n := _at(record.data, key), int)
     ]
     if counts:
         head += ": " + ", ".join(counts)
-    excluded = summary.get(EXCLUDED_COLUMN) or {}
+    excluded = as_record(record, TrainRecord).excluded
     if excluded:
         head += (
             " (excluded from the figures: "
@@ -54,10 +52,11 @@ def summary_lines(record: RunRecord, out_dir: Path) -> list[str]:
             + ")"
         )
     lines = [head]
-    figures = _serve_figures(summary) if spec.serves else _figures(summary)
+    serve = as_record(record, ServeRecord)
+    figures = _serve_figures(serve) if spec.serves else _figures(record)
     if figures:
         lines.append("  " + " | ".join(figures))
-    faults = _fault_count(summary.get("faults"))
+    faults = _fault_count(serve.faults if spec.serves else as_record(record, TrainRecord).faults)
     if faults:
         lines.append(f"  {faults} fault(s) recorded: see summary.json 'faults'")
     lines.append(f"  summary.json and the result files are in {out_dir}")
@@ -80,8 +79,8 @@ def _fault_count(faults: Any) -> int:
     return len(faults or [])
 
 
-def _figures(summary: Mapping[str, Any]) -> list[str]:
-    metrics = summary.get("metrics") or {}
+def _figures(record: RunRecord) -> list[str]:
+    metrics = as_record(record, TrainRecord).metrics
     out = []
     for key, label, unit in (
         (ITER_S, "iteration", "s"),
@@ -92,25 +91,25 @@ def _figures(summary: Mapping[str, Any]) -> list[str]:
         mean = (metrics.get(key) or {}).get("mean")
         if isinstance(mean, int | float) and math.isfinite(mean):
             out.append(f"{label} {mean:.3g}{(' ' + unit) if unit else ''} (mean)")
-    for key, label in ((ENV_STEPS_PER_S, "env steps/s"), (FRAMES_PER_S, "frames/s")):
-        value = summary.get(key)  # stage=env's totals over its timed windows
+    env = as_record(record, EnvRecord)  # stage=env's totals over its timed windows
+    for value, label in ((env.env_steps_per_s, "env steps/s"), (env.frames_per_s, "frames/s")):
         if isinstance(value, int | float) and math.isfinite(value):
             out.append(f"{label} {value:.0f}")
-    for key, stats in (summary.get("latency") or {}).items():
+    for key, stats in (env.latency or {}).items():
         p50 = stats.get("p50") if isinstance(stats, Mapping) else None
         if isinstance(p50, int | float) and math.isfinite(p50):
             out.append(f"{key} p50 {stats['p50']:.3g}")
     return out
 
 
-def _serve_figures(summary: Mapping[str, Any]) -> list[str]:
+def _serve_figures(record: ServeRecord) -> list[str]:
     """A serve job's headline: the policy's latency over HTTP alone, the highest offered
     rate whose p99 stayed under the SLO, and the served actions' check."""
     out = []
-    http = (summary.get("baseline") or {}).get("http_p50_ms")
+    http = (record.baseline or {}).get("http_p50_ms")
     if isinstance(http, int | float) and math.isfinite(http):
         out.append(f"http p50 {http:.3g} ms (1 client)")
-    slo = summary.get("max_rate_under_slo") or {}
+    slo = record.max_rate_under_slo or {}
     if slo.get("levels_searched"):  # open-loop levels that counted
         rate = slo.get("max_rate_rps")
         head = f"max rate with p99 within {slo.get('slo_ms'):g} ms:"
@@ -119,7 +118,7 @@ def _serve_figures(summary: Mapping[str, Any]) -> list[str]:
                        f"{max(slo['levels_searched']):g} req/s")  # fmt: skip
         else:
             out.append(f"{head} {rate:g} req/s" + ("" if slo.get("bounded") else " or more"))
-    actions = summary.get("actions") or {}
+    actions = record.actions or {}
     if isinstance(actions.get("checked"), int):
         mismatches = actions.get("mismatches", 0)
         checked = f"{actions['checked']} action(s) checked, {mismatches} mismatch(es)"

@@ -35,7 +35,7 @@ from rlperf.layout import (
     TELEMETRY_FILE,
 )
 from rlperf.results.columns import FORWARD_MS, ITER_S, LEARN_S, TIME_S
-from rlperf.results.record import from_json
+from rlperf.results.record import RolloutRecord, TrainRecord, as_record, from_json
 from rlperf.telemetry.sampler import GPU_METRICS
 from rlperf.vocabulary import Exclusion, RunStatus
 
@@ -130,14 +130,14 @@ def status_check(label: str, summary: dict[str, Any] | None) -> Check:
     return Check(f"{label}: status", RunStatus.completed, seen[:120], status == RunStatus.completed)
 
 
-def learner_check(label: str, summary: dict[str, Any], plan: dict[str, Any]) -> Check:
+def learner_check(label: str, run: TrainRecord, plan: dict[str, Any]) -> Check:
     """The learner(s) ran where and on what the plan says: CUDA when it gives them GPUs."""
     wanted = "cuda" if float(plan["driver_gpus"]) > 0 else "cpu"
     count = max(int(plan["num_learners"]), 1)
     where = "remote actors" if int(plan["num_learners"]) > 0 else "driver"
     per = float(plan["gpus_per_learner"])
     expected = f"{count} x {wanted} ({where}" + (f", {per:g} GPU each)" if per else ")")
-    info = summary.get("learner")
+    info = run.learner
     if not isinstance(info, dict) or not info.get("learners"):
         return Check(f"{label}: learner device", expected, "not recorded", False)
     learners = list(info["learners"])
@@ -155,13 +155,13 @@ def learner_check(label: str, summary: dict[str, Any], plan: dict[str, Any]) -> 
     return Check(f"{label}: learner device", expected, seen + ")", ok)
 
 
-def env_runner_check(label: str, summary: dict[str, Any], plan: dict[str, Any]) -> Check:
+def env_runner_check(label: str, run: TrainRecord, plan: dict[str, Any]) -> Check:
     """Every env runner got the GPU share the plan schedules, and its module sits there."""
     n = int(plan["num_env_runners"])
     share = float(plan["gpus_per_worker_scheduled"])
     wanted = "cuda" if share > 0 else "cpu"
     expected = f"{n} x GPU {share:g} on {wanted}"
-    info = summary.get("env_runners")
+    info = run.env_runners
     if not isinstance(info, dict) or "runners" not in info:
         return Check(f"{label}: env runner GPU share", expected, "not recorded", False)
     runners = list(info["runners"])
@@ -280,16 +280,23 @@ def _energy_check(name: str, energy: Sequence[float], per_iteration: bool) -> Ch
     return Check(name, expected, seen if grew else seen + " (never grew)", grew)
 
 
+def _plan_of(folder: Path) -> dict[str, Any] | None:
+    """The resource plan a training job recorded (None without one)."""
+    summary = read_json(folder / SUMMARY_FILE)
+    return as_record(from_json(summary), TrainRecord).resource_plan if summary else None
+
+
 def training_checks(label: str, folder: Path) -> list[Check]:
     """Every check of one training job folder (a single run or a sweep cell)."""
     summary = read_json(folder / SUMMARY_FILE)
     checks = [status_check(label, summary)]
     if summary is None:
         return checks
-    plan = summary.get("resource_plan")
+    run = as_record(from_json(summary), TrainRecord)
+    plan = run.resource_plan
     if not isinstance(plan, dict):
         return [*checks, Check(f"{label}: resource plan", "recorded", "missing", False)]
-    checks += [learner_check(label, summary, plan), env_runner_check(label, summary, plan)]
+    checks += [learner_check(label, run, plan), env_runner_check(label, run, plan)]
     gpus = [int(i) for i in plan["visible_gpus"]]
     metrics = read_rows(folder / METRICS_FILE)
     checks += gpu_value_checks(label, METRICS_FILE, metrics, _header(folder / METRICS_FILE), gpus)
@@ -327,8 +334,8 @@ def learn_speed_checks(jobs: dict[str, Path]) -> list[Check]:
     """
     timed: dict[str, tuple[float, float]] = {}  # label -> (driver GPUs, learn_s)
     for label, folder in jobs.items():
-        summary = read_json(folder / SUMMARY_FILE) or {}
-        plan, rows = summary.get("resource_plan"), read_rows(folder / METRICS_FILE)
+        plan = _plan_of(folder)
+        rows = read_rows(folder / METRICS_FILE)
         if isinstance(plan, dict) and rows:
             timed[label] = (float(plan["driver_gpus"]), learn_s(rows))
     base = next(((k, t) for k, (g, t) in timed.items() if g == 0), None)
@@ -359,9 +366,10 @@ def rollout_checks(label: str, folder: Path) -> list[Check]:
     checks = [status_check(label, summary)]
     if summary is None:
         return checks
-    device = str((summary.get("executor") or {}).get("device"))
+    run = as_record(from_json(summary), RolloutRecord)
+    device = str((run.executor or {}).get("device"))
     checks.append(Check(f"{label}: policy device", "cuda", device, device.startswith("cuda")))
-    probe = summary.get("probe")
+    probe = run.probe
     if isinstance(probe, dict):
         err, tol = float(probe["max_abs_logit_err"]), float(probe["tolerance"])
         agreement = probe["greedy_agreement"]
@@ -369,8 +377,8 @@ def rollout_checks(label: str, folder: Path) -> list[Check]:
         checks.append(Check(f"{label}: probe on the GPU", "same logits", seen, err <= tol))
     else:
         checks.append(Check(f"{label}: probe on the GPU", "same logits", "not recorded", False))
-    forward = ((summary.get("latency") or {}).get(FORWARD_MS) or {}).get("p50")
-    steps = int(summary.get("steps") or 0)
+    forward = (run.latency.get(FORWARD_MS) or {}).get("p50")
+    steps = int(run.steps or 0)
     ok = steps > 0 and forward is not None and math.isfinite(float(forward))
     seen = f"{steps} steps, forward p50 {forward if forward is None else f'{forward:.3f}'} ms"
     checks.append(Check(f"{label}: steps timed", "> 0 steps, forward p50", seen, ok))
@@ -409,8 +417,7 @@ def sweep_checks(label: str, folder: Path, cells: int) -> list[Check]:
         sub = str(record.get("subdir"))
         cell_label = f"{label}/{sub}"
         cell_checks = training_checks(cell_label, folder / sub)
-        summary = read_json(folder / sub / SUMMARY_FILE) or {}
-        plan = summary.get("resource_plan")
+        plan = _plan_of(folder / sub)
         if isinstance(plan, dict):
             cell_checks.insert(1, request_check(cell_label, record, plan))
         checks += cell_checks

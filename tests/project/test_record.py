@@ -5,8 +5,7 @@
   it, and a record writes its file back byte for byte.
 - Summary keys are read and written through the record, not by string: a string-keyed access
   of a summary (``summary["x"]``, ``summary.get("x")``, ``record.data["x"]``) outside the
-  record module is refused, but for the stages' own parts not typed yet, each file at most its
-  count below. The counts only go down: an entry above what its file needs fails too.
+  record module is refused.
 """
 
 from __future__ import annotations
@@ -15,32 +14,12 @@ import ast
 import json
 
 from rlperf.results.jsonfile import write_json
-from rlperf.results.record import RunRecord, from_json, read_record
+from rlperf.results.record import RunRecord, from_json, read_record, record_class
 from rlperf.vocabulary import RunStatus
 from tests.conftest import DATA, REPO
 
 #: The record module: the only one that names summary keys.
 RECORD_MODULE = "rlperf/results/record.py"
-
-#: Files whose stage part (metrics, latency, fidelity, placement, ...) is still read or
-#: written by key, and how many such accesses each holds (issue 51: typed next).
-UNTYPED_YET: dict[str, int] = {
-    "rlperf/rollout/rollout_job.py": 16,
-    "rlperf/training/training_job.py": 12,
-    "rlperf/gpu_check/checks.py": 9,
-    "rlperf/report/tables/tidy.py": 8,
-    "rlperf/report/compare/findings.py": 7,
-    "rlperf/console/text.py": 6,
-    "rlperf/report/compare/compression_study.py": 5,
-    "rlperf/report/compare/memory.py": 4,
-    "rlperf/report/read/load.py": 2,
-    "rlperf/report/compare/decided.py": 2,
-    "rlperf/env_bench/env_job.py": 3,
-    "rlperf/report/read/energy.py": 1,
-    "rlperf/report/tables/serve.py": 2,
-    "rlperf/report/stats/objectives.py": 1,
-    "rlperf/report/compare/workloads.py": 1,
-}
 
 
 def _holds_a_summary(node: ast.expr) -> bool:
@@ -90,17 +69,10 @@ def _counts() -> dict[str, int]:
 
 def test_summary_keys_go_through_the_record() -> None:
     counts = _counts()
-    over = {f: n for f, n in counts.items() if n > UNTYPED_YET.get(f, 0)}
-    assert not over, (
-        "summary keys read or written by string; use rlperf.results.record.RunRecord's "
-        f"attributes (or declare the key there): {over}"
+    assert not counts, (
+        "summary keys read or written by string; use the attributes of the stage's record "
+        f"in rlperf.results.record (or declare the key there): {counts}"
     )
-    stale = {
-        f: (UNTYPED_YET[f], counts.get(f, 0))
-        for f in UNTYPED_YET
-        if counts.get(f, 0) < UNTYPED_YET[f]
-    }
-    assert not stale, f"lower these allowances to what the files hold now: {stale}"
 
 
 def test_the_scanner_finds_a_planted_access() -> None:
@@ -128,7 +100,8 @@ def test_folders_written_before_the_record_read_and_write_back_unchanged(tmp_pat
         )
         assert record.env_protocol == raw.get("env_protocol")
         assert record.wall_s == raw.get("wall_s")
-        assert set(record.results) == set(raw) - RunRecord.declared() - {"wall_s"}
+        # Every key the job wrote is declared by its stage's record: nothing left untyped.
+        assert type(record) is record_class(raw["stage"]) and record.results == {}
         out = tmp_path / path.relative_to(DATA).parent
         out.mkdir(parents=True)
         record.write(out)

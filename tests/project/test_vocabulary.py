@@ -43,7 +43,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("rlperf/edge/edge_job.py", "episodes"): "edge.episodes, and the episodes.csv summary",
     # summary.json's "episodes" block of the inference stages: episodes.csv's count and returns
     ("rlperf/edge/benchmark.py", "episodes"): "the episodes.csv summary (summary.json)",
-    ("rlperf/rollout/rollout_job.py", "episodes"): "the episodes.csv summary (summary.json)",
 }
 
 

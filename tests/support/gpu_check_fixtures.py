@@ -44,7 +44,7 @@ from rlperf.resources.plan import ResourcePlan
 from rlperf.results.columns import ALGO_COLUMNS, TRAIN_COLUMNS
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.jsonfile import write_json
-from rlperf.results.record import RunRecord
+from rlperf.results.record import TrainRecord
 from rlperf.telemetry.sampler import TelemetrySampler, gpu_columns
 from rlperf.training.target import StopCheck
 
@@ -242,14 +242,13 @@ def write_training(
             "num_cpus_per_learner": "auto",
             "driver_torch_threads": 1,
         },
-        **summarise_training(cfg, rows, columns, Path("checkpoint"), plan.num_env_runners, CEILING),
-        "startup_s": 12.0,
-        **StopCheck(cfg).summary(),  # no train.stop target: ran its iterations
-        "wall_s": 31.5,
     }
-    record_env_protocol(
-        RunRecord(summary), OmegaConf.to_container(cfg, resolve=True)
-    )  # as the job does
+    run = TrainRecord(summary)  # filled as the job fills it, in the order it does
+    summarise_training(cfg, rows, columns, Path("checkpoint"), run, plan.num_env_runners)
+    run.startup_s = 12.0
+    StopCheck(cfg).record(run)  # no train.stop target: ran its iterations
+    run.wall_s = 31.5
+    record_env_protocol(run, OmegaConf.to_container(cfg, resolve=True))  # as the job does
     write_json(folder / SUMMARY_FILE, summary)
     return record
 

@@ -23,6 +23,7 @@ from rlperf.envs.factory import CAPPED_INFO, EVALUATION_CAP, make_env
 from rlperf.errors import ConfigError
 from rlperf.job_wrapper import Heartbeat
 from rlperf.layout import METRICS_FILE, SUMMARY_FILE
+from rlperf.results.record import TrainRecord
 from rlperf.training.target import StopCheck, evaluation_cap, evaluation_settings
 from rlperf.validation.validate import validate_config
 from tests.conftest import TESTS, run_rlperf
@@ -87,7 +88,7 @@ def test_a_round_with_a_capped_episode_never_reaches_the_target(compose_cfg) -> 
            "eval_return_mean": 0.9, "eval_episodes": 2, "eval_capped_episodes": 1}  # fmt: skip
     assert check.observe(row) is None
     assert check.observe({**row, "iteration": 2, "eval_capped_episodes": 0}) == "episode_return"
-    assert check.summary()["evaluation"]["capped_episodes"] == 1
+    assert check.record(TrainRecord()).data["evaluation"]["capped_episodes"] == 1
 
 
 def test_the_env_check_warns_of_a_missing_time_limit(tests_importable) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from rlperf.errors import ConfigError
 from rlperf.layout import METRICS_FILE, SUMMARY_FILE
+from rlperf.results.record import TrainRecord
 from rlperf.training.target import StopCheck
 from rlperf.validation.validate import validate_config
 from tests.conftest import TINY_TRAIN, run_rlperf
@@ -40,7 +41,7 @@ def test_steady_iterations_stop_at_the_first_look_that_is_precise(compose_cfg) -
     check = StopCheck(compose_cfg("train.stop.precision=0.05", "train.iterations=40"))
     hit, at = _run(check, _rows(0.01, 40))
     assert (hit, at) == ("precision", 13)
-    s = check.summary()
+    s = check.record(TrainRecord()).data
     assert s["stop"]["stopped_by"] == "precision" and s["stop"]["precision"] == 0.05
     p = s["precision"]
     assert p["reached"] is True and p["at_iteration"] == 13 and p["values"] == 12
@@ -53,7 +54,7 @@ def test_noisy_iterations_run_to_the_cap_and_say_so(compose_cfg) -> None:
     check = StopCheck(compose_cfg("train.stop.precision=0.05", "train.iterations=30"))
     hit, at = _run(check, _rows(0.3, 30, seed=1))
     assert hit is None and at == 30
-    p = check.summary()["precision"]
+    p = check.record(TrainRecord()).data["precision"]
     assert p["reached"] is False and p["at_iteration"] is None
     assert p["relative_half_width"] > 0.05 and p["values"] == 29  # the last look's interval
 

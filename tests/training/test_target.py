@@ -12,6 +12,7 @@ import pytest
 from rlperf.errors import ConfigError
 from rlperf.layout import METRICS_FILE, SUMMARY_FILE
 from rlperf.results.columns import ITER_S, OTHER_S, PHASES, TIME_S
+from rlperf.results.record import TrainRecord
 from rlperf.training.target import StopCheck, evaluation_settings
 from rlperf.validation.validate import validate_config
 from tests.conftest import run_rlperf
@@ -28,7 +29,7 @@ def test_eval_judge_ignores_the_training_return(compose_cfg) -> None:
     check = StopCheck(cfg)
     assert check.observe(_row(1, train_ret=480.0, eval_ret=300.0, eval_s=0.5)) is None
     assert check.observe(_row(2, train_ret=200.0, eval_ret=450.0, eval_s=0.25)) == "episode_return"
-    s = check.summary()
+    s = check.record(TrainRecord()).data
     assert s["reached"] is True and s["stop"]["stopped_by"] == "episode_return"
     assert s["env_steps_to_target"] == 200 and s["iterations_to_target"] == 2
     assert s["return_at_target"] == 450.0 and s["stop"]["judge"] == "eval"
@@ -50,7 +51,7 @@ def test_train_judge_and_budgets(compose_cfg) -> None:
     assert check.observe(_row(1, train_ret=50.0, eval_ret=900.0)) is None
     assert check.observe(_row(2, train_ret=60.0)) is None
     assert check.observe(_row(3, train_ret=70.0)) == "env_steps"  # 300 >= 250 first
-    s = check.summary()
+    s = check.record(TrainRecord()).data
     assert s["reached"] is False and s["time_to_target_s"] is None
     # The progress line's ETA follows the nearest foreseeable end: here the env steps
     # (300 of 250, capped at 1), not the cap of 20 iterations.
@@ -64,12 +65,15 @@ def test_train_judge_and_budgets(compose_cfg) -> None:
 def test_no_target_records_null_reached(compose_cfg) -> None:
     check = StopCheck(compose_cfg("train.stop.time_s=0.000001"))
     assert check.observe(_row(1)) == "time_s"
-    s = check.summary()
+    s = check.record(TrainRecord()).data
     assert (
         s["reached"] is None and s["stop"]["judge"] is None and s["stop"]["stopped_by"] == "time_s"
     )
     none = StopCheck(compose_cfg())
-    assert none.observe(_row(1)) is None and none.summary()["stop"]["stopped_by"] == "iterations"
+    assert (
+        none.observe(_row(1)) is None
+        and none.record(TrainRecord()).data["stop"]["stopped_by"] == "iterations"
+    )
     # Without budgets the fraction is the cap's; a time budget takes over when nearer.
     cap = int(compose_cfg().train.iterations)
     assert none.budget_fraction(1, train_time_s=50.0) == pytest.approx(1 / cap)

@@ -36,6 +36,7 @@ from rlperf.report.read.cells import Cell
 from rlperf.report.stats import estimates
 from rlperf.report.stats.robust import MIN_SEEDS, stratified_bootstrap_ci
 from rlperf.results.columns import ACTION_MS
+from rlperf.results.record import EdgeRecord
 from rlperf.specs.backends import BACKENDS
 
 #: Latency ratio to fp32 within which pruning "barely moves" speed (claim 4).
@@ -66,7 +67,7 @@ class StudyRow:
 
     def values(self, path: tuple[str, ...]) -> list[float]:
         """The finite summary values at ``path`` of the row's cells."""
-        got = [_at(c.summary, path) for c in self.cells]
+        got = [_at(c.summary, path) for c in self.cells]  # path: a declared key, then its own
         return [v for v in got if v is not None and np.isfinite(v)]
 
     def mean(self, path: tuple[str, ...]) -> float:
@@ -87,29 +88,36 @@ def _at(summary: dict[str, Any], path: tuple[str, ...]) -> float | None:
         return None
 
 
-PEAK = ("memory", "peak_rss_mb")
-MODEL_RSS = ("memory", "model_rss_mb")
-SIZE = ("model_size_bytes",)
-GZIP = ("model_gzip_bytes",)
-P50 = ("latency", ACTION_MS, "p50")
-P99 = ("latency", ACTION_MS, "p99")
-ENERGY = ("energy", "cpu_energy_per_1k_actions_j")
+PEAK = (EdgeRecord.memory.name, "peak_rss_mb")
+MODEL_RSS = (EdgeRecord.memory.name, "model_rss_mb")
+SIZE = (EdgeRecord.model_size_bytes.name,)
+GZIP = (EdgeRecord.model_gzip_bytes.name,)
+P50 = (EdgeRecord.latency.name, ACTION_MS, "p50")
+P99 = (EdgeRecord.latency.name, ACTION_MS, "p99")
+ENERGY = (EdgeRecord.energy.name, "cpu_energy_per_1k_actions_j")
+RETURN_DIFF = (EdgeRecord.fidelity.name, "return_diff")
 
 
 def _key(cell: Cell) -> tuple[str, str, str] | None:
     """(algo, env id, backend) of an edge cell of a trained policy, or None."""
-    source = cell.summary.get("source")
-    if "variant" not in cell.summary or not isinstance(source, dict):
+    edge = cell.record_of(EdgeRecord)
+    source = edge.source
+    if edge.variant is None or not isinstance(source, dict):
         return None  # (an edge cell names its variant; a rollout's does not)
     identity = dict(source.get("identity") or {})
     for override in source.get("overrides") or ():  # edge cells from before the identity
         key, _, value = str(override).partition("=")  # named them: the training's axes
         identity.setdefault({"algo": "algo", "env.id": "env_id"}.get(key, ""), value)
     algo, env = identity.get("algo"), identity.get("env_id")
-    backend = cell.summary.get("backend")
+    backend = edge.backend
     if algo is None or env is None or backend is None:
         return None
     return str(algo), str(env), str(backend)
+
+
+def _policy_run(cell: Cell) -> str:
+    """The training run an edge cell's policy came from."""
+    return str((cell.record_of(EdgeRecord).source or {}).get("run"))
 
 
 def study_rows(cells: Sequence[Cell]) -> list[StudyRow]:
@@ -123,14 +131,13 @@ def study_rows(cells: Sequence[Cell]) -> list[StudyRow]:
     for (algo, env, backend), group in sorted(groups.items()):
         if sum(1 for a, e, _ in groups if (a, e) == (algo, env)) < 2:
             continue
-        variant = str(group[0].summary.get("variant") or "torch")
+        variant = str(group[0].record_of(EdgeRecord).variant or "torch")
         by_policy: dict[str, list[float]] = {}
         for c in group:
-            diff = _at(c.summary, ("fidelity", "return_diff"))
+            diff = _at(c.summary, RETURN_DIFF)
             if diff is not None and np.isfinite(diff):
-                run = str((c.summary.get("source") or {}).get("run"))
-                by_policy.setdefault(run, []).append(diff)
-        policies = len({str((c.summary.get("source") or {}).get("run")) for c in group})
+                by_policy.setdefault(_policy_run(c), []).append(diff)
+        policies = len({_policy_run(c) for c in group})
         row = StudyRow(algo, env, backend, variant, policies, group)
         per_policy = np.asarray([np.mean(v) for v in by_policy.values()], dtype=float)
         if len(per_policy) >= MIN_SEEDS:

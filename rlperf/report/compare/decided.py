@@ -26,8 +26,8 @@ from rlperf.report.compare.findings import FamilyAnalysis, precision_text
 from rlperf.report.read.cells import Cell
 from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration, configuration_key
-from rlperf.results.columns import WALL_S
 from rlperf.results.precision import design_confidence, runs_to_separate, welch_difference
+from rlperf.results.record import TrainRecord
 from rlperf.vocabulary import Family
 
 
@@ -131,11 +131,11 @@ def _separated(
 def cost_line(cells: Sequence[Cell]) -> str | None:
     """``Cost: 12 runs, 820 cell-seconds, 48,000 env steps; a fixed design ...`` over the
     training runs (None without any)."""
-    runs = [c for c in cells if c.family == Family.training and c.summary.get(WALL_S) is not None]
+    runs = [c for c in cells if c.family == Family.training and c.record.wall_s is not None]
     if not runs:
         return None
-    spent = sum(float(c.summary[WALL_S]) for c in runs)
-    steps = sum(float(c.summary.get("total_env_steps") or 0) for c in runs)
+    spent = sum(float(c.record.wall_s or 0.0) for c in runs)
+    steps = sum(float(c.record_of(TrainRecord).total_env_steps or 0) for c in runs)
     text = f"Cost: {len(runs)} training run(s), {spent:,.0f} cell-seconds, {steps:,.0f} env steps"
     fixed = _fixed_design_s(runs)
     if fixed is not None:
@@ -155,7 +155,7 @@ def _fixed_design_s(runs: Sequence[Cell]) -> tuple[int, float] | None:
         return None
     design = designs[0]
     adaptive = design.get("precision") is not None or design.get("race")
-    stopped = any((c.summary.get("precision") or {}).get("reached") for c in runs)
+    stopped = any((c.record_of(TrainRecord).precision or {}).get("reached") for c in runs)
     if not adaptive and not stopped:
         return None
     design_max = int(design.get("max") or 1)
@@ -163,6 +163,6 @@ def _fixed_design_s(runs: Sequence[Cell]) -> tuple[int, float] | None:
     for c in runs:
         done = int(c.record.iterations or 0)
         cap = int(c.leaves.get("train.iterations") or done or 1)
-        full = float(c.summary[WALL_S]) * (cap / done if done else 1.0)
+        full = float(c.record.wall_s or 0.0) * (cap / done if done else 1.0)
         by_conf.setdefault(f"{c.family}:{configuration_key(c)}", []).append(full)
     return design_max, sum(design_max * float(np.mean(v)) for v in by_conf.values())

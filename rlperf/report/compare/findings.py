@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,7 @@ from rlperf.report.stats.estimates import Estimate
 from rlperf.report.stats.objectives import OBJECTIVES, PER, Objective, choose, objective_of
 from rlperf.report.stats.repeats import Configuration
 from rlperf.results.columns import ENV_STEPS, ITER_S
+from rlperf.results.record import EdgeRecord
 from rlperf.vocabulary import Family
 
 
@@ -353,10 +355,10 @@ def _fidelity_findings(
     """Exported variants whose greedy actions disagree with the source policy too often."""
     out = []
     checked = [(k.id, c) for k in group for c in k.completed
-               if isinstance(c.summary.get("fidelity"), dict)]  # fmt: skip
-    vacuous = [(k, c) for k, c in checked if c.summary["fidelity"].get("verdict") == "vacuous"]
+               if isinstance(c.record_of(EdgeRecord).fidelity, dict)]  # fmt: skip
+    vacuous = [(k, c) for k, c in checked if _fidelity(c).get("verdict") == "vacuous"]
     for k, c in vacuous:
-        reason = (c.summary["fidelity"].get("reference") or {}).get("vacuous_reason")
+        reason = (_fidelity(c).get("reference") or {}).get("vacuous_reason")
         out.append(Finding("fidelity", family, model, [c.id],
             f"{family.capitalize()}, {model}: the fidelity check of `{label[k]}` (cell `{c.id}`) "
             f"is vacuous: {reason}. Its agreement (or action error) shows nothing; a "
@@ -366,9 +368,9 @@ def _fidelity_findings(
             headline=f"Vacuous: the fidelity check of `{label[k]}` in {model} shows nothing "
                      "(a constant policy would pass it)."))  # fmt: skip
     checked = [(k, c) for k, c in checked if (k, c) not in vacuous]
-    flagged = [(k, c) for k, c in checked if c.summary["fidelity"].get("flagged")]
+    flagged = [(k, c) for k, c in checked if _fidelity(c).get("flagged")]
     for k, c in flagged:
-        fid = c.summary["fidelity"]
+        fid = _fidelity(c)
         out.append(Finding("fidelity", family, model, [c.id],
             f"{family.capitalize()}, {model}: `{label[k]}` (cell `{c.id}`) is flagged: "
             f"{fid.get('flag_reason') or 'it does not act like the source policy'}; its "
@@ -386,13 +388,13 @@ def _worst_passing(family: str, model: str, checked: Sequence[tuple[str, Cell]],
     policy the largest p99 action error relative to the range)."""
 
     def badness(kc: tuple[str, Cell]) -> float:
-        fid = kc[1].summary["fidelity"]
+        fid = _fidelity(kc[1])
         if "action_err_p99" in fid:
             return float(fid["action_err_p99"])
         return 1.0 - float(fid.get("agreement", 1.0))
 
     k, worst = max(checked, key=badness)
-    fid = worst.summary["fidelity"]
+    fid = _fidelity(worst)
     number = (f"{100 * fid['action_err_p99']:.3g} % of the action range (p99 error)"
               if "action_err_p99" in fid else f"{fid.get('agreement', float('nan')):.3f} "
               "agreement")  # fmt: skip
@@ -511,3 +513,8 @@ def _mark(e: Estimate) -> str:
 
 #: What ``†`` means, said once under the findings.
 ONE_RUN_LINE = f"† {estimates.ONE_RUN}: the interval is over that run's own samples."
+
+
+def _fidelity(cell: Cell) -> dict[str, Any]:
+    """An edge cell's fidelity record (empty where it has none)."""
+    return cell.record_of(EdgeRecord).fidelity or {}

@@ -22,6 +22,7 @@ from rlperf.report.read.cells import Cell
 from rlperf.report.stats import estimates
 from rlperf.report.stats.estimates import Estimate
 from rlperf.report.stats.repeats import Configuration
+from rlperf.results.record import EdgeRecord
 
 #: ``summary.json`` ``variant`` names of the quantized variants (a pruned int8 file's is
 #: ``prune75_int8``).
@@ -38,17 +39,19 @@ def quantized(variant: str) -> bool:
 
 def _variant(conf: Configuration) -> str:
     cell = conf.completed[0] if conf.completed else None
-    return str(cell.summary.get("variant") or "") if cell is not None else ""
+    return str(cell.record_of(EdgeRecord).variant or "") if cell is not None else ""
 
 
 def _pairing(cell: Cell) -> tuple[object, object]:
     """What must match between a quantized variant and its fp32: threads and heads."""
-    return cell.summary.get("threads"), cell.summary.get("heads")
+    edge = cell.record_of(EdgeRecord)
+    return edge.threads, edge.heads
 
 
 def _memory(conf: Configuration) -> Estimate:
     values = [
-        float((c.summary.get("memory") or {}).get(MEMORY_KEY, np.nan)) for c in conf.completed
+        float((c.record_of(EdgeRecord).memory or {}).get(MEMORY_KEY, np.nan))
+        for c in conf.completed
     ]
     return estimates.across_runs(values, key=f"memory {conf.id}")
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from rlperf.report.read.cells import Cell
 from rlperf.results.protocol import protocol_key, protocol_parts
+from rlperf.results.record import TrainRecord
 from rlperf.vocabulary import Family
 
 #: The parts of a workload, in the order labels name them.
@@ -58,7 +59,7 @@ def _batch(cell: Cell) -> Any:
 
 
 def _target(cell: Cell) -> Any:
-    return (cell.summary.get("stop") or {}).get("episode_return")
+    return (cell.record_of(TrainRecord).stop or {}).get("episode_return")
 
 
 def workload_of(cell: Cell) -> Workload:

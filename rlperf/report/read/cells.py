@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rlperf.layout import EXCLUDED_COLUMN
 from rlperf.results.columns import ITERATION, OTHER_S, TIME_S, TRAIN_COLUMNS
 from rlperf.results.columns import PHASES as TIMED_PHASES
-from rlperf.results.record import RunRecord, from_json
+from rlperf.results.record import R, RunRecord, as_record, from_json
 from rlperf.specs.stages import STAGE_FAMILY
 from rlperf.vocabulary import RunStatus
 
@@ -155,6 +155,12 @@ class Cell:
     def record(self) -> RunRecord:
         """``summary.json`` as the typed record (a view of :attr:`summary`)."""
         return from_json(self.summary)
+
+    def record_of(self, kind: type[R]) -> R:
+        """``summary.json`` as the record of a stage (:class:`~rlperf.results.record.EdgeRecord`,
+        ...): a view of :attr:`summary`, whatever stage wrote it (a key it lacks reads as
+        its default)."""
+        return as_record(self.record, kind)
 
     @property
     def completed(self) -> bool:

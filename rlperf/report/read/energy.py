@@ -33,6 +33,7 @@ import pandas as pd
 
 from rlperf.report.read.cells import Cell, included
 from rlperf.results.columns import CPU_ENERGY_J, ENV_STEPS, ITER_S, TIME_S, TRAINED_STEPS
+from rlperf.results.record import EdgeRecord
 from rlperf.vocabulary import Family
 
 COUNTER = "counter"
@@ -126,7 +127,7 @@ def cpu_energy_summary(cell: Cell) -> dict[str, Any]:
 def action_energy_summary(cell: Cell) -> dict[str, Any]:
     """An inference run's energy per 1 000 actions (``summary.json`` ``energy``: the CPU's
     RAPL joules and the GPUs' over its timed loop), or why its CPU energy was not measured."""
-    energy = cell.summary.get("energy")
+    energy = cell.record_of(EdgeRecord).energy
     energy = energy if isinstance(energy, dict) else {}
     out: dict[str, Any] = {
         k: energy[k]

@@ -52,7 +52,7 @@ from rlperf.results.columns import (
 )
 from rlperf.results.flat import flatten
 from rlperf.results.protocol import env_protocol
-from rlperf.results.record import from_json
+from rlperf.results.record import RolloutRecord, TrainRecord, as_record, from_json
 from rlperf.specs.backends import Backend
 from rlperf.specs.stages import STAGES, EnvSource, StageSpec
 from rlperf.vocabulary import Exclusion, RunStatus
@@ -423,7 +423,7 @@ def _read_results(cell: Cell) -> None:
         raise CellError(f"{cell.stage} cell without metrics.csv")
     if rows_file == LEVELS_FILE and cell.levels is None:
         raise CellError(f"{cell.stage} cell without levels.csv")
-    no_latency = cell.latency is None and not summary.get("latency")
+    no_latency = cell.latency is None and not cell.record_of(RolloutRecord).latency
     if rows_file == STEPS_FILE and no_latency:
         raise CellError(f"{cell.stage} cell without steps.csv or summary latency")
 
@@ -456,7 +456,7 @@ def _read_metrics(path: Path, summary: dict[str, Any], cell: Cell) -> pd.DataFra
     if df.empty:
         cell.notes.append("metrics.csv has no rows yet")
     df = canonical_iterations(df)
-    rule = (summary.get("warmup") or {}).get("rule") if isinstance(summary, dict) else None
+    rule = (as_record(from_json(summary), TrainRecord).warmup or {}).get("rule")
     excluded = exclusion_column(df)
     if excluded is not None:
         df[EXCLUDED_COLUMN] = excluded

@@ -42,6 +42,7 @@ from rlperf.results.columns import (
     TRAINING_OBJECTIVES,
 )
 from rlperf.results.precision import PER_1K, design_confidence
+from rlperf.results.record import TrainRecord
 from rlperf.specs.stages import FAMILY_OBJECTIVE  # each family's default (its stages' specs)
 from rlperf.vocabulary import Family
 
@@ -86,9 +87,9 @@ def time_to_target_samples(cell: Cell) -> np.ndarray:
     """The run's time to its target: reached, its ``time_to_target_s``; missed, its
     training time when it stopped (a lower bound, as :mod:`rlperf.report.stats.targets` counts
     it)."""
-    s = cell.summary or {}
-    if s.get("reached") and s.get("time_to_target_s") is not None:
-        return np.array([float(s["time_to_target_s"])])
+    run = cell.record_of(TrainRecord)
+    if run.reached and run.time_to_target_s is not None:
+        return np.array([float(run.time_to_target_s)])
     df = cell.iterations
     if df is not None and TRAIN_TIME_S in df and df[TRAIN_TIME_S].notna().any():
         return np.array([float(df[TRAIN_TIME_S].max())])
@@ -211,7 +212,7 @@ def objective_of(family: str) -> Objective:
 
 def has_target(cell: Cell) -> bool:
     """Whether a training run had a target return (``train.stop.episode_return``)."""
-    return (cell.summary.get("stop") or {}).get("episode_return") is not None
+    return (cell.record_of(TrainRecord).stop or {}).get("episode_return") is not None
 
 
 def env_steps_per_iteration(configurations: Sequence[Configuration]) -> list[float]:

@@ -23,19 +23,25 @@ import pandas as pd
 from rlperf.report.compare.axes import AxisPlan
 from rlperf.report.read.cells import Cell
 from rlperf.report.tables.tidy import write_table
+from rlperf.results.record import ServeRecord
 from rlperf.vocabulary import Family
 
 #: Columns of the max-rate table, with their summary.json source.
+_SLO, _BASE, _GEN = (
+    ServeRecord.max_rate_under_slo.name,
+    ServeRecord.baseline.name,
+    ServeRecord.generator.name,
+)
 _MAX_RATE_FIELDS = {
-    "slo_ms": ("max_rate_under_slo", "slo_ms"),
-    "max_rate_rps": ("max_rate_under_slo", "max_rate_rps"),
-    "bounded": ("max_rate_under_slo", "bounded"),
-    "inprocess_p50_ms": ("baseline", "inprocess_p50_ms"),
-    "handle_p50_ms": ("baseline", "handle_p50_ms"),
-    "http_p50_ms": ("baseline", "http_p50_ms"),
-    "echo_http_p50_ms": ("baseline", "echo_http_p50_ms"),
-    "serve_added_http_ms": ("baseline", "serve_added_http_ms"),
-    "echo_http_capacity_rps": ("generator", "echo_http_capacity_rps"),
+    "slo_ms": (_SLO, "slo_ms"),
+    "max_rate_rps": (_SLO, "max_rate_rps"),
+    "bounded": (_SLO, "bounded"),
+    "inprocess_p50_ms": (_BASE, "inprocess_p50_ms"),
+    "handle_p50_ms": (_BASE, "handle_p50_ms"),
+    "http_p50_ms": (_BASE, "http_p50_ms"),
+    "echo_http_p50_ms": (_BASE, "echo_http_p50_ms"),
+    "serve_added_http_ms": (_BASE, "serve_added_http_ms"),
+    "echo_http_capacity_rps": (_GEN, "echo_http_capacity_rps"),
 }
 
 
@@ -63,7 +69,7 @@ def _who(cell: Cell) -> dict[str, Any]:
 
 
 def _setting(cell: Cell, key: str) -> Any:
-    return (cell.summary.get("serve") or {}).get(key)
+    return (cell.record_of(ServeRecord).serve or {}).get(key)
 
 
 def levels_table(cells: Sequence[Cell], plans: dict[str, AxisPlan]) -> pd.DataFrame:
@@ -71,7 +77,7 @@ def levels_table(cells: Sequence[Cell], plans: dict[str, AxisPlan]) -> pd.DataFr
     frames = []
     for c in serve_cells(cells):
         assert c.levels is not None
-        slo = (c.summary.get("max_rate_under_slo") or {}).get("slo_ms")
+        slo = (c.record_of(ServeRecord).max_rate_under_slo or {}).get("slo_ms")
         frames.append(c.levels.assign(cell=c.id, config=_label(c, plans), slo_ms=slo, **_who(c)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -84,7 +90,7 @@ def max_rate_table(cells: Sequence[Cell], plans: dict[str, AxisPlan]) -> pd.Data
         for key in ("replicas", "max_batch_size", "transport"):
             row[key] = _setting(c, key)
         for col, (section, key) in _MAX_RATE_FIELDS.items():
-            row[col] = (c.summary.get(section) or {}).get(key)
+            row[col] = (c.record.data.get(section) or {}).get(key)
         row["model_busy_share_at_max"] = _busy_at(c, row["max_rate_rps"])
         rows.append(row)
     return pd.DataFrame(rows)

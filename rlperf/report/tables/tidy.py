@@ -40,6 +40,7 @@ from rlperf.results.columns import (
     TRAINED_STEPS_PER_S,
     WALL_S,
 )
+from rlperf.results.record import EdgeRecord, TrainRecord
 from rlperf.vocabulary import Exclusion, Family, RunStatus
 
 _ID_COLUMNS = ("cell", "label", "config")
@@ -216,8 +217,9 @@ def _train_summary(c: Cell) -> dict[str, Any]:
     row["episode_return_last"] = float(returns.iloc[-1]) if len(returns) else np.nan
     row["total_env_steps"] = float(df[ENV_STEPS].sum())
     row[WALL_S] = float(df[TIME_S].max()) if df[TIME_S].notna().any() else np.nan
-    if c.summary.get("model_params") is not None:
-        row["model_params"] = c.summary.get("model_params")
+    params = c.record_of(TrainRecord).model_params
+    if params is not None:
+        row["model_params"] = params
     row.update(energy_summary(c))
     row.update(cpu_energy_summary(c))
     row.update(study_way_means(c))
@@ -245,7 +247,8 @@ def _inference_summary(c: Cell) -> dict[str, Any]:
     if c.episodes is not None and "return" in c.episodes:
         row[EPISODES] = int(c.episodes["return"].notna().sum())
         row["return_mean"] = float(pd.to_numeric(c.episodes["return"], errors="coerce").mean())
-    fid = c.summary.get("fidelity") or {}
+    edge = c.record_of(EdgeRecord)
+    fid = edge.fidelity or {}
     for key in ("agreement", "decisive_agreement", "max_abs_logit_err", "mean_abs_logit_err",
                 "action_err_mean", "action_err_p99", "action_err_max", "tolerance",
                 "return_diff", "return_diff_low", "return_diff_high", "return_tie", "saturates",
@@ -254,21 +257,26 @@ def _inference_summary(c: Cell) -> dict[str, Any]:
             row[f"fidelity_{key}"] = fid[key]
     if (fid.get("reference") or {}).get("vacuous_reason"):
         row["fidelity_vacuous_reason"] = fid["reference"]["vacuous_reason"]
-    if isinstance(c.summary.get("weights"), dict):
-        row["weight_sparsity"] = c.summary["weights"].get("sparsity")
-    built = (c.summary.get("calibration") or {}).get("compression") or {}
+    if isinstance(edge.weights, dict):
+        row["weight_sparsity"] = edge.weights.get("sparsity")
+    built = (edge.calibration or {}).get("compression") or {}
     if "holdout_loss_kept" in built:  # a fine-tuned variant (rlperf.tflite.compress)
         row["finetune_holdout_mse"] = built["holdout_loss_kept"]
         row["finetune_lr"] = built.get("lr_chosen")
-    memory = c.summary.get("memory") or {}
+    memory = edge.memory or {}
     for key in ("peak_rss_mb", "model_rss_mb"):
         if memory.get(key) is not None:
             row[key] = memory[key]
-    tensors = (c.summary.get("model_info") or {}).get("tensor_bytes") or {}
+    tensors = (edge.model_info or {}).get("tensor_bytes") or {}
     if tensors.get("variable") is not None:  # the interpreter arena's upper bound
         row["tensor_bytes_variable"] = tensors["variable"]
-    for key in ("variant", "model_size_bytes", "model_gzip_bytes", "delegate"):
-        value = c.summary.get(key)
+    recorded = {
+        "variant": edge.variant,
+        "model_size_bytes": edge.model_size_bytes,
+        "model_gzip_bytes": edge.model_gzip_bytes,
+        "delegate": edge.delegate,
+    }
+    for key, value in recorded.items():
         if value is not None:
             row[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
     return row
