@@ -23,8 +23,9 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -155,7 +156,7 @@ class JobContext:
         follows it. Default ``done / total``.
 
         Goes to the run's progress display (a bar shows ``brief``), the job log
-        and, in a sweep's trial, to the launcher (:data:`STEP_SINKS`) with the
+        and, in a sweep's trial, to the launcher (:func:`reporting_steps`) with the
         step's ``row`` of results (a training iteration's metrics.csv row), which
         the launcher reports to Tune so that a search's scheduler can act on it.
         """
@@ -167,7 +168,8 @@ class JobContext:
             self.open_display(total, unit)
         assert self.display is not None
         self.display.update(done, info, brief or info, fraction)
-        for sink in STEP_SINKS:
+        sink = STEP_SINK.get()
+        if sink is not None:
             sink(done, total, brief or info, row)
         self.steps_done = f"{done} of {total} {unit}s done"
         if self.rows and ENV_STEPS in self.rows[-1]:
@@ -196,10 +198,25 @@ class JobContext:
 #: context in, the job's record (``ctx.record``, filled) out.
 StageFunction = Callable[[DictConfig, Path, JobContext], RunRecord]
 
-#: Called with ``(done, total, info, row)`` at every :meth:`JobContext.step`; the sweep
-#: launcher adds one in its trials to show each cell's progress and report its rows
-#: to Tune (``row`` is None for steps without one).
-STEP_SINKS: list[Callable[[int, int, str, Mapping[str, Any] | None], None]] = []
+#: Called with ``(done, total, info, row)`` at every :meth:`JobContext.step` (``row`` is
+#: None for steps without one).
+StepSink = Callable[[int, int, str, Mapping[str, Any] | None], None]
+
+#: The step sink of the job running in this context: a sweep's trial sets it around its
+#: job (:func:`reporting_steps`) to show each cell's progress and report its rows to Tune.
+#: A context variable, not a list: Hydra's task function takes the config alone, so the
+#: trial cannot hand the sink to the job it runs; the variable holds it for that call only.
+STEP_SINK: ContextVar[StepSink | None] = ContextVar("rlperf_step_sink", default=None)
+
+
+@contextlib.contextmanager
+def reporting_steps(sink: StepSink) -> Iterator[None]:
+    """Every step of the job run inside this block goes to ``sink`` too."""
+    token = STEP_SINK.set(sink)
+    try:
+        yield
+    finally:
+        STEP_SINK.reset(token)
 
 
 def execute_stage(

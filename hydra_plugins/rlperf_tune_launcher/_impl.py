@@ -8,21 +8,18 @@ Tune, which plugin discovery and config composition must not pay for.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from hydra.core.utils import JobReturn
 
 from rlperf.report.compare.rounds import judge_runs
 from rlperf.sweep.launch import launch as launch_cells
-
-if TYPE_CHECKING:
-    from hydra_plugins.rlperf_tune_launcher.launcher import RlperfTuneLauncher
+from rlperf.sweep.state import SweepSetup
 
 
 def launch(
-    launcher: RlperfTuneLauncher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    setup: SweepSetup, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> Sequence[JobReturn]:
     """Every cell of the batch as a Tune trial; one JobReturn per override list, in order.
     Between the rounds of repeats, the report's reading judges the runs (the sweep engine
-    sits below the report)."""
-    return launch_cells(launcher.sweep_setup(), job_overrides, initial_job_idx, judge_runs)
+    sits below the report). ``setup``: the launcher's Hydra objects and options."""
+    return launch_cells(setup, job_overrides, initial_job_idx, judge_runs)

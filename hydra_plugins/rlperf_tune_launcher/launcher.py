@@ -51,7 +51,7 @@ class RlperfTuneLauncher(Launcher):
         # module for every app (only a launch needs them).
         from hydra_plugins.rlperf_tune_launcher import _impl
 
-        return _impl.launch(self, job_overrides, initial_job_idx)
+        return _impl.launch(self.sweep_setup(), job_overrides, initial_job_idx)
 
     def sweep_setup(self) -> SweepSetup:
         """What the sweep engine runs with: this launcher's Hydra objects and options

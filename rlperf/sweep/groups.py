@@ -30,7 +30,7 @@ from rlperf.sweep.callback import SweepCallback, mark_interrupted, mark_running
 from rlperf.sweep.index import now_iso
 from rlperf.sweep.resources import RayStart
 from rlperf.sweep.state import TUNE_DIR, Cell, Group, Sweep
-from rlperf.sweep.trial import cell_trial
+from rlperf.sweep.trial import GridPayload, cell_trial
 from rlperf.vocabulary import OPEN_STATUSES, RunStatus
 
 
@@ -92,14 +92,14 @@ def run_group(sweep: Sweep, group: Group, ray_: LocalRay | None, label: str = ""
             info["ray_start_s"] = 0.0  # a Ray that was there: nothing started
         sweep.ray_address = joined_address(sweep.ray_cfg)
         sweep.index.save()
-        payload = {
-            "cells": {c.record.hash: c.sweep_config for c in gcells},
-            "task_function": sweep.setup.task_function,
-            "hydra_context": sweep.setup.hydra_context,
-            "singletons": Singleton.get_state(),
-            "storage": sweep.storage is not None,
-            "inputs": {c.record.hash: stored_input(c) for c in gcells},
-        }
+        payload = GridPayload(
+            task_function=sweep.setup.task_function,
+            hydra_context=sweep.setup.hydra_context,
+            singletons=Singleton.get_state(),
+            storage=sweep.storage is not None,
+            cells={c.record.hash: c.sweep_config for c in gcells},
+            inputs={c.record.hash: stored_input(c) for c in gcells},
+        )
         pgfs = {
             c.record.hash: tune.PlacementGroupFactory(
                 c.request.bundles, strategy=c.request.strategy

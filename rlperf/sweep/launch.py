@@ -25,23 +25,20 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-import ray
 from hydra.core.utils import JobReturn
 from omegaconf import OmegaConf
 
 from rlperf.console import TERMINAL, Console
 from rlperf.console.deprecations import watching
-from rlperf.errors import ExitCode, SweepIncomplete, interrupt_reason
+from rlperf.errors import ExitCode, SweepIncomplete
 from rlperf.resources.node_watch import NodeLost
-from rlperf.resources.ray_session import init_ray
-from rlperf.results.storage import credential_env, parse_storage
-from rlperf.sweep.callback import mark_interrupted
+from rlperf.results.storage import parse_storage
 from rlperf.sweep.design import Design
 from rlperf.sweep.groups import LocalRay, run_group, stored_input
 from rlperf.sweep.index import SweepIndex
+from rlperf.sweep.lifecycle import run_lifecycle
 from rlperf.sweep.preflight import (
     announce,
-    check_sweep_shared,
     cluster_preflight,
     preflight,
     record_not_run,
@@ -86,7 +83,7 @@ def launch(
     with sweep_session(setup) as (sweep_dir, console):
         sweep = _new_sweep(setup, job_overrides, initial_job_idx, sweep_dir, console)
         with watching():
-            _run_sweep(sweep, judge)
+            run_lifecycle(sweep, GridStrategy(sweep, judge))
         outcome = _outcome(sweep)
         if outcome is not None:
             log.error("%s", outcome, extra={TERMINAL: False})
@@ -118,59 +115,60 @@ def _new_sweep(
     return sweep
 
 
-def _run_sweep(sweep: Sweep, judge: Judge | None) -> None:
-    """Pre-flight, then each round's cells group by group; the final table in any case."""
-    progress, index, cells = sweep.progress, sweep.index, sweep.cells
-    # An address, or a Ray this process already runs (a notebook, a test): join, never start.
-    existing = sweep.ray_cfg.address is not None or ray.is_initialized()
-    joined = False
-    local = None if existing else LocalRay(sweep)
-    try:
-        groups = preflight(sweep, existing)
-        if existing and not ray.is_initialized():
-            log.info("joining the Ray cluster at %s", sweep.ray_cfg.address)
-            # The storage's credentials reach the worker nodes (where the uploads run)
-            # through the Ray job's environment, never through a file.
-            stored = sweep.storage is not None or any(stored_input(c) for c in sweep.cells)
-            init_ray(sweep.ray_cfg, env_vars=credential_env() if stored else None)
-            joined = True
-        if existing:
-            cluster_preflight(sweep, groups)
-            check_sweep_shared(sweep)
+class GridStrategy:
+    """A grid's part of the lifecycle (:func:`rlperf.sweep.lifecycle.run_lifecycle`): every
+    cell validated and grouped by how Ray must start before Ray; each group in a Ray of its
+    own (:class:`LocalRay`), round after round; the index and the table at the end."""
+
+    kept, resumes = "completed cells", "resume"
+
+    def __init__(self, sweep: Sweep, judge: Judge | None) -> None:
+        self.sweep, self.judge = sweep, judge
+        self.groups: list[Group] = []
+        self.existing = False
+        self.local: LocalRay | None = None
+
+    def before_ray(self, existing: bool) -> None:
+        self.existing = existing
+        self.local = None if existing else LocalRay(self.sweep)
+        self.groups = preflight(self.sweep, existing)
+
+    def stored(self) -> bool:
+        sweep = self.sweep
+        return sweep.storage is not None or any(stored_input(c) for c in sweep.cells)
+
+    def on_cluster(self) -> None:
+        cluster_preflight(self.sweep, self.groups)
+
+    def start_local(self) -> bool:
+        return False  # each group starts its own, as it runs (run_group)
+
+    def run(self) -> None:
+        sweep, groups = self.sweep, self.groups
         strict_check(sweep)
         register_groups(sweep, groups)
         record_not_run(sweep)
-        announce(sweep, groups, existing)
-        rounds = Rounds(sweep, groups, judge)
-        progress.start_live([c.record for c in cells if not c.kept])
+        announce(sweep, groups, self.existing)
+        rounds = Rounds(sweep, groups, self.judge)
+        sweep.progress.start_live([c.record for c in sweep.cells if not c.kept])
         for r in range(rounds.design.max):
-            for group in rounds.groups_of_round(r, local):
-                _run_to_end(sweep, group, local, rounds.label(r))
+            for group in rounds.groups_of_round(r, self.local):
+                _run_to_end(sweep, group, self.local, rounds.label(r))
             if not rounds.decide(r):
                 break
-    except KeyboardInterrupt:
-        if local is not None:
-            local.close()
-        if joined:  # the cluster ends this driver's trials when it disconnects
-            ray.shutdown()
-            joined = False
-        mark_interrupted(sweep)
-        progress.say(
-            f"{interrupt_reason()}: completed cells are kept; run the same command with "
-            f"hydra.sweep.dir={sweep.sweep_dir} to resume"
-        )
-        raise
-    finally:
-        progress.stop_live()
-        if local is not None:
-            local.close()
-        if joined:
-            ray.shutdown()
-        index.save()
+
+    def close(self) -> None:
+        if self.local is not None:
+            self.local.close()
+
+    def finish(self) -> None:
+        sweep = self.sweep
+        sweep.progress.stop_live()
+        sweep.index.save()
         if sweep.storage is not None:
             publish_index(sweep)
         if any(c.record.status != RunStatus.pending or c.kept for c in sweep.cells):
-            progress.say("cells:\n" + format_table(sweep.records))
+            sweep.progress.say("cells:\n" + format_table(sweep.records))
 
 
 def _run_to_end(sweep: Sweep, group: Group, local: LocalRay | None, label: str) -> None:

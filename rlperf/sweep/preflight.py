@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlperf.algos import plan_resources
 from rlperf.errors import SweepError
 from rlperf.job_wrapper import write_refused_summary
-from rlperf.resources.plan import detect_machine
+from rlperf.resources.plan import ResourcePlan, detect_machine
 from rlperf.results.storage import is_uri
 from rlperf.sweep.index import now_iso
 from rlperf.sweep.resources import (
@@ -52,15 +52,16 @@ def preflight(sweep: Sweep, existing: bool, cells: list[Cell] | None = None) -> 
         if cell.kept:
             continue
         rec = cell.record
+        plan = _plan_of(cell)  # once per cell: the axis check and the request share it
         # Checked before validation, which would call the same cell merely invalid.
-        reason = _cluster_axis_reason(cell) if existing else None
+        reason = cluster_axis_error(ray_start_of(plan)) if existing and plan else None
         if reason is not None:
             axis_errors.append(f"  #{rec.job_num} {' '.join(rec.overrides)}: {reason}")
             continue
         try:
             if cell.rlperf:
                 validate_config(cell.task_cfg)
-            cell.request = cell_request(cell.task_cfg)
+            cell.request = cell_request(cell.task_cfg, plan)
         except Exception as exc:
             cell.error = exc
             rec.status, rec.reason = RunStatus.invalid, f"{type(exc).__name__}: {exc}"
@@ -89,15 +90,15 @@ def preflight(sweep: Sweep, existing: bool, cells: list[Cell] | None = None) -> 
     return groups
 
 
-def _cluster_axis_reason(cell: Cell) -> str | None:
-    """Why an existing cluster cannot run ``cell`` as configured (affinity, named GPUs)."""
+def _plan_of(cell: Cell) -> ResourcePlan | None:
+    """The resource plan of an rlperf cell; None for another task's cell, or a config the
+    plan cannot be made of (validation reports it)."""
     if not cell.rlperf:
         return None
     try:
-        plan = plan_resources(cell.task_cfg)
+        return plan_resources(cell.task_cfg)
     except Exception:  # an invalid config: validation reports it
         return None
-    return cluster_axis_error(ray_start_of(plan))
 
 
 def cluster_preflight(sweep: Sweep, groups: list[Group]) -> None:

@@ -132,16 +132,17 @@ def ray_start_of(plan: ResourcePlan) -> RayStart:
     return RayStart(plan.visible_gpus, plan.ray_num_cpus, plan.affinity)
 
 
-def cell_request(cfg: DictConfig) -> CellRequest:
+def cell_request(cfg: DictConfig, plan: ResourcePlan | None = None) -> CellRequest:
     """The request and Ray start of one cell (config subtrees: ``stage``, ``workers``,
-    ``env_runner``, ``gpu_layout``, ``cpu_affinity`` and what the algorithm needs).
+    ``env_runner``, ``gpu_layout``, ``cpu_affinity`` and what the algorithm needs);
+    ``plan``: the cell's resource plan where the caller made it already.
 
     Training and rollout cells ask for what their algorithm starts; an edge cell
     (TFLite, no Ray workers) and a non-rlperf cell ask for one CPU.
     """
     if not is_rlperf_config(cfg):
         return CellRequest([{"CPU": 1.0}])
-    plan = plan_resources(cfg)
+    plan = plan if plan is not None else plan_resources(cfg)
     start = ray_start_of(plan)
     trial = stage_spec(cfg.stage).trial
     if trial == TrialRequest.algorithm:

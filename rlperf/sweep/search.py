@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ray
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
@@ -36,18 +35,18 @@ from ray import tune
 
 from rlperf.console import TERMINAL
 from rlperf.console.deprecations import watching
-from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete, interrupt_reason
+from rlperf.errors import ExitCode, SearchSpaceError, SweepIncomplete
 from rlperf.layout import MULTIRUN_FILE, SEARCH_FILE
 from rlperf.resources.node_watch import NodeLost, watch_node
 from rlperf.resources.plan import detect_machine
 from rlperf.resources.ray_session import init_ray, joined_address
 from rlperf.results.record import read_record
-from rlperf.results.storage import credential_env, parse_storage
-from rlperf.sweep.callback import SweepCallback, mark_interrupted, mark_running
+from rlperf.results.storage import parse_storage
+from rlperf.sweep.callback import SweepCallback, mark_running
 from rlperf.sweep.cells import cell_hash
 from rlperf.sweep.groups import tune_environment, tune_run_config
 from rlperf.sweep.index import CellRecord, SweepIndex, mark_summary, write_cell_file
-from rlperf.sweep.preflight import check_sweep_shared
+from rlperf.sweep.lifecycle import run_lifecycle
 from rlperf.sweep.prepare import task_config
 from rlperf.sweep.progress import SweepProgress, format_table
 from rlperf.sweep.resources import (
@@ -61,7 +60,13 @@ from rlperf.sweep.resources import (
     local_infeasibility,
 )
 from rlperf.sweep.search_results import best_trial, trial_score, write_search_file
-from rlperf.sweep.search_trial import search_trial, trial_config, trial_job_num, trial_resources
+from rlperf.sweep.search_trial import (
+    SearchPayload,
+    search_trial,
+    trial_config,
+    trial_job_num,
+    trial_resources,
+)
 from rlperf.sweep.searchers import ACTIVE, scheduler, scheduler_metric, searcher
 from rlperf.sweep.space import SearchSpace, tune_space
 from rlperf.sweep.state import (
@@ -129,7 +134,7 @@ def run_search(setup: SweepSetup, space: SearchSpace, opts: DictConfig) -> list[
         ACTIVE.append(search)
         try:
             with watching():
-                _run(search)
+                run_lifecycle(search, SearchStrategy(search))
         finally:
             ACTIVE.remove(search)
         failed = sum(1 for c in search.cells if c.record.status == RunStatus.failed)
@@ -180,45 +185,51 @@ def _earlier_trials(sweep_dir: Path) -> dict[str, dict[str, Any]]:
     return {str(t["trial_id"]): t for t in data.get("trials", [])}
 
 
-def _run(search: Search) -> None:
-    """Pre-flight of the space, Ray, one Tune run; search.json and the table in any case.
+class SearchStrategy:
+    """A search's part of the lifecycle (:func:`rlperf.sweep.lifecycle.run_lifecycle`): the
+    space's first point checked before Ray, one Ray for every trial, one Tune run (with
+    ``ray.address``, proposals are checked against the cluster's resources);
+    ``search.json`` and the table at the end."""
 
-    With ``ray.address`` (or a Ray this process already runs) the search joins that
-    cluster, never starts or stops it, and proposals are checked against its resources.
-    """
-    existing = search.ray_cfg.address is not None or ray.is_initialized()
-    machine = detect_machine()
-    request = _first_point(search)
-    joined = False
-    try:
-        if existing:
-            if not ray.is_initialized():
-                log.info("joining the Ray cluster at %s", search.ray_cfg.address)
-                stored = search.storage is not None
-                init_ray(search.ray_cfg, env_vars=credential_env() if stored else None)
-                joined = True
-            search.cluster = _cluster_preflight(request)
-            check_sweep_shared(search)
-        else:
-            capacity = _local_preflight(search, request, machine)
-            init_ray(search.ray_cfg, int(capacity["CPU"]), int(capacity.get("GPU", 0)))
-            joined = True
+    kept, resumes = "finished trials", "resume the search"
+
+    def __init__(self, search: Search) -> None:
+        self.search = search
+        self.machine = detect_machine()
+        self.request: CellRequest | None = None
+
+    def before_ray(self, existing: bool) -> None:
+        self.request = _first_point(self.search)
+
+    def stored(self) -> bool:
+        return self.search.storage is not None
+
+    def on_cluster(self) -> None:
+        assert self.request is not None
+        self.search.cluster = _cluster_preflight(self.request)
+
+    def start_local(self) -> bool:
+        assert self.request is not None
+        search = self.search
+        capacity = _local_preflight(search, self.request, self.machine)
+        init_ray(search.ray_cfg, int(capacity["CPU"]), int(capacity.get("GPU", 0)))
+        return True
+
+    def run(self) -> None:
+        search = self.search
         search.ray_address = joined_address(search.ray_cfg)
-        _fit(search, machine)
-    except NodeLost as lost:  # a searcher's state cannot move to a new Ray: resume it
-        mark_running(search, RunStatus.failed, f"{lost}; the same command resumes the search")
-        raise
-    except KeyboardInterrupt:
-        mark_interrupted(search)
-        search.progress.say(
-            f"{interrupt_reason()}: finished trials are kept; run the same command with "
-            f"hydra.sweep.dir={search.sweep_dir} to resume the search"
-        )
-        raise
-    finally:
-        if joined:
-            ray.shutdown()
-        _finish(search)
+        try:
+            _fit(search, self.machine)
+        except NodeLost as lost:  # a searcher's state cannot move to a new Ray: resume it
+            reason = f"{lost}; the same command resumes the search"
+            mark_running(search, RunStatus.failed, reason)
+            raise
+
+    def close(self) -> None:
+        pass  # the search's one Ray is the lifecycle's to stop
+
+    def finish(self) -> None:
+        _finish(self.search)
 
 
 def _first_point(search: Search) -> CellRequest:
@@ -254,23 +265,23 @@ def _cluster_preflight(request: CellRequest) -> tuple[Bundle, list[Bundle]]:
 
 def _fit(search: Search, machine: Any) -> None:
     """One Tune run (or its restore from the folder): the searcher proposes, trials run."""
-    payload = {
-        "config": search.setup.config,
-        "space": search.space,
-        "keys": [a.key for a in search.space.axes],
-        "start": search.start,
-        "overcommit": bool(search.ray_cfg.overcommit_cpus),
-        "cluster": search.cluster,
-        "metric": str(search.opts.metric),
-        "task_function": search.setup.task_function,
-        "hydra_context": search.setup.hydra_context,
-        "singletons": Singleton.get_state(),
-        "storage": search.storage is not None,
-    }
+    payload = SearchPayload(
+        task_function=search.setup.task_function,
+        hydra_context=search.setup.hydra_context,
+        singletons=Singleton.get_state(),
+        storage=search.storage is not None,
+        config=search.setup.config,
+        space=search.space,
+        keys=[a.key for a in search.space.axes],
+        start=search.start,
+        overcommit=bool(search.ray_cfg.overcommit_cpus),
+        cluster=search.cluster,
+        metric=str(search.opts.metric),
+    )
     cache: dict[str, tune.PlacementGroupFactory] = {}
 
     def resources(config: dict[str, Any]) -> tune.PlacementGroupFactory:
-        params = {k: config[k] for k in payload["keys"]}
+        params = {k: config[k] for k in payload.keys}
         key = json.dumps(params, sort_keys=True, default=str)
         if key not in cache:
             cache[key] = trial_resources(payload, params)

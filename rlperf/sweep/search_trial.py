@@ -9,6 +9,7 @@ as a sweep's cell (:func:`rlperf.sweep.trial.run_trial_job`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from rlperf.sweep.resources import (
     local_infeasibility,
 )
 from rlperf.sweep.search_results import trial_score
-from rlperf.sweep.trial import enter_trial, run_trial_job, storage_folder
+from rlperf.sweep.trial import TrialPayload, enter_trial, run_trial_job, storage_folder
 from rlperf.validation.validate import validate_config
 from rlperf.vocabulary import RunStatus
 
@@ -75,34 +76,48 @@ def refusal(
     return None if reason is None else (RunStatus.skipped, reason)
 
 
-def trial_resources(payload: dict[str, Any], params: dict[str, Any]) -> tune.PlacementGroupFactory:
+@dataclass(frozen=True)
+class SearchPayload(TrialPayload):
+    """A search's trials: the sweep config and space each trial's config comes from, and
+    the pre-flight every proposal goes through in its trial."""
+
+    config: DictConfig  # the sweep's config (hydra's node included)
+    space: Any  # rlperf.sweep.space.SearchSpace
+    keys: list[str]  # the space's axes, in order
+    start: Any  # the search's RayStart: every trial must share it
+    overcommit: bool  # ray.overcommit_cpus
+    cluster: Any  # an existing cluster's (total, nodes), else None
+    metric: str  # the search's objective
+
+
+def trial_resources(payload: SearchPayload, params: dict[str, Any]) -> tune.PlacementGroupFactory:
     """The trial's placement group; a refused one asks for almost nothing (it ends at once).
 
     Called by Tune in the driver; it holds only what the trials get (Tune pickles it).
     """
     task_cfg = task_config(payload_config(payload, params, "preflight", -1))
-    if refusal(task_cfg, payload["start"], payload["overcommit"], payload["cluster"]) is not None:
+    if refusal(task_cfg, payload.start, payload.overcommit, payload.cluster) is not None:
         return tune.PlacementGroupFactory([{"CPU": 0.01}])
     request = cell_request(task_cfg)
     return tune.PlacementGroupFactory(request.bundles, strategy=request.strategy)
 
 
 def payload_config(
-    payload: dict[str, Any], params: dict[str, Any], subdir: str, job_num: int
+    payload: SearchPayload, params: dict[str, Any], subdir: str, job_num: int
 ) -> DictConfig:
     """:func:`trial_config` from a trial's payload (no launcher object in a trial)."""
-    overrides = payload["space"].overrides(params)
-    return trial_config(payload["config"], payload["hydra_context"], overrides, subdir, job_num)
+    overrides = payload.space.overrides(params)
+    return trial_config(payload.config, payload.hydra_context, overrides, subdir, job_num)
 
 
-def search_trial(config: dict[str, Any], payload: dict[str, Any]) -> None:
+def search_trial(config: dict[str, Any], payload: SearchPayload) -> None:
     """Body of a search's trial: its config from its parameters, pre-flight, the job."""
     entered = enter_trial(payload)
     trial_id = tune.get_context().get_trial_id()
-    params = {k: config[k] for k in payload["keys"]}
+    params = {k: config[k] for k in payload.keys}
     sweep_config = payload_config(payload, params, f"trial_{trial_id}", trial_job_num(trial_id))
     task_cfg = task_config(sweep_config)
-    refused = refusal(task_cfg, payload["start"], payload["overcommit"], payload["cluster"])
+    refused = refusal(task_cfg, payload.start, payload.overcommit, payload.cluster)
     if refused is not None:
         storage = storage_folder(sweep_config, payload)
         out_dir = Path(str(sweep_config.hydra.runtime.output_dir))
@@ -111,7 +126,7 @@ def search_trial(config: dict[str, Any], payload: dict[str, Any]) -> None:
         if storage is not None:
             storage.persist_artifacts(force=True)
         raise TrialRefused(f"{refused[0]}: {refused[1]}")
-    metric = str(payload["metric"])
+    metric = payload.metric
 
     def final(out_dir: Path) -> dict[str, Any]:
         score = trial_score(out_dir, metric)

@@ -19,6 +19,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from ray import tune
 
 from rlperf.errors import CellFailed, TrialStopped
-from rlperf.job_wrapper import IN_TRIAL_ENV, STEP_SINKS
+from rlperf.job_wrapper import IN_TRIAL_ENV, reporting_steps
 from rlperf.layout import CONFIG_FILE, SUMMARY_FILE
 from rlperf.results.columns import ENV_STEPS
 from rlperf.results.record import RunRecord, read_record
@@ -85,12 +86,31 @@ def loads_return(blob: str) -> JobReturn:
     return ret
 
 
-def cell_trial(config: dict[str, Any], payload: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class TrialPayload:
+    """What every trial process gets from the launcher (Tune pickles it to the trial)."""
+
+    task_function: Any  # Hydra's task function (rlperf's main, or another app's)
+    hydra_context: Any
+    singletons: Any  # Hydra's singletons' state (its config store, plugins)
+    storage: bool  # the sweep writes to hydra.launcher.storage: the trial's folder is Tune's
+
+
+@dataclass(frozen=True)
+class GridPayload(TrialPayload):
+    """A grid's group: each cell's sweep config, and where its upstream run is stored."""
+
+    cells: dict[str, DictConfig]  # by cell hash
+    inputs: dict[str, Any]  # by cell hash: the upstream run's stored copy (or None)
+
+
+def cell_trial(config: dict[str, Any], payload: GridPayload) -> None:
     """Body of every sweep trial: Hydra's per-job setup, then the task function, in the
     cell's folder (``config["cell"]`` is the cell's hash, ``payload`` the group's cells)."""
     entered = enter_trial(payload)
-    stage_input(payload["cells"][config["cell"]], payload.get("inputs", {}).get(config["cell"]))
-    run_trial_job(payload["cells"][config["cell"]], payload, entered)
+    cell = config["cell"]
+    stage_input(payload.cells[cell], payload.inputs.get(cell))
+    run_trial_job(payload.cells[cell], payload, entered)
 
 
 def stage_input(sweep_config: DictConfig, stored: tuple[str, str, str] | None) -> None:
@@ -113,11 +133,11 @@ def stage_input(sweep_config: DictConfig, stored: tuple[str, str, str] | None) -
             sweep_config.run = str(staged)
 
 
-def storage_folder(sweep_config: DictConfig, payload: dict[str, Any]) -> Any:
-    """With a storage (``payload["storage"]``): the cell's folder becomes the trial's own on
+def storage_folder(sweep_config: DictConfig, payload: TrialPayload) -> Any:
+    """With a storage (``payload.storage``): the cell's folder becomes the trial's own on
     this node, which Tune uploads to the storage (the launcher fetches it from there); Tune's
     storage context (``persist_artifacts``), else None."""
-    if not payload.get("storage"):
+    if not payload.storage:
         return None
     storage = tune.get_context().get_storage()
     work = Path(storage.trial_working_directory)
@@ -125,18 +145,18 @@ def storage_folder(sweep_config: DictConfig, payload: dict[str, Any]) -> Any:
     return storage
 
 
-def enter_trial(payload: dict[str, Any]) -> float:
+def enter_trial(payload: TrialPayload) -> float:
     """What a trial process needs before it loads or runs a cell (Hydra's singletons)."""
     entered = time.time()
     os.environ[IN_TRIAL_ENV] = "1"
-    Singleton.set_state(payload["singletons"])
+    Singleton.set_state(payload.singletons)
     setup_globals()
     return entered
 
 
 def run_trial_job(
     sweep_config: DictConfig,
-    payload: dict[str, Any],
+    payload: TrialPayload,
     entered: float,
     final: Callable[[Path], dict[str, Any]] | None = None,
 ) -> None:
@@ -152,18 +172,14 @@ def run_trial_job(
     if os.path.isdir(cwd):
         os.chdir(cwd)
     node = f"{ray.util.get_node_ip_address()} {ray.get_runtime_context().get_node_id()[:12]}"
-    reporter = _StepReporter(node)
-    STEP_SINKS.append(reporter)
-    try:
+    with reporting_steps(_StepReporter(node)):
         ret = run_job(
-            hydra_context=payload["hydra_context"],
-            task_function=payload["task_function"],
+            hydra_context=payload.hydra_context,
+            task_function=payload.task_function,
             config=sweep_config,
             job_dir_key="hydra.sweep.dir",
             job_subdir_key="hydra.sweep.subdir",
         )
-    finally:
-        STEP_SINKS.remove(reporter)
     ok = ret.status == JobStatus.COMPLETED
     out_dir = Path(str(sweep_config.hydra.runtime.output_dir))
     blob = None
