@@ -1,4 +1,4 @@
-"""RLlib algorithm configs: one :class:`~rlperf.algos.spec.AlgoSpec` per ``algo.name``.
+"""RLlib algorithm configs: one :class:`~rlperf.specs.algos.AlgoSpec` per ``algo.name``.
 
 :func:`build_algo_config` turns the composed config and a resource plan into an
 RLlib ``AlgorithmConfig`` (nothing started). The training job trains with it,
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig
 
 from rlperf.algos import appo, impala, ppo, replay
-from rlperf.algos.spec import AlgoSpec
 from rlperf.errors import ConfigError
 from rlperf.resources.plan import resource_plan
+from rlperf.specs.algos import AlgoSpec
 
 if TYPE_CHECKING:
     from rlperf.resources.plan import ResourcePlan

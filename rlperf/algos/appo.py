@@ -14,8 +14,8 @@ from omegaconf import DictConfig
 
 from rlperf.algos.common import rlperf_module_spec
 from rlperf.algos.impala import async_config, impala_training, validate_async
-from rlperf.algos.spec import AlgoSpec
 from rlperf.checks import fraction, positive
+from rlperf.specs.algos import AlgoSpec
 
 if TYPE_CHECKING:
     from rlperf.resources.plan import ResourcePlan

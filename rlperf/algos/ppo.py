@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig
 
 from rlperf.algos.common import common_config, rlperf_module_spec
-from rlperf.algos.spec import AlgoSpec
 from rlperf.checks import positive
 from rlperf.errors import ConfigError
+from rlperf.specs.algos import AlgoSpec
 
 if TYPE_CHECKING:
     from rlperf.resources.plan import ResourcePlan

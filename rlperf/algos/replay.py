@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.algos.common import common_config, optional_reporting, rllib_mlp_module_spec
-from rlperf.algos.spec import ActionSpace, AlgoSpec
 from rlperf.checks import fraction, positive
 from rlperf.errors import ConfigError
+from rlperf.specs.algos import ActionSpace, AlgoSpec
 
 if TYPE_CHECKING:
     from rlperf.resources.plan import ResourcePlan

@@ -1,7 +1,9 @@
 """What an algorithm is to rlperf: one :class:`AlgoSpec` per ``algo.name``.
 
 Each algorithm's module (:mod:`rlperf.algos.ppo`, ...) defines its spec beside its
-builder and its validator; :data:`rlperf.algos.SPECS` collects them. Classes that
+builder and its validator; :data:`rlperf.algos.SPECS` collects them. The spec's class
+sits here with the other specs (standard library only: the config and the resource plan
+are named for the type checker alone). Classes that
 pull RLlib (its algorithm, rlperf's timing) are named by ``"module:attr"`` and loaded
 when used, so importing a spec stays cheap.
 """
@@ -13,9 +15,9 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
-
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from rlperf.resources.plan import ResourcePlan
 
 
