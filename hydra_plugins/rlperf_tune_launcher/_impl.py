@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from hydra.core.utils import JobReturn
 
-from rlperf.report.compare.rounds import judge_runs
+from rlperf.report.judge import judge_runs
 from rlperf.sweep.launch import launch as launch_cells
 from rlperf.sweep.state import SweepSetup
 

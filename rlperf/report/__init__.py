@@ -2,7 +2,8 @@
 tidy tables, figures and findings.
 
 The library entry point is :func:`build_report`; ``rlperf-report`` (:mod:`rlperf.report.cli`)
-is a thin shell around it. Its errors live in :mod:`rlperf.errors`.
+is a thin shell around it, and :mod:`rlperf.report.judge` reads a sweep's runs for its
+rounds (the launcher plugin hands it to the sweep engine). Its errors live in :mod:`rlperf.errors`.
 
 The map, bottom to top; each package imports only those below it (``.importlinter``'s
 ``report_layers`` contract):

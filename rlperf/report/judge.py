@@ -2,7 +2,8 @@
 the report reads it, so that a sweep stops on the same numbers its report then shows.
 
 The sweep engine (:mod:`rlperf.sweep.rounds`) sits below the report and cannot import it;
-the launcher plugin hands it :func:`judge_runs`.
+the launcher plugin hands it :func:`judge_runs`. One of the report's two entry points, beside
+its command (:mod:`rlperf.report.cli`): the report reads, the sweep asks.
 """
 
 from __future__ import annotations
