@@ -3,10 +3,10 @@
 A :class:`RunRecord` is the file: every key it declares is a typed attribute
 (:class:`Key`), read and written by name, never by a string. It keeps the keys in the
 order the job learnt them, so ``summary.json`` stays the file it was (a training
-writes its env protocol before its stage runs, a rollout after it). The keys of a
-stage's own part (metrics, latency, fidelity, ...) that no declared attribute holds
-yet are kept as written (:attr:`RunRecord.results`), and every key the reader does not
-know (a newer rlperf's) survives a rewrite.
+writes its env protocol before its stage runs, a rollout after it). The keys every job
+writes are :class:`RunRecord`'s; each stage's own are its subclass's (:data:`RECORDS`).
+A key no record declares (a newer rlperf's) is kept as written
+(:attr:`RunRecord.results`) and survives a rewrite.
 
 Older files read through :func:`read_record`, a versioned reader: today's files carry
 no ``version`` key and are version 1 (:data:`RECORD_VERSION`); a file without
@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
 from rlperf.layout import SUMMARY_FILE
-from rlperf.results.columns import WALL_S
 from rlperf.results.jsonfile import write_json
 from rlperf.specs.stages import Stage
 from rlperf.vocabulary import RunStatus
@@ -97,6 +96,8 @@ class RunRecord:
     preflight: Key[bool] = Key(False)
     #: Which tracking tools got the job, and how long closing them took.
     tracking: Key[dict[str, Any] | None] = Key(None)
+    #: The job's wall time: the wrapper's start to the end of the stage.
+    wall_s: Key[float | None] = Key(None)
 
     def __init__(self, data: dict[str, Any] | None = None) -> None:
         # The caller's dict itself, not a copy: a reader's record is a view of what it parsed.
@@ -125,17 +126,6 @@ class RunRecord:
             name for klass in cls.__mro__ for name, v in vars(klass).items() if isinstance(v, Key)
         )
 
-    # --- the wall time is a column's name (results.columns.WALL_S), not an identifier
-
-    @property
-    def wall_s(self) -> float | None:
-        value = self.data.get(WALL_S)
-        return float(value) if isinstance(value, int | float) else None
-
-    @wall_s.setter
-    def wall_s(self, value: float) -> None:
-        self.data[WALL_S] = value
-
     # --- the outcome
 
     @property
@@ -151,20 +141,17 @@ class RunRecord:
     # --- the stage's own part
 
     def metric_mean(self, column: str) -> float | None:
-        """The mean of a training's or env stage's ``column`` over its counted rows."""
-        stats = (self.data.get("metrics") or {}).get(column) or {}
+        """The mean of a training's ``column`` over its counted iterations (None for a job
+        that has no such aggregate)."""
+        stats = as_record(self, TrainRecord).metrics.get(column) or {}
         mean = stats.get("mean") if isinstance(stats, Mapping) else None
         return float(mean) if isinstance(mean, int | float) else None
 
     @property
     def results(self) -> dict[str, Any]:
-        """The stage's keys (metrics, latency, fidelity, ...) as it wrote them, in order."""
-        known = self.declared() | {WALL_S, VERSION_KEY}
+        """The keys no record declares (a newer rlperf's), as written, in order."""
+        known = self.declared() | {VERSION_KEY}
         return {k: v for k, v in self.data.items() if k not in known}
-
-    def add_results(self, part: Mapping[str, Any]) -> None:
-        """The part a stage returned, added to the record (a key it repeats is replaced)."""
-        self.data.update(part)
 
     # --- the file
 
@@ -177,16 +164,14 @@ class RunRecord:
         write_json(path, self.data)
         return path
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
 
 Json = dict[str, Any]  # a nested block of the file, as written (its own keys: docs/results.md)
 
 
-class _Played(RunRecord):
-    """The keys of the stages that play a trained policy's actions (rollout, edge, serve)
-    or step an env (env): where the policy came from, what was played."""
+class _StageRecord(RunRecord):
+    """Keys that several stages write, each with the same meaning (a training's steps are
+    its iterations': it leaves ``steps`` unset): where a policy came from, what was
+    played or stepped, where it ran."""
 
     #: The upstream run (``run``, ``checkpoint``, ``policy``) the job read.
     source: Key[Json | None] = Key(None)
@@ -219,7 +204,7 @@ class _Played(RunRecord):
     timings_s: Key[Json] = Key({})
 
 
-class TrainRecord(_Played):
+class TrainRecord(_StageRecord):
     """``summary.json`` of ``stage=train`` (docs/results.md#summary)."""
 
     #: The GPU layout's plan, recorded before Ray starts.
@@ -248,7 +233,7 @@ class TrainRecord(_Played):
     evaluation: Key[Json | None] = Key(None)
 
 
-class RolloutRecord(_Played):
+class RolloutRecord(_StageRecord):
     """``summary.json`` of ``stage=rollout`` (docs/rollout.md)."""
 
     explore: Key[bool | None] = Key(None)
@@ -261,7 +246,7 @@ class RolloutRecord(_Played):
     episodes_finished: Key[int | None] = Key(None)
 
 
-class EdgeRecord(_Played):
+class EdgeRecord(_StageRecord):
     """``summary.json`` of ``stage=edge`` (docs/edge.md)."""
 
     variant: Key[str | None] = Key(None)
@@ -283,7 +268,7 @@ class EdgeRecord(_Played):
     edgetpu: Key[Json | None] = Key(None)
 
 
-class ServeRecord(_Played):
+class ServeRecord(_StageRecord):
     """``summary.json`` of ``stage=serve`` (docs/serve.md)."""
 
     model_spec: Key[Json | None] = Key(None)
@@ -300,7 +285,7 @@ class ServeRecord(_Played):
     network: Key[Json | None] = Key(None)
 
 
-class EnvRecord(_Played):
+class EnvRecord(_StageRecord):
     """``summary.json`` of ``stage=env`` (docs/environment.md#env-stage)."""
 
     engine: Key[Json | None] = Key(None)

@@ -112,7 +112,7 @@ def test_folders_written_before_the_record_read_and_write_back_unchanged(tmp_pat
 def test_a_record_keeps_the_order_the_job_learnt_its_keys_in() -> None:
     record = RunRecord.new("train", "rllib", RunStatus.running)
     record.env_protocol = {"env_id": "CartPole-v1"}
-    record.add_results({"metrics": {}, "iterations": 2})
+    record.data.update(metrics={}, iterations=2)  # as a stage sets them, in this order
     record.incidents = [*record.incidents, {"kind": "x"}]
     record.mark(RunStatus.failed, "boom", "Traceback ...")
     record.wall_s = 1.5

@@ -280,15 +280,22 @@ def test_probe_mismatch_is_detected(tiny_run: Path, tmp_path: Path) -> None:
 
 def test_rollout_precision_stops_at_a_planned_window(tiny_run: Path, tmp_path: Path) -> None:
     """``rollout.precision=0.5`` with ``rollout.steps=1250``: 12 windows of 100 timed steps,
-    looked at after 8 and 12; the median latencies of the windows agree within ±50 %, so the
-    rollout stops after window 8 (step 850) or at the cap, and says which."""
+    looked at after 8 and 12. The rollout stops at a planned look where the windows' median
+    latencies agree within ±50 % (step 850 or 1250), else runs to the cap, and says which.
+    Whether they agree depends on the machine's load (CI once saw no look reach it): the
+    test holds the wiring, the rule's arithmetic is tested on synthetic values
+    (tests/results/test_precision.py)."""
     out = rollout(tiny_run, tmp_path / "precise", "workers=0", "rollout.steps=1250",
                   "rollout.precision=0.5")  # fmt: skip
     s = json.loads((out / SUMMARY_FILE).read_text())
     p = s["precision"]
     assert p["objective"] == "action_ms_p50" and p["looks"] == [8, 12]
-    assert p["window_steps"] == 100 and p["at_step"] in (850, 1250)
-    assert s["steps"] == p["at_step"] == len(pd.read_csv(out / STEPS_FILE))
+    assert p["window_steps"] == 100 and p["values"] == (s["steps"] - WARMUP) // 100
+    if p["reached"]:
+        assert p["at_step"] in (850, 1250) and s["steps"] == p["at_step"]
+    else:
+        assert p["at_step"] is None and s["steps"] == 1250, p
+    assert s["steps"] == len(pd.read_csv(out / STEPS_FILE))
 
 
 def test_rollout_precision_needs_a_step_cap(compose_cfg) -> None:
