@@ -5,7 +5,7 @@ Imported by Hydra's plugin discovery: dataclasses and the ConfigStore only. No
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional  # noqa: UP035 -- OmegaConf reads these annotations
+from typing import Any, Dict, Optional  # noqa: UP035 -- OmegaConf reads these annotations
 
 from hydra.core.config_store import ConfigStore
 
@@ -65,6 +65,10 @@ class RepeatsConf:
     max: Optional[int] = None  # noqa: UP045
     # 0.05: stop once the 95 % interval of the objective is within ±5 % of its estimate.
     precision: Optional[float] = None  # noqa: UP045
+    # Earlier sweeps (folders or storage URIs, a list or comma-separated) whose repeated
+    # configurations on this machine give the run-to-run variance a prior: more power from
+    # few runs (docs/sweeps.md#a-prior-from-the-machines-history).
+    prior: Optional[Any] = None  # noqa: UP045
 
 
 @dataclass

@@ -46,10 +46,10 @@ from rlperf.results.columns import (
 )
 from rlperf.results.csvlog import CsvLog
 from rlperf.results.latency import summarize_latency
-from rlperf.results.precision import PER_1K, WithinRun
 from rlperf.results.protocol import env_protocol
 from rlperf.results.record import EnvRecord, as_record
 from rlperf.specs.engines import engine_of, engine_threads, without_engine
+from rlperf.stats.stopping import PER_1K, WithinRun
 
 RANDOM_ACTIONS = "uniformly random (the engine's action_space.sample, seeded with seed)"
 

@@ -15,9 +15,10 @@ from pathlib import Path
 from rlperf.report.compare.comparison import compare_cells, configuration_labels
 from rlperf.report.read.collect import load_cells
 from rlperf.report.read.discover import discover
+from rlperf.report.read.fingerprints import key_of
 from rlperf.report.stats.objectives import choose
 from rlperf.report.stats.repeats import Configuration
-from rlperf.results.precision import RunValue
+from rlperf.stats.race import RunValue
 from rlperf.vocabulary import Family
 
 
@@ -27,7 +28,10 @@ def judge_runs(paths: Sequence[Path]) -> list[RunValue]:
     Runs are pooled into configurations and ranked within comparison sets (one family, one
     workload) as the report does; each comparison's objective is the report's default
     (:func:`rlperf.report.stats.objectives.choose`), one value per run (its within-run
-    estimate). Serve cells, judged by their rate under a latency bound, have none.
+    estimate; a time to target that was not reached is a lower bound). A configuration is
+    named by its key and a digest of its fingerprint, the same whichever runs are judged
+    together (a sweep judges each run once). Serve cells, judged by their rate under a
+    latency bound, have none.
     """
     if not paths:
         return []
@@ -48,17 +52,19 @@ def judge_runs(paths: Sequence[Path]) -> list[RunValue]:
             objective, _ = choose(family, members, None, name)
             for conf in members:
                 for cell in conf.completed:
-                    value = objective.within_run(cell).value
-                    if not math.isfinite(value) or value <= 0:
+                    run = objective.within_run(cell)
+                    if not math.isfinite(run.value) or run.value <= 0:
                         continue
                     out.append(
                         RunValue(
                             path=Path(cell.path).resolve(),
-                            configuration=f"{family}:{conf.key}:{conf.fingerprint}",
+                            configuration=f"{family}:{conf.key}:{key_of(cell.fingerprint)}",
                             comparison=name,
                             objective=objective.key,
-                            value=float(value),
+                            value=float(run.value),
                             label=labels.get(conf.id, conf.id),
+                            bound=run.bound,
+                            machine=key_of(cell.fingerprint, hardware=True),
                         )
                     )
     return out

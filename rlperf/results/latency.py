@@ -26,7 +26,7 @@ from rlperf.results.columns import (
     WALL_S,
 )
 from rlperf.results.csvlog import CsvLog
-from rlperf.results.precision import WithinRun
+from rlperf.stats.stopping import WithinRun
 from rlperf.vocabulary import Exclusion
 
 STEP_COLUMNS = ("episode", "step", EXCLUDED_COLUMN, *LATENCY_COLUMNS, "action")
@@ -267,7 +267,7 @@ LATENCY_WINDOW = 100
 
 class LatencyWindows:
     """``rollout.precision``: after every :data:`LATENCY_WINDOW` timed steps, the window's
-    median action latency is one value of a :class:`~rlperf.results.precision.WithinRun`
+    median action latency is one value of a :class:`~rlperf.stats.stopping.WithinRun`
     rule (batch means of the window medians: latency steps are autocorrelated, so raw steps
     are never taken as independent). Looks are planned on the windows ``steps`` allows."""
 

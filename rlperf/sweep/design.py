@@ -8,12 +8,15 @@ sweep folder; :mod:`rlperf.sweep.rounds` runs it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from rlperf.errors import SweepError
-from rlperf.results.precision import CONFIDENCE, design_looks
+from rlperf.results.storage import is_uri
+from rlperf.stats.intervals import CONFIDENCE
+from rlperf.stats.stopping import design_looks
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,9 @@ class Design:
     max: int = 1
     precision: float | None = None
     race: bool = False
+    #: Folders or storage URIs of earlier sweeps whose repeated configurations on this
+    #: machine make the run-to-run variance prior (``hydra.sweeper.repeats.prior``).
+    prior: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, config: DictConfig) -> Design:
@@ -37,7 +43,14 @@ class Design:
         high = low if given_max is None else int(given_max)
         precision = node.get("precision")
         racing = bool(OmegaConf.select(config, "hydra.sweeper.race", default=False))
-        design = cls(low, high, None if precision is None else float(precision), racing)
+        prior = node.get("prior")
+        if prior is None:
+            sources: tuple[str, ...] = ()
+        elif isinstance(prior, str):
+            sources = tuple(p for p in prior.split(",") if p)
+        else:
+            sources = tuple(str(p) for p in OmegaConf.to_container(prior))  # type: ignore[union-attr]
+        design = cls(low, high, None if precision is None else float(precision), racing, sources)
         design.check()
         return design
 
@@ -64,6 +77,22 @@ class Design:
             )
         if asked and self.max < 2:
             raise SweepError(f"{asked} need(s) {where}.max >= 2 (a run-to-run interval)")
+        if self.prior and not asked:
+            raise SweepError(
+                f"{where}.prior={','.join(self.prior)}: a history prior serves "
+                f"{where}.precision or hydra.sweeper.race; set one of them"
+            )
+        for source in self.prior:
+            if not is_uri(source) and not Path(source).expanduser().exists():
+                raise SweepError(
+                    f"{where}.prior={source}: no such folder (a sweep folder, a folder of "
+                    "them, or a storage URI such as s3://bucket/prefix)"
+                )
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the runs' number is decided by looking at them."""
+        return self.precision is not None or self.race
 
     @property
     def one_run(self) -> bool:
@@ -82,7 +111,13 @@ class Design:
             text += f", until its {CONFIDENCE:.0%} interval is within ±{self.precision:.0%}"
         if self.race:
             text += ", racing within each comparison set"
+        if self.prior:
+            text += f", with the run-to-run prior of {len(self.prior)} earlier sweep source(s)"
         return text
 
     def to_json(self) -> dict[str, Any]:
-        return {"min": self.min, "max": self.max, "precision": self.precision, "race": self.race}
+        out: dict[str, Any] = {"min": self.min, "max": self.max, "precision": self.precision,
+                               "race": self.race}  # fmt: skip
+        if self.prior:
+            out["prior"] = list(self.prior)
+        return out

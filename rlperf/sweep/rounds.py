@@ -22,17 +22,24 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlperf.errors import SweepError
-from rlperf.results.precision import (
-    PrecisionRule,
+from rlperf.errors import NoRunsFoundError, SweepError
+from rlperf.stats.intervals import across_runs
+from rlperf.stats.race import (
+    MODERATED,
+    WELCH,
+    History,
+    Rule,
     RunValue,
+    by_configuration,
     race,
+    rule_for,
 )
+from rlperf.stats.stopping import design_confidence, precise, relative_half_width
 from rlperf.sweep.design import Design
 from rlperf.sweep.preflight import cluster_preflight, preflight, record_not_run, register_groups
 from rlperf.sweep.prepare import prepare_cell
@@ -87,12 +94,21 @@ class Closed:
     """Why a configuration gets no more runs."""
 
     round: int  # the round after which it closed (0-based)
-    why: str  # max | precision | eliminated
+    why: str  # max | precision | eliminated | failed
     runs: int  # completed runs it has
     text: str  # the sentence the progress line and the report give
 
     def to_json(self) -> dict[str, Any]:
         return {"round": self.round, "why": self.why, "runs": self.runs, "text": self.text}
+
+
+@dataclass
+class Decision:
+    """What one round's decision closed, and the rule each comparison set was decided by
+    (``sweep.json`` ``rounds.rules``)."""
+
+    closing: dict[str, Closed] = field(default_factory=dict)
+    rules: dict[str, Rule] = field(default_factory=dict)
 
 
 def decide(
@@ -102,86 +118,95 @@ def decide(
     configuration_of: dict[str, str],
     open_bases: set[str],
     labels: dict[str, str],
-) -> dict[str, Closed]:
+    history: History | None = None,
+    rules: Mapping[str, Rule] | None = None,
+) -> Decision:
     """Which open base cells close after round ``round_index``.
 
     ``values``: the objective of every completed run so far; ``configuration_of``: each base
     cell's configuration (the report's key: seeds pooled), filled from ``values``; a base
     cell whose runs have no value (failed, not measured) closes at ``max`` only.
-    ``labels``: a configuration's name in sentences.
+    ``labels``: a configuration's name in sentences. ``history``: the priors fitted on
+    earlier sweeps (``hydra.sweeper.repeats.prior``); ``rules``: the rules of the rounds
+    before, kept where a set's spreads already disagreed with the prior.
     """
     done = round_index + 1  # runs each open configuration has had
-    by_conf: dict[str, list[float]] = {}
-    comparison: dict[str, str] = {}
+    by_conf = by_configuration(values)
+    bound = {v.configuration for v in values if v.bound}
+    sets: dict[str, list[RunValue]] = {}
     for v in values:
-        by_conf.setdefault(v.configuration, []).append(v.value)
-        comparison[v.configuration] = v.comparison
+        sets.setdefault(v.comparison, []).append(v)
     bases_of: dict[str, list[str]] = {}
     for base in open_bases:
         bases_of.setdefault(configuration_of.get(base, base), []).append(base)
-    closing: dict[str, Closed] = {}
+    out = Decision()
 
     def close(conf: str, why: str, text: str) -> None:
         for base in bases_of.get(conf, []):
-            closing[base] = Closed(round_index, why, len(by_conf.get(conf, [])), text)
+            out.closing[base] = Closed(round_index, why, len(by_conf.get(conf, [])), text)
 
     if done >= design.max:
         for conf in bases_of:
             close(conf, "max", f"{design.max} run(s): repeats.max")
-        return closing
+        return out
+    if not design.adaptive:
+        return out
+    for name, members in sets.items():
+        kept = (rules or {}).get(name)
+        disagreed = kept is not None and kept.name == WELCH and kept.agreement_p is not None
+        out.rules[name] = kept if disagreed and kept else rule_for(history, members)
     if done < design.min:
-        return closing
+        return out
     if design.precision is not None:
-        rule = PrecisionRule(design.precision, design.looks, batched=False, log=True)
+        level = design_confidence(design.to_json())
+        set_of = {v.configuration: v.comparison for v in values}
         for conf in bases_of:
-            runs = [x for x in by_conf.get(conf, []) if x > 0]
-            if len(runs) < 2:
-                continue
-            iv = rule.interval(runs)
-            if iv.within(design.precision):
-                close(
-                    conf,
-                    "precision",
-                    f"precision reached: ±{iv.relative_half_width:.1%} after {len(runs)} runs",
-                )
+            rule = out.rules.get(set_of.get(conf, ""))
+            est = across_runs(by_conf.get(conf, []), level, conf in bound,
+                              rule.prior if rule and rule.name == MODERATED else None)  # fmt: skip
+            if precise(est, design.precision):
+                close(conf, "precision", f"precision reached: ±{relative_half_width(est):.1%} "
+                                         f"after {est.runs} runs")  # fmt: skip
     if design.race:
-        _race(design, round_index, by_conf, comparison, bases_of, closing, labels, close)
-    return closing
+        for name, members in sets.items():
+            _race(design, round_index, name, members, out, bases_of, labels, close)
+    return out
 
 
 def _race(
     design: Design,
     round_index: int,
-    by_conf: dict[str, list[float]],
-    comparison: dict[str, str],
+    name: str,
+    members: Sequence[RunValue],
+    out: Decision,
     bases_of: dict[str, list[str]],
-    closing: dict[str, Closed],
     labels: dict[str, str],
     close: Callable[[str, str, str], None],
 ) -> None:
-    """Close the open configurations separated from the best of their comparison set."""
-    sets: dict[str, list[str]] = {}
-    for conf, name in comparison.items():
-        sets.setdefault(name, []).append(conf)
-    for confs in sets.values():
-        measured = {c: [x for x in by_conf[c] if x > 0] for c in confs}
-        measured = {c: xs for c, xs in measured.items() if xs}
-        racing = [c for c in measured if c in bases_of]
-        if len(measured) < 2 or not racing:
+    """Close the open configurations of one comparison set that its race shows slower."""
+    measured = by_configuration(members)
+    racing = [c for c in measured if c in bases_of]
+    if len(measured) < 2 or not racing:
+        return
+    rule = out.rules[name]
+    # Configurations closed earlier stay in (their runs count, one may be the best).
+    # A race looks after the rounds that another round follows: max - max(min, 2).
+    result = race(
+        measured,
+        looks=max(1, design.max - max(design.min, 2)),
+        bounds={v.configuration for v in members if v.bound},
+        prior=rule.prior if rule.name == MODERATED else None,
+    )
+    for conf, lost in result.closed.items():
+        if conf not in racing or all(b in out.closing for b in bases_of[conf]):
             continue
-        # Configurations closed earlier stay in (their runs count, one may be the best).
-        # A race looks after the rounds that another round follows: max - max(min, 2).
-        result = race(measured, looks=max(1, design.max - max(design.min, 2)), log=True)
-        for conf, lost in result.closed.items():
-            if conf not in racing or all(b in closing for b in bases_of[conf]):
-                continue
-            best = labels.get(result.best, result.best)
-            close(
-                conf,
-                "eliminated",
-                f"eliminated in round {round_index + 1}: {lost.estimate:.2f}x slower than "
-                f"{best} [{lost.low:.2f}, {lost.high:.2f}]",
-            )
+        to = labels.get(lost.to, lost.to)
+        close(
+            conf,
+            "eliminated",
+            f"eliminated in round {round_index + 1}: {lost.ratio.value:.2f}x slower than "
+            f"{to} [{lost.ratio.low:.2f}, {lost.ratio.high:.2f}]",
+        )
 
 
 def completed_dirs(cells: Sequence[Cell]) -> list[Path]:
@@ -196,12 +221,15 @@ class Rounds:
     def __init__(self, sweep: Sweep, groups: list[Group], judge: Judge | None) -> None:
         self.sweep = sweep
         self.design = Design.of(sweep.setup.config)
-        if (self.design.precision is not None or self.design.race) and judge is None:
+        if self.design.adaptive and judge is None:
             raise SweepError(
                 "hydra.sweeper.repeats.precision and hydra.sweeper.race read the runs' results "
                 "between rounds: run the sweep with rlperf's launcher (hydra/launcher=rlperf_tune)"
             )
         self.judge = judge
+        # Each completed run is judged once: its value is kept for the rounds after.
+        self.judged: dict[Path, list[RunValue]] = {}
+        self.rules: dict[str, Rule] = {}
         self.round0 = groups
         self.bases = [c for c in sweep.cells if c.record.repeat == 0]
         self.open = {c.record.hash for c in self.bases if c.rlperf and _may_repeat(c)}
@@ -220,6 +248,43 @@ class Rounds:
             sweep.index.rounds = {"design": self.design.to_json(), "order": self.orders,
                                   "closed": {}}  # fmt: skip
             sweep.progress.say(f"repeats: {self.design.describe()}")
+        self.history = self._history()
+
+    def _history(self) -> History | None:
+        """The runs of the earlier sweeps ``hydra.sweeper.repeats.prior`` names (a storage
+        URI mirrored first), judged as this sweep's are (none of this sweep's own), with the
+        prior each machine and objective of them fits."""
+        if not self.design.prior or self.judge is None:
+            return None
+        from rlperf.results.storage import is_uri, mirror
+
+        folders = [mirror(p) if is_uri(p) else Path(p).expanduser() for p in self.design.prior]
+        mine = self.sweep.sweep_dir.resolve()
+        try:
+            judged = self.judge(folders)
+        except NoRunsFoundError as exc:
+            raise SweepError(f"hydra.sweeper.repeats.prior: {exc}") from exc
+        values = [v for v in judged if mine not in v.path.parents and v.path.parent != mine]
+        history = History.of(values)
+        fitted = [p for p in history.priors.values() if not isinstance(p, str)]
+        confs = len({v.configuration for v in values})
+        self.sweep.progress.say(
+            f"repeats.prior: {len(values):,} run(s) of {confs:,} configuration(s) from "
+            f"{len(folders)} source(s); "
+            + ("; ".join(p.describe() for p in fitted) if fitted else "no prior fits: Welch")
+        )
+        return history
+
+    def values(self) -> list[RunValue]:
+        """Every completed run's objective value: the runs new since the last round judged,
+        the others' kept."""
+        new = [d for d in completed_dirs(self.sweep.cells) if d.resolve() not in self.judged]
+        if new and self.judge is not None:
+            for d in new:
+                self.judged[d.resolve()] = []
+            for v in self.judge(new):
+                self.judged.setdefault(v.path, []).append(v)
+        return [v for vs in self.judged.values() for v in vs]
 
     def label(self, round_index: int) -> str:
         return "" if self.design.one_run else f"-round{round_index}"
@@ -313,12 +378,18 @@ class Rounds:
                 closing[h] = Closed(round_index, "failed", round_index + 1,
                                     f"run {round_index} {what}: no more runs")  # fmt: skip
         self.open -= set(closing)
-        adaptive = self.design.precision is not None or self.design.race
-        values = self.judge(completed_dirs(self.sweep.cells)) if adaptive and self.judge else []
+        values = self.values() if self.design.adaptive else []
         base_of = {c.out_dir.resolve(): c.record.base or c.record.hash for c in self.sweep.cells}
         configuration_of = {base_of[v.path]: v.configuration for v in values if v.path in base_of}
-        labels = {v.configuration: v.label for v in values}
-        closing |= decide(self.design, round_index, values, configuration_of, self.open, labels)
+        labels: dict[str, str] = {}
+        for v in values:  # the first judgement's: round 0 named every configuration of the set
+            labels.setdefault(v.configuration, v.label)
+        decision = decide(self.design, round_index, values, configuration_of, self.open, labels,
+                          self.history, self.rules)  # fmt: skip
+        closing |= decision.closing
+        self.rules.update(decision.rules)
+        if self.rules:
+            self.sweep.index.rounds["rules"] = {k: r.to_json() for k, r in self.rules.items()}
         for h, why in closing.items():
             self.closed[h] = why
             self.open.discard(h)

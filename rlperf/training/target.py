@@ -43,8 +43,8 @@ from rlperf.results.columns import (
     TRAIN_TIME_S,
     WALL_S,
 )
-from rlperf.results.precision import PER_1K, WithinRun
 from rlperf.results.record import TrainRecord
+from rlperf.stats.stopping import PER_1K, WithinRun
 
 #: The key RLlib's evaluation results count capped episodes under (:func:`count_capped`).
 CAPPED_METRIC = "rlperf_capped_episodes"

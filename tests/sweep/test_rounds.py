@@ -150,7 +150,12 @@ def test_the_report_says_what_the_race_decided_and_what_it_cost(tmp_path: Path, 
     report = build_report([tmp_path], tmp_path / "report", figures=False)
     md = report.markdown.read_text()
     answers = md[md.index("## Answers") :]
-    assert "decided. `0 workers` is best (±" in answers and "over 4 runs)" in answers
+    head = next(ln for ln in answers.splitlines() if ln.startswith("- training · model1:"))
+    assert head.startswith("- training · model1: decided: `0 workers` is fastest, ")
+    assert "ahead of `1 worker`, separated from all 1 other(s)." in head
+    assert len(head.split()) <= 32  # a verdict read in one breath; the details fold under it
+    details = answers.splitlines()[answers.splitlines().index(head) + 1]
+    assert "over 4 runs" in details and "Decided by each configuration's own" in details
     assert "`1 worker`: eliminated in round 2: 1.96x slower than" in answers
     assert "Cost: 6 training run(s)" in answers
     assert "a fixed design of 4 run(s) of train.iterations each would have spent" in answers
@@ -166,16 +171,21 @@ def test_the_report_says_what_is_not_decided_and_what_would_decide_it(tmp_path, 
     multirun(tmp_path / "three", "workers=0,1", "hydra.sweeper.repeats.min=3",
              "ray.overcommit_cpus=true")  # fmt: skip
     md = build_report([tmp_path / "three"], tmp_path / "r3", figures=False).markdown.read_text()
-    line = next(ln for ln in md.splitlines() if "training · model1: not decided" in ln)
+    lines = md.splitlines()
+    line = next(ln for ln in lines if ln.startswith("- training · model1: not decided"))
     assert "`0 workers`" in line and "`1 worker`" in line and "overlap" in line
+    assert len(line.split()) <= 32
     more = int(line.split("about ")[1].split(" more run(s)")[0].replace(",", ""))
-    assert more > 0 and "over 3 runs" in line and "Cost: 6 training run(s)" in md
+    details = lines[lines.index(line) + 1]
+    need = int(details.split("About ")[1].split(" runs of each")[0].replace(",", ""))
+    assert more == need - 3 and "over 3 runs" in details and "80% power" in details
+    assert "Cost: 6 training run(s)" in md
     assert "a fixed design" not in md  # nothing could stop early: no design to compare
     fake_groups(s_per_1k=_spread({"workers=0": 1.0, "workers=1": 1.05}, 0.06))
     multirun(tmp_path / "once", "workers=0,1", "ray.overcommit_cpus=true")
     md = build_report([tmp_path / "once"], tmp_path / "r1", figures=False).markdown.read_text()
     answers = md[md.index("## Answers") :]
-    assert "run-to-run spread not measured" in answers
+    assert "training · model1: ranked on one run each, not decided: `0 workers`" in answers
     # The ranked table marks each one-run interval and says what the mark means.
     assert " †" in md and "† one run: run-to-run spread not measured: the interval" in md
 

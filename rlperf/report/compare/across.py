@@ -33,6 +33,8 @@ from rlperf.report.read.fingerprints import differing_keys
 from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration
 from rlperf.results.columns import ENV_STEPS_PER_S, FRAMES_PER_S
+from rlperf.stats import intervals
+from rlperf.stats.intervals import Estimate
 from rlperf.vocabulary import Family
 
 
@@ -70,7 +72,7 @@ def across_workloads(analysis: FamilyAnalysis) -> AcrossTable | None:
         return None
     algos = {str(c.completed[0].axes.get("algo") or "") for c in confs if c.completed}
     rows = []
-    frames: dict[str, estimates.Estimate] = {}
+    frames: dict[str, Estimate] = {}
     for conf in confs:
         tp = analysis.throughput[conf.id]
         fps = frames_per_step(conf)
@@ -80,7 +82,7 @@ def across_workloads(analysis: FamilyAnalysis) -> AcrossTable | None:
                FRAMES_PER_S: tp.value * fps, "frames_per_s_low": tp.low * fps,
                "frames_per_s_high": tp.high * fps}  # fmt: skip
         if np.isfinite(fps) and np.isfinite(tp.value):
-            frames[conf.id] = estimates.Estimate(tp.value * fps, tp.low * fps, tp.high * fps, tp.n)
+            frames[conf.id] = tp.scaled(fps)
         rows.append(row)
     ranked = len(algos) == 1 and len(frames) >= 2
     df = pd.DataFrame(rows)
@@ -149,7 +151,7 @@ def across_machines(
                 e = a.estimates.get(on[m].id) if m in on else None
                 row[f"{m}"] = e
                 if m != first and e is not None and first in on:
-                    row[f"{m} over {first}"] = estimates.speedup(a.estimates[on[first].id], e)
+                    row[f"{m} over {first}"] = intervals.speedup(a.estimates[on[first].id], e)
             rows.append(row)
         fps = [comparison.groups[m].fingerprint for m in machines]
         diff = differing_keys(fps)

@@ -15,7 +15,7 @@ The claims of the study users bring (per algorithm and env):
 1. dynamic-range PTQ keeps the return best of the quantized variants;
 2. static (full-integer) PTQ keeps it worst;
 3. quantized variants use more memory than fp32 (peak RSS, the ratio's interval over
-   every run of both: :func:`rlperf.report.stats.estimates.speedup`);
+   every run of both: :func:`rlperf.stats.intervals.speedup`);
 4. pruning shrinks the model (gzip size) but barely moves speed (action p50 within
    ±10 % of fp32's) or energy.
 
@@ -33,11 +33,11 @@ import numpy as np
 
 from rlperf.report.compare.memory import quantized
 from rlperf.report.read.cells import Cell
-from rlperf.report.stats import estimates
 from rlperf.report.stats.robust import MIN_SEEDS, stratified_bootstrap_ci
 from rlperf.results.columns import ACTION_MS
 from rlperf.results.record import EdgeRecord
 from rlperf.specs.backends import BACKENDS
+from rlperf.stats import intervals
 
 #: Latency ratio to fp32 within which pruning "barely moves" speed (claim 4).
 BARELY = 0.10
@@ -216,10 +216,10 @@ def _memory_claim(byv: dict[str, StudyRow]) -> str:
     if fp32 is None or not quant:
         return "claim 3 (quantized uses more memory) not decided here: needs fp32 and a " \
                "quantized variant"  # fmt: skip
-    base = estimates.across_runs(fp32.values(PEAK), key=f"study {fp32.backend}")
+    base = intervals.across_runs(fp32.values(PEAK))
     parts, more, less, shown = [], [], [], 0
     for r in quant:
-        ratio = estimates.speedup(estimates.across_runs(r.values(PEAK), key=r.backend), base)
+        ratio = intervals.speedup(intervals.across_runs(r.values(PEAK)), base)
         if not np.isfinite(ratio.value):
             continue
         text = f"`{r.backend}` {ratio.value:.3f}x"

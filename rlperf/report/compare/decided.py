@@ -1,13 +1,23 @@
 """How sure each comparison is, and what it cost: the lines the Answers section opens with.
 
-Per comparison set (one family, one workload): **decided** when the best configuration is
-separated from every other (Welch's interval of the difference of their runs' mean
-logarithms excludes 0, or the sweep's race eliminated it; configurations measured once:
-their intervals do not overlap), else **not decided**, with about how many more runs would
-separate the best from the configurations it overlaps (from their measured run-to-run
-spread, :func:`rlperf.results.precision.runs_to_separate`; a configuration measured once has
-no spread to go by). The configurations a sweep's race eliminated, or that stopped once
-precise enough, say so (``cell.json`` ``closed``, docs/sweeps.md#repeats).
+Per comparison set (one family, one workload), one verdict in one sentence (``headline``,
+at most about 30 words), its details under it (``text``):
+
+- **decided**: the best configuration is separated from every other, run to run: the
+  interval of their ratio (:func:`rlperf.stats.intervals.speedup`, Welch on the runs'
+  logarithms at the level the design used) excludes 1, or the sweep's race eliminated it.
+  The ratio the headline gives is that interval, so the two never disagree.
+- **ranked on one run each, not decided**: the configurations were measured once each. A
+  run's own interval describes that run; runs of one configuration land 5-25 % apart
+  (SPEC §5), so a within-run interval never decides.
+- **not decided**: the best overlaps some other, with about how many more runs of each
+  would separate them (:func:`rlperf.stats.intervals.runs_to_separate`: 80 % power at the
+  test's level, from their measured spread and the difference measured), or why no number
+  would (runs that agree to the last digit, a time that is a lower bound).
+
+The rule that decided a sweep's set (Welch, or moderated by a history prior: ``sweep.json``
+``rounds.rules``) is said in the details. The configurations a sweep's race eliminated, or
+that stopped once precise enough, say so (``cell.json`` ``closed``, docs/sweeps.md#repeats).
 
 The cost line counts what the cells ran (cell-seconds, env steps, runs) and, for a sweep
 with repeats, what a fixed design of ``repeats.max`` runs of ``train.iterations`` each
@@ -22,22 +32,27 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlperf.report.compare.axes import AxisPlan, within_set
-from rlperf.report.compare.findings import FamilyAnalysis, precision_text
+from rlperf.report.compare.findings import FamilyAnalysis, level, precision_text, ratio_text
 from rlperf.report.read.cells import Cell
-from rlperf.report.stats import estimates
+from rlperf.report.stats.objectives import configuration_rule
 from rlperf.report.stats.repeats import Configuration, configuration_key
-from rlperf.results.precision import design_confidence, runs_to_separate, welch_difference
 from rlperf.results.record import TrainRecord
+from rlperf.stats import intervals
 from rlperf.vocabulary import Family
+
+#: The power "about N more runs" is computed for.
+POWER = 0.8
 
 
 @dataclass
 class Verdict:
-    """One comparison set: decided or not, in one sentence; what closed early."""
+    """One comparison set: decided or not, in one sentence (``headline``) with its details
+    (``text``); what closed early."""
 
     family: str
     workload: str
     decided: bool
+    headline: str
     text: str
     closed: list[str] = field(default_factory=list)
 
@@ -76,56 +91,85 @@ def _verdict(
     name = {c.id: f"`{text}`" for c, text in zip(confs, shown, strict=True)}
     e_best = est[best.id]
     where = f"{family} · {workload}"
-    runs = {c.id: _run_values(a, c) for c in confs}
-    overlap = [c for c in rest if not _separated(a, best, c, runs)]
     early = ("eliminated", "precision")
     closed = [f"{name[c.id]}: {why['text']}" for c in confs
               if (why := c.cells[0].closed) and why.get("why") in early]  # fmt: skip
+    rule = configuration_rule(best)
+    said = f" Decided by {rule.why}." if rule is not None else ""
+    if not any(est[c.id].across_runs for c in confs):
+        headline = (f"{where}: ranked on one run each, not decided: {name[best.id]} is "
+                    "fastest here, but one run says nothing of the next.")  # fmt: skip
+        text = (
+            f"{name[best.id]}: {precision_text(e_best)}, an interval of that run alone; "
+            "runs of one configuration differ by more. 2 or more runs of each "
+            "(hydra.sweeper.repeats.min=2) measure the run-to-run spread that decides."
+        )
+        return Verdict(family, workload, False, headline, text, closed)
+    overlap = [c for c in rest if not _separated(best, c, est)]
     if not overlap:
-        once = " on one run each: run-to-run spread not measured" if e_best.one_run else ""
-        text = (f"{where}: decided{once}. {name[best.id]} is best ({precision_text(e_best)}), "
-                f"separated from the other {len(rest)}")  # fmt: skip
-        return Verdict(family, workload, True, text, closed)
-    values = {c.id: runs[c.id] for c in [best, *overlap]}
+        nxt = rest[0]
+        margin = intervals.speedup(est[nxt.id], e_best)
+        headline = (
+            f"{where}: decided: {name[best.id]} is fastest, {ratio_text(margin)} "
+            f"ahead of {name[nxt.id]}, separated from all {len(rest)} other(s)."
+        )
+        text = (f"{name[best.id]}: {precision_text(e_best)}; each ratio's {level(margin)} "
+                f"interval (run to run) excludes 1.{said}")  # fmt: skip
+        return Verdict(family, workload, True, headline, text, closed)
     names = " and ".join([name[best.id], *(name[c.id] for c in overlap[:3])])
-    needs = [runs_to_separate(values[best.id], values[c.id]) for c in overlap]
-    text = f"{where}: not decided: {names} overlap ({name[best.id]}: {precision_text(e_best)})"
-    if any(len(v) < 2 for v in values.values()):
-        text += ("; measured once, they have no run-to-run spread to go by: repeats "
-                 "(hydra.sweeper.repeats) measure it")  # fmt: skip
-    elif any(n is None for n in needs):
-        text += "; their runs agree to the last digit: no number of runs separates them"
-    else:
-        have = min(len(v) for v in values.values())
-        more = max(0, max(n for n in needs if n is not None) - have)
-        text += f"; about {more:,} more run(s) of each would separate them (from their spread)"
-        if more > 100 * have:
-            text += ": the difference measured is far inside that spread, as good as none"
-    return Verdict(family, workload, False, text, closed)
+    more = f" and {len(overlap) - 3} more" if len(overlap) > 3 else ""
+    reason, details = _why_not(best, overlap, est, name)
+    headline = f"{where}: not decided: {names}{more} overlap; {reason}."
+    text = f"{name[best.id]}: {precision_text(e_best)}. {details}{said}"
+    return Verdict(family, workload, False, headline, text, closed)
 
 
-def _run_values(a: FamilyAnalysis, conf: Configuration) -> list[float]:
-    """Each completed run's own value of ``conf`` (finite, positive)."""
-    values = [a.run_estimates[x.id].value for x in conf.completed if x.id in a.run_estimates]
-    return [v for v in values if np.isfinite(v) and v > 0]
+def _why_not(
+    best: Configuration,
+    overlap: Sequence[Configuration],
+    est: Mapping[str, intervals.Estimate],
+    name: Mapping[str, str],
+) -> tuple[str, str]:
+    """Why ``best`` is not separated from ``overlap`` (a clause for the headline) and the
+    details: how many more runs would separate them, or why none would."""
+    e_best = est[best.id]
+    ratios = [intervals.speedup(est[c.id], e_best) for c in overlap]
+    shown = "; ".join(f"over {name[c.id]}: {ratio_text(r)} at {level(r)}"
+                      for c, r in zip(overlap[:3], ratios, strict=False))  # fmt: skip
+    if e_best.bound:
+        return ("its time is a lower bound (its target was not reached in every run)",
+                f"A lower bound separates nothing slower than it. {shown}.")  # fmt: skip
+    once = [c for c in overlap if not est[c.id].across_runs]
+    if once or not e_best.across_runs:
+        return ("some were measured once, with no run-to-run spread",
+                f"{shown}. 2 or more runs of each measure the spread that decides.")  # fmt: skip
+    needs = [intervals.runs_to_separate(e_best, est[c.id], POWER) for c in overlap]
+    if any(n is None for n in needs):
+        return ("their runs agree to the last digit: no spread to separate by",
+                f"{shown}. Runs that agree exactly measure no spread; nothing is decided "
+                "on them.")  # fmt: skip
+    have = min(est[c.id].runs for c in [best, *overlap])
+    need = max(n for n in needs if n is not None)
+    more = max(1, need - have)
+    diff = abs(ratios[int(np.argmax([n or 0 for n in needs]))].value - 1.0)
+    text = (f"{shown}. About {need:,} runs of each separate them with {POWER:.0%} power at "
+            f"that level, from their measured spread and the difference measured "
+            f"({diff:.1%}).")  # fmt: skip
+    if need > 100 * have:
+        text += " The difference is far inside the spread: as good as none."
+    return f"about {more:,} more run(s) of each would separate them", text
 
 
 def _separated(
-    a: FamilyAnalysis, best: Configuration, other: Configuration, runs: Mapping[str, list[float]]
+    best: Configuration, other: Configuration, est: Mapping[str, intervals.Estimate]
 ) -> bool:
-    """Whether ``other`` is separated from ``best``: a sweep's race eliminated it, or Welch's
-    interval of the difference of their runs' mean logarithms (at the level the runs'
-    intervals have, :func:`rlperf.results.precision.design_confidence`) excludes 0; measured
-    once, their (within-run) intervals do not overlap."""
+    """Whether ``other`` is separated from ``best``: a sweep's race eliminated it, or the
+    interval of their ratio, run to run, excludes 1 (:func:`rlperf.stats.intervals.
+    separated`). Within-run intervals never separate."""
     closed = other.cells[0].closed
     if closed and closed.get("why") == "eliminated":
         return True
-    x, y = runs[other.id], runs[best.id]
-    if len(x) < 2 or len(y) < 2:
-        return not estimates.tied(a.estimates[best.id], a.estimates[other.id])
-    level = design_confidence(best.cells[0].design)
-    low, high = welch_difference(np.log(x), np.log(y), 1 - level)
-    return bool(low > 0 or high < 0)
+    return intervals.separated(est[best.id], est[other.id])
 
 
 def cost_line(cells: Sequence[Cell]) -> str | None:

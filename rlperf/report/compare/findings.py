@@ -22,11 +22,12 @@ from rlperf.report.compare.memory import memory_finding_texts
 from rlperf.report.compare.study import LEGACY_METHOD, legacy_learn_range, legacy_text
 from rlperf.report.read.cells import PHASES, Cell, included
 from rlperf.report.stats import estimates
-from rlperf.report.stats.estimates import Estimate
 from rlperf.report.stats.objectives import OBJECTIVES, PER, Objective, choose, objective_of
 from rlperf.report.stats.repeats import Configuration
 from rlperf.results.columns import ENV_STEPS, ITER_S
 from rlperf.results.record import EdgeRecord
+from rlperf.stats import intervals
+from rlperf.stats.intervals import Estimate
 from rlperf.vocabulary import Family
 
 
@@ -137,9 +138,10 @@ def ratio_text(e: Estimate) -> str:
     return f"{e.value:.2f}× [{e.low:.2f}, {e.high:.2f}]" + one_run_note(e)
 
 
-def level() -> str:
-    """The intervals' level as written in the report (``95%``)."""
-    return f"{100 * estimates.CONFIDENCE:g}%"
+def level(e: Estimate | None = None) -> str:
+    """An interval's level as written in the report (``95%``; a sweep's per-look level:
+    ``98.75%``); without an estimate, the report's default."""
+    return f"{100 * (intervals.CONFIDENCE if e is None else e.confidence):.4g}%"
 
 
 def where(conf: Configuration) -> str:
@@ -223,9 +225,9 @@ def _throughput(out: FamilyAnalysis, confs: Sequence[Configuration], obj: Object
         for cell in conf.completed:
             e = out.run_estimates[cell.id] if obj is per_env_step else per_env_step.within_run(cell)
             runs[cell.id] = e
-            out.run_throughput[cell.id] = estimates.reciprocal(e, PER)
+            out.run_throughput[cell.id] = intervals.reciprocal(e, PER)
         if conf.completed:
-            out.throughput[conf.id] = estimates.reciprocal(per_env_step.estimate(conf, runs), PER)
+            out.throughput[conf.id] = intervals.reciprocal(per_env_step.estimate(conf, runs), PER)
 
 
 def _compare_with_baseline(
@@ -243,7 +245,7 @@ def _compare_with_baseline(
         return
     out.baselines[model] = base
     for k in order:
-        out.speedups[k] = estimates.speedup(out.estimates[base], out.estimates[k])
+        out.speedups[k] = intervals.speedup(out.estimates[base], out.estimates[k])
     if len(order) > 1:
         out.findings.append(_speedup_finding(out, model, base, order, label))
 
@@ -260,7 +262,7 @@ def _fastest_finding(
         return Finding("fastest", out.family, model, [best],
                        f"{family_name}, {model}: only one configuration (`{label[best]}`, "
                        f"{where(conf)}): {objective.what} {_ci(est[best], objective.unit)} "
-                       f"({level()} CI over {over(est[best], conf, objective)}).",
+                       f"({level(est[best])} CI over {over(est[best], conf, objective)}).",
                        fold=f"{out.family}: one configuration in its comparison, nothing to "
                             f"rank ({objective.what})",
                        brief=f"{model} `{label[best]}` {_ci(est[best], objective.unit)}",
@@ -270,7 +272,7 @@ def _fastest_finding(
     ties = [k for k in order[1:] if estimates.tied(est[best], est[k])]
     text = (
         f"{family_name}, {model}: fastest configuration is `{label[best]}` ({where(conf)}), "
-        f"{objective.what} {_ci(est[best], objective.unit)} ({level()} CI over "
+        f"{objective.what} {_ci(est[best], objective.unit)} ({level(est[best])} CI over "
         f"{over(est[best], conf, objective)})."
     )
     if ties:
@@ -279,7 +281,7 @@ def _fastest_finding(
         text += f" Tied within the noise (overlapping intervals) with {names}{more}."
     else:
         nxt = order[1]
-        margin = estimates.speedup(est[nxt], est[best])
+        margin = intervals.speedup(est[nxt], est[best])
         text += f" It beats the next best, `{label[nxt]}`, by {ratio_text(margin)}."
     text += _phase_shares(conf.completed) if out.family == Family.training else ""
     shown = dict(zip(order, within_set([label[k] for k in order]), strict=True))

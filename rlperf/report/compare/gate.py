@@ -6,7 +6,7 @@ matched on family and :func:`~rlperf.report.stats.repeats.configuration_key` (ev
 config value except ``seed``, input locations and the ``hydra`` / ``ray``
 nodes), and each matched pair gets the speedup ``baseline / candidate`` of the
 family's objective (time per iteration, latency per action) with its interval
-(:func:`rlperf.report.stats.estimates.speedup`; run to run where a side ran several
+(:func:`rlperf.stats.intervals.speedup`; run to run where a side ran several
 times). With a tolerance ``t`` (default 5 %), a pair is a
 
 - ``regression`` when the speedup's upper bound is below ``1 - t``: slower by
@@ -33,6 +33,8 @@ from rlperf.errors import GateError, MixedFingerprintsError
 from rlperf.report.compare.findings import FamilyAnalysis
 from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration
+from rlperf.stats import intervals
+from rlperf.stats.intervals import Estimate
 
 #: Default ``--tolerance``: slowdowns within 5 % never fail the gate.
 DEFAULT_TOLERANCE = 0.05
@@ -63,7 +65,7 @@ class Side:
     def configurations(self) -> list[Configuration]:
         return [c for a in self.analyses.values() for c in a.configurations.values()]
 
-    def estimate(self, conf: Configuration) -> estimates.Estimate | None:
+    def estimate(self, conf: Configuration) -> Estimate | None:
         e = self.analyses[conf.family].estimates.get(conf.id)
         return e if e is not None and np.isfinite(e.value) else None
 
@@ -78,9 +80,9 @@ class GateRow:
     label: str
     candidate: Configuration | None
     baseline: Configuration | None
-    speedup: estimates.Estimate | None = None
-    candidate_estimate: estimates.Estimate | None = None
-    baseline_estimate: estimates.Estimate | None = None
+    speedup: Estimate | None = None
+    candidate_estimate: Estimate | None = None
+    baseline_estimate: Estimate | None = None
     note: str = ""
 
 
@@ -102,7 +104,7 @@ class GateResult:
         return any(r.verdict in FAILING for r in self.rows)
 
 
-def verdict(sp: estimates.Estimate, tolerance: float) -> str:
+def verdict(sp: Estimate, tolerance: float) -> str:
     """regression, improvement or tie of a speedup (baseline / candidate) at ``tolerance``."""
     low, high = (sp.low, sp.high) if sp.has_ci else (sp.value, sp.value)
     if high < 1 - tolerance:
@@ -186,12 +188,12 @@ def _judge(
             "candidate" if row.candidate_estimate is None else "baseline"
         )
         return row
-    row.speedup = estimates.speedup(row.baseline_estimate, row.candidate_estimate)
+    row.speedup = intervals.speedup(row.baseline_estimate, row.candidate_estimate)
     row.verdict = verdict(row.speedup, tolerance)
     return row
 
 
-def _ratio(e: estimates.Estimate | None) -> str:
+def _ratio(e: Estimate | None) -> str:
     if e is None:
         return ""
     if not e.has_ci:
@@ -200,7 +202,7 @@ def _ratio(e: estimates.Estimate | None) -> str:
     return f"{e.value:.3f}× [{e.low:.3f}, {e.high:.3f}]{note}"
 
 
-def _runs(e: estimates.Estimate | None) -> str:
+def _runs(e: Estimate | None) -> str:
     return "" if e is None else f"{e.runs} run" + ("s" if e.runs > 1 else "")
 
 
@@ -210,7 +212,7 @@ def lines(result: GateResult, units: dict[str, str]) -> list[str]:
     counts = ", ".join(f"{result.count(v)} {v}" for v in verdicts)
     out = [
         f"gate: candidate vs baseline {result.baseline} (tolerance "
-        f"{100 * result.tolerance:g}%, {100 * estimates.CONFIDENCE:g}% intervals): {counts}"
+        f"{100 * result.tolerance:g}%, {100 * intervals.CONFIDENCE:g}% intervals): {counts}"
     ]
     for r in result.rows:
         unit = units.get(r.family, "")

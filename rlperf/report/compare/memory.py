@@ -7,8 +7,8 @@ against the fp32 variant of the same workload run with the same threads and head
 peak RSS of the benchmark's own process (``summary.json`` ``memory.peak_rss_mb``: Python,
 the env, the runtime and the model; each variant in a fresh process with
 ``edge.isolate=true``). The ratio quantized / fp32 has the interval of
-:func:`rlperf.report.stats.estimates.speedup` over the two configurations' runs
-(:func:`~rlperf.report.stats.estimates.across_runs`); with one run of either there is no
+:func:`rlperf.stats.intervals.speedup` over the two configurations' runs
+(:func:`~rlperf.stats.intervals.across_runs`); with one run of either there is no
 interval, and the finding says so: a difference of one run each is not evidence.
 """
 
@@ -19,10 +19,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from rlperf.report.read.cells import Cell
-from rlperf.report.stats import estimates
-from rlperf.report.stats.estimates import Estimate
 from rlperf.report.stats.repeats import Configuration
 from rlperf.results.record import EdgeRecord
+from rlperf.stats import intervals
+from rlperf.stats.intervals import Estimate
 
 #: ``summary.json`` ``variant`` names of the quantized variants (a pruned int8 file's is
 #: ``prune75_int8``).
@@ -53,7 +53,7 @@ def _memory(conf: Configuration) -> Estimate:
         float((c.record_of(EdgeRecord).memory or {}).get(MEMORY_KEY, np.nan))
         for c in conf.completed
     ]
-    return estimates.across_runs(values, key=f"memory {conf.id}")
+    return intervals.across_runs(values)
 
 
 def memory_verdicts(
@@ -71,7 +71,7 @@ def memory_verdicts(
         base = fp32.get(_pairing(conf.completed[0]))
         if base is None:
             continue
-        ratio = estimates.speedup(_memory(conf), _memory(base))  # quantized / fp32
+        ratio = intervals.speedup(_memory(conf), _memory(base))  # quantized / fp32
         if not np.isfinite(ratio.value):
             continue
         if not ratio.has_ci:

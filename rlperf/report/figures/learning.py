@@ -38,7 +38,6 @@ import pandas as pd
 
 from rlperf.errors import FigureNotApplicable
 from rlperf.report.figures.plot import FigureContext, config_palette, save, style, suptitle, wrap
-from rlperf.report.stats.estimates import CONFIDENCE
 from rlperf.results.columns import (
     ENV_STEPS,
     EPISODE_RETURN_MEAN,
@@ -46,6 +45,7 @@ from rlperf.results.columns import (
     ITERATION,
     TIME_S,
 )
+from rlperf.stats.intervals import CONFIDENCE
 from rlperf.vocabulary import Family, RunStatus
 
 #: Most points a mean curve is evaluated at (the union of the runs' x values, else evenly
@@ -111,7 +111,7 @@ def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]], points: int = GR
                ) -> MeanCurve | None:  # fmt: skip
     """The mean over runs of their returns on :func:`common_grid`, with the Student-t
     interval of the mean at each grid point (level
-    :data:`rlperf.report.stats.estimates.CONFIDENCE`).
+    :data:`rlperf.stats.intervals.CONFIDENCE`).
 
     ``curves`` are (x, return) per run; points with a NaN x or return are left out and each
     run is interpolated linearly between the points it has. One run: its own points, no

@@ -132,9 +132,11 @@ class Cell:
     gpu_count: int | None = None
     env_protocol: dict[str, Any] = field(default_factory=dict)
     #: A sweep's repeats (docs/sweeps.md#repeats): why this run 0's configuration got no
-    #: more runs (``cell.json`` ``closed``), and the sweep's design (``sweep.json``).
+    #: more runs (``cell.json`` ``closed``), the sweep's design and the rule each of its
+    #: comparison sets was decided by (``sweep.json`` ``rounds.design``, ``rounds.rules``).
     closed: dict[str, Any] | None = None
     design: dict[str, Any] | None = None
+    rules: dict[str, Any] | None = None
 
     @property
     def stage(self) -> str:

@@ -12,6 +12,7 @@ change here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -89,6 +90,18 @@ def comparable(raw: dict[str, Any]) -> dict[str, Any]:
             continue
         out[key] = value
     return out
+
+
+#: The leaves of a comparable fingerprint that describe the machine, not its software.
+HARDWARE_PREFIXES = ("cpu", "ram", "gpus", "gpu_driver", "cgroup", "edgetpu", "platform")
+
+
+def key_of(fingerprint: dict[str, Any], hardware: bool = False) -> str:
+    """A short stable digest of a cell's comparable fingerprint (``hardware``: of its
+    machine's leaves only, what a history prior is matched on)."""
+    leaves = sorted((k, repr(v)) for k, v in fingerprint.items()
+                    if not hardware or k.lower().startswith(HARDWARE_PREFIXES))  # fmt: skip
+    return hashlib.sha256(json.dumps(leaves).encode()).hexdigest()[:12]
 
 
 def _find(flat: dict[str, Any], *patterns: str) -> list[Any]:

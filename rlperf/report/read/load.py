@@ -182,26 +182,26 @@ def canonical_iterations(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def sweep_design(sweep_dir: Path) -> dict[str, Any] | None:
-    """The repeats design a sweep folder's ``sweep.json`` records (``rounds.design``), or
-    None (no repeats, an index from before them, or none). Read once per version of the
-    file, not once per cell of the sweep."""
+def sweep_rounds(sweep_dir: Path) -> dict[str, Any]:
+    """The repeats a sweep folder's ``sweep.json`` records (``rounds``: its ``design``, the
+    ``rules`` its comparison sets were decided by), or {} (no repeats, an index from before
+    them, or none). Read once per version of the file, not once per cell of the sweep."""
     try:
         stamp = (sweep_dir / INDEX_FILE).stat().st_mtime_ns
     except OSError:
-        return None
-    return _design_of(sweep_dir / INDEX_FILE, stamp)
+        return {}
+    return _rounds_of(sweep_dir / INDEX_FILE, stamp)
 
 
 @functools.lru_cache(maxsize=64)
-def _design_of(index: Path, stamp: int) -> dict[str, Any] | None:
-    """``rounds.design`` of ``index`` as it was at ``stamp`` (its mtime: the cache key)."""
+def _rounds_of(index: Path, stamp: int) -> dict[str, Any]:
+    """``rounds`` of ``index`` as it was at ``stamp`` (its mtime: the cache key)."""
     try:
         data = json.loads(index.read_text())
     except (OSError, ValueError):
-        return None
-    design = (data.get("rounds") or {}).get("design") if isinstance(data, dict) else None
-    return design if isinstance(design, dict) else None
+        return {}
+    rounds = data.get("rounds") if isinstance(data, dict) else None
+    return rounds if isinstance(rounds, dict) else {}
 
 
 def _read_cell_record(path: Path, notes: list[str]) -> dict[str, Any]:
@@ -273,7 +273,10 @@ def load_rlperf_cell(ref: CellRef) -> Cell:
     cell.env_protocol = _env_protocol(cfg, cell.stage, summary, notes, effective)
     cell.concurrent_cells = record.get("concurrent_cells")
     cell.closed = record.get("closed")
-    cell.design = sweep_design(path.parent) if record else None
+    rounds = sweep_rounds(path.parent) if record else {}
+    design, rules = rounds.get("design"), rounds.get("rules")
+    cell.design = design if isinstance(design, dict) else None
+    cell.rules = rules if isinstance(rules, dict) else None
     _place_in_time(cell, record)
     return cell
 

@@ -10,8 +10,8 @@ from rlperf.report.compare.findings import level
 from rlperf.report.export import render
 from rlperf.report.sections.base import Inputs, Section
 from rlperf.report.sections.families import fmt_ci, fmt_count
-from rlperf.report.stats import estimates
 from rlperf.results.columns import ENV_STEPS_PER_S, FRAMES_PER_S
+from rlperf.stats.intervals import Estimate
 
 
 def collect(inputs: Inputs) -> list[AcrossTable]:
@@ -67,7 +67,7 @@ def _machines_table(rows: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
         if col in ("configuration", "workload", "objective"):
             continue
         head = f"speedup {col} [{level()} CI]" if " over " in col else col
-        out[head] = [fmt_ci(e.value, e.low, e.high) if isinstance(e, estimates.Estimate) else ""
+        out[head] = [fmt_ci(e.value, e.low, e.high) if isinstance(e, Estimate) else ""
                      for e in rows[col]]  # fmt: skip
     return out
 

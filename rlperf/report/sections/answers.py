@@ -15,7 +15,7 @@ Only questions the data can answer are listed (SPEC §1):
 
 Every comparison is made inside one comparison set (:mod:`rlperf.report.compare.workloads`),
 between configurations that differ only in the axis asked about, on the set's objective;
-a ratio is a speedup with its interval (:func:`rlperf.report.stats.estimates.speedup`).
+a ratio is a speedup with its interval (:func:`rlperf.stats.intervals.speedup`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from rlperf.report.figures.answers import POINT_COLUMNS, answer_figure
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Inputs, Section
 from rlperf.report.stats import estimates
+from rlperf.stats import intervals
+from rlperf.stats.intervals import Estimate
 from rlperf.vocabulary import Family, RunStatus
 
 #: Count axes (name in the tables -> how answers name one unit of it).
@@ -64,7 +66,7 @@ class Answer:
     figure: Path | None = None
 
 
-def _fmt(e: estimates.Estimate, unit: str = "") -> str:
+def _fmt(e: Estimate, unit: str = "") -> str:
     def one(v: float) -> str:
         return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
@@ -76,14 +78,14 @@ def _fmt(e: estimates.Estimate, unit: str = "") -> str:
     return f"{one(e.value)}{unit} [{one(e.low)}, {one(e.high)}]" + _mark(e)
 
 
-def _ratio(e: estimates.Estimate) -> str:
+def _ratio(e: Estimate) -> str:
     """A speedup: ``1.23× [1.20, 1.26]``, ``†`` where it rests on one run's interval."""
     if not e.has_ci:
         return f"{e.value:.2f}× (no interval)"
     return f"{e.value:.2f}× [{e.low:.2f}, {e.high:.2f}]" + _mark(e)
 
 
-def _mark(e: estimates.Estimate) -> str:
+def _mark(e: Estimate) -> str:
     return " †" if e.one_run else ""
 
 
@@ -116,7 +118,7 @@ def _numbers(a: FamilyAnalysis, group: pd.DataFrame, axis: str, best: str) -> pd
     out = []
     for _, r in group.sort_values("objective_value").iterrows():
         e = a.estimates[r["configuration"]]
-        sp = estimates.speedup(e, a.estimates[best])
+        sp = intervals.speedup(e, a.estimates[best])
         out.append({
             axis: format_value(axis, r[axis]),
             f"{obj.label} [{level()} CI]": _fmt(e),
@@ -165,7 +167,7 @@ def _axis_answer(
     obj = a.objective_for(best["configuration"])
     e_best = a.estimates[best["configuration"]]
     e_worst = a.estimates[worst["configuration"]]
-    sp = estimates.speedup(e_worst, e_best)
+    sp = intervals.speedup(e_worst, e_best)
     if axis in COUNT_AXES:
         unit = COUNT_AXES[axis]
         counts = sorted(float(v) for v in group[axis].dropna().unique())
@@ -218,7 +220,7 @@ def backend_answers(res: ReportResult) -> list[Answer]:
         best = ordered.iloc[0]
         e_best = a.estimates[best["configuration"]]
         slowest = ordered.iloc[-1]
-        sp = estimates.speedup(a.estimates[slowest["configuration"]], e_best)
+        sp = intervals.speedup(a.estimates[slowest["configuration"]], e_best)
         label = f"{workload} · {best['config']}" if best["config"] != "all" else workload
         iqm_text = _iqm_cost(res, str(best.get("label") or label))
         cost = _return_cost(best, bool(iqm_text)) + iqm_text
@@ -341,7 +343,7 @@ def machine_answers(res: ReportResult) -> list[Answer]:
     for table in (t for t in res.sections["across"] if t.kind == "machines"):
         cols = [c for c in table.rows.columns if " over " in c]
         for col in cols:
-            sps = [e for e in table.rows[col] if isinstance(e, estimates.Estimate)]
+            sps = [e for e in table.rows[col] if isinstance(e, Estimate)]
             if not sps:
                 continue
             values = np.array([e.value for e in sps])
@@ -388,8 +390,9 @@ def answers_section(inputs: Inputs) -> list[render.Block]:
         return []
     blocks: list[render.Block] = [render.Heading("Answers", 2)]
     if sure:
-        lines = [v.text for v in sure] + [c for v in sure for c in v.closed]
-        blocks.append(render.Bullets(lines + ([cost] if cost else [])))
+        points = [(v.headline, f"{v.headline} {v.text}") for v in sure]
+        points += [(c, c) for v in sure for c in v.closed] + ([(cost, cost)] if cost else [])
+        blocks.append(render.Points(points))
     for question in dict.fromkeys(x.question for x in found):
         these = [x for x in found if x.question == question]
         blocks.append(render.Heading(question, 3))

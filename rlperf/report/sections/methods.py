@@ -17,7 +17,6 @@ from rlperf.report.read.energy import energy_text
 from rlperf.report.read.load import read_yaml
 from rlperf.report.result import ReportResult
 from rlperf.report.sections.base import Section
-from rlperf.report.stats.estimates import N_RESAMPLES
 from rlperf.vocabulary import Family
 
 _STATISTICS = (
@@ -25,21 +24,22 @@ _STATISTICS = (
     "env protocol, algorithm, train batch and target) on {objectives}, over the non-warm-up "
     "iterations or steps. Cells that differ only in `seed` (on one "
     "fingerprint) are runs of one configuration and are pooled: {repeats}. A configuration "
-    "run several times is estimated on its runs' values (each run's mean or median, never "
-    "the pooled iterations, which are not independent samples of the configuration): their "
-    "geometric mean, with a {level} Student-t interval on their logarithms (run to run; "
-    "it stays positive). A configuration run once has a "
-    "{level} percentile-bootstrap interval over its run's samples (`scipy.stats.bootstrap`, "
-    "{resamples} resamples, seeded by the cell id; a time per 1 000 env steps resamples "
-    "(iteration time, env steps) pairs, so iterations weigh by their work); iterations "
-    "of one run are autocorrelated, so such an interval describes that run, not run-to-run "
-    "variance. A "
-    "speedup's interval is that of the ratio of the two estimates' independent sampling "
-    "distributions. Two configurations whose intervals overlap are called tied; a rank is "
-    "1 + the number of configurations whose interval lies entirely below its own, so tied "
-    "configurations share a rank. Speedups are baseline time / configuration time (> 1: "
-    "faster than the baseline). `runs.csv` keeps every run with its own within-run "
-    "estimate; `configurations.csv` has the pooled rows."
+    "run several times is estimated on its runs' values (each run's mean, median or ratio, "
+    "never the pooled iterations, which are not independent samples of the configuration): "
+    "their geometric mean, with a {level} Student-t interval on their logarithms (run to "
+    "run; a sweep that decided its runs' number by looking uses its per-look level, and a "
+    "history prior's moderated variance where one decided). A configuration run once has a "
+    "{level} interval over its run's batches of successive iterations or steps (about "
+    "n^(1/3) batches; Student's t over the batch statistics), since successive iterations "
+    "are autocorrelated; it describes that run, not run-to-run variance, and never decides. "
+    "A speedup's interval is Welch's interval of the difference of the two estimates' "
+    "logarithms, taken back: run to run it is the test that separates them, so a speedup "
+    "whose interval excludes 1 and the verdict agree. Two configurations whose intervals "
+    "overlap are called tied; a rank is 1 + the number of configurations whose interval "
+    "lies entirely below its own, so tied configurations share a rank. Speedups are "
+    "baseline time / configuration time (> 1: faster than the baseline). `runs.csv` keeps "
+    "every run with its own within-run estimate; `configurations.csv` has the pooled rows "
+    "(docs/report.md#statistics)."
 )
 
 
@@ -216,8 +216,7 @@ def _statistics_text(analyses: dict[str, FamilyAnalysis]) -> str:
         repeats = (
             f"{len(repeated)} of {len(confs)} configuration(s) ran more than once ({span} runs)"
         )
-    return _STATISTICS.format(objectives=objs, repeats=repeats, level=level(),
-                              resamples=N_RESAMPLES)  # fmt: skip
+    return _STATISTICS.format(objectives=objs, repeats=repeats, level=level())
 
 
 SECTION = Section(

@@ -28,7 +28,6 @@ import numpy as np
 
 from rlperf.errors import ObjectiveError
 from rlperf.report.read.cells import Cell, included
-from rlperf.report.stats import estimates
 from rlperf.report.stats.repeats import Configuration
 from rlperf.results.columns import (
     ACTION_MS,
@@ -41,9 +40,12 @@ from rlperf.results.columns import (
     TRAINED_STEPS,
     TRAINING_OBJECTIVES,
 )
-from rlperf.results.precision import PER_1K, design_confidence
 from rlperf.results.record import TrainRecord
 from rlperf.specs.stages import FAMILY_OBJECTIVE  # each family's default (its stages' specs)
+from rlperf.stats import intervals
+from rlperf.stats.intervals import Estimate
+from rlperf.stats.race import MODERATED, Rule
+from rlperf.stats.stopping import PER_1K, design_confidence
 from rlperf.vocabulary import Family
 
 #: Work units of the per-work objectives (per 1 000 of them).
@@ -123,7 +125,7 @@ class Objective:
     ``key`` is what ``--objective`` names; ``metric`` the column-like name written into
     the tables (``objective`` column: ``name``); ``statistic`` reduces one run's samples:
     ``mean`` or ``median`` of ``samples``, or ``ratio`` (:data:`PER` x total time / total
-    work over ``pairs``, :func:`rlperf.report.stats.estimates.bootstrap_ratio_ci`).
+    work over ``pairs``, :func:`rlperf.stats.intervals.within_run_ratio`).
     """
 
     key: str
@@ -146,31 +148,65 @@ class Objective:
         """``time per 1 000 env steps (s)``: a table heading's or an axis's name."""
         return f"{self.name} ({self.unit})"
 
-    def within_run(self, cell: Cell) -> estimates.Estimate:
-        """One run's estimate with its bootstrap interval over the run's samples."""
+    def within_run(self, cell: Cell) -> Estimate:
+        """One run's estimate with its within-run interval (batch means over the run's
+        samples, :mod:`rlperf.stats.intervals`); where the run stopped on its own
+        precision target for this objective, the interval it stopped on. A time to target
+        that was not reached is a lower bound (``bound``)."""
+        stopped = _stopped_on(cell, self.metric)
+        if stopped is not None:
+            return stopped
         if self.statistic == "ratio" and self.pairs is not None:
             time, work = self.pairs(cell)
-            return estimates.bootstrap_ratio_ci(time, work, PER, cell.id)
+            return intervals.within_run_ratio(time, work, PER)
         assert self.samples is not None
-        return estimates.bootstrap_ci(self.samples(cell), self.statistic, cell.id)
+        e = intervals.within_run(self.samples(cell), self.statistic)
+        if self.key == TIME_TO_TARGET and not cell.record_of(TrainRecord).reached:
+            return replace(e, bound=True)
+        return e
 
-    def estimate(
-        self, configuration: Configuration, runs: Mapping[str, estimates.Estimate]
-    ) -> estimates.Estimate:
+    def estimate(self, configuration: Configuration, runs: Mapping[str, Estimate]) -> Estimate:
         """The configuration's estimate: its run's own where it ran once, else the geometric
         mean of its runs' values with a run-to-run interval (``runs``: cell id -> within-run,
-        see :func:`rlperf.report.stats.estimates.across_runs`)."""
+        :func:`rlperf.stats.intervals.across_runs`) at the level the sweep's design used,
+        with the variance prior its comparison set was decided by
+        (:func:`configuration_rule`)."""
         measured = [c for c in configuration.completed if np.isfinite(runs[c.id].value)]
         if len(measured) <= 1:  # one run (or one with samples that count): its own interval
             return runs[(measured or configuration.completed)[0].id]
         values = [runs[c.id].value for c in measured]
+        bound = any(runs[c.id].bound for c in measured)
         level = design_confidence(configuration.cells[0].design)
-        return estimates.across_runs(values, configuration.id, level)
+        rule = configuration_rule(configuration)
+        prior = rule.prior if rule is not None and rule.name == MODERATED else None
+        return intervals.across_runs(values, level, bound, prior)
 
-    def order(self, estimates: Mapping[str, estimates.Estimate]) -> list[str]:
+    def order(self, estimates: Mapping[str, Estimate]) -> list[str]:
         """Ids best first."""
         sign = 1.0 if self.lower_is_better else -1.0
         return sorted(estimates, key=lambda k: sign * estimates[k].value)
+
+
+def configuration_rule(configuration: Configuration) -> Rule | None:
+    """The rule the sweep decided the configuration's comparison set by (``sweep.json``
+    ``rounds.rules``; None outside an adaptive sweep)."""
+    rules = configuration.cells[0].rules or {}
+    data = rules.get(f"{configuration.family}: {configuration.workload}")
+    return Rule.from_json(data) if isinstance(data, Mapping) else None
+
+
+def _stopped_on(cell: Cell, metric: str) -> Estimate | None:
+    """The interval a run stopped on (``summary.json`` ``precision``, reached, for the
+    objective ``metric``), as an estimate; None where it did not stop on one."""
+    p = cell.record_of(TrainRecord).precision or {}
+    if not p.get("reached") or p.get("objective") != metric or p.get("batches") is None:
+        return None
+    try:
+        value, low, high = float(p["estimate"]), float(p["low"]), float(p["high"])
+        return intervals.recorded(value, low, high, int(p["values"]), float(p["level"]),
+                                  int(p["batches"]) - 1)  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _iterations(_: Cell) -> str:

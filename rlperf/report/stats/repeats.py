@@ -7,7 +7,7 @@ nodes that never make two cells different (``hydra``, ``ray``:
 :data:`rlperf.layout.NON_IDENTITY_KEYS`) and the sweep folder. Cells of one
 configuration recorded on the same hardware and software (one fingerprint
 group) are its runs; the report pools them (:func:`group_repeats`), ranks the
-configuration on its runs' values (:func:`rlperf.report.stats.estimates.across_runs`)
+configuration on its runs' values (:func:`rlperf.stats.intervals.across_runs`)
 and keeps every run's own row in ``runs.csv``. The same configuration on
 another machine is another configuration (never pooled), and
 :func:`configuration_key` is what ``--gate`` matches a candidate's

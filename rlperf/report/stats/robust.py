@@ -45,7 +45,7 @@ import pandas as pd
 
 #: Bootstrap resamples per estimate (rliable's default for profiles).
 REPS = 2000
-#: The level of every interval (the report's, :data:`rlperf.report.stats.estimates.CONFIDENCE`).
+#: The level of every interval (the report's, :data:`rlperf.stats.intervals.CONFIDENCE`).
 LEVEL = 0.95
 #: The units a return is counted in (:func:`unit_of`).
 UNITS = ("seed", "episode", "iteration")  # iteration: a training run's per-iteration mean

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlperf.report.stats.estimates import CONFIDENCE
+from rlperf.stats.intervals import CONFIDENCE
 
 #: Relative RMSE of the fit above which the law is said not to describe the curve.
 POOR_RMSE = 0.10

@@ -22,7 +22,7 @@ from rlperf.report.compare.study import study_way_means
 from rlperf.report.read.cells import PHASES, PRIMARY_AXES, TRAIN_METRICS, Cell, included
 from rlperf.report.read.energy import action_energy_summary, cpu_energy_summary, energy_summary
 from rlperf.report.read.load import as_text
-from rlperf.report.stats.estimates import ONE_RUN, Estimate
+from rlperf.report.stats.estimates import ONE_RUN
 from rlperf.report.tables.env import env_summary
 from rlperf.results.columns import (
     CPU_UTIL_PCT,
@@ -41,6 +41,7 @@ from rlperf.results.columns import (
     WALL_S,
 )
 from rlperf.results.record import EdgeRecord, TrainRecord
+from rlperf.stats.intervals import Estimate
 from rlperf.vocabulary import Exclusion, Family, RunStatus
 
 _ID_COLUMNS = ("cell", "label", "config")

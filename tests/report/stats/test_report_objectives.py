@@ -17,6 +17,7 @@ from rlperf.report.read.cells import Cell
 from rlperf.report.stats import objectives
 from rlperf.report.stats.objectives import OBJECTIVES, choose
 from rlperf.report.stats.repeats import Configuration
+from rlperf.stats.intervals import Estimate
 
 
 def _cell(cid: str, rows: dict[str, list[Any]] | None, summary: dict[str, Any] | None = None,
@@ -132,13 +133,12 @@ def test_check_requested_refuses_what_does_not_measure_the_same_work() -> None:
 
 
 def test_estimate_pools_the_runs_that_measured_and_order_is_best_first() -> None:
-    from rlperf.report.stats import estimates
 
     conf = _conf(
         _cell("a", ROWS), _cell("b", ROWS), _cell("c", ROWS), _cell("d", ROWS, status="failed")
     )
     nan = np.nan
-    est_ = estimates.Estimate
+    est_ = Estimate
     runs = {"a": est_(2.0, 1.0, 3.0, 5), "b": est_(8.0, 7.0, 9.0, 5),
             "c": est_(nan, nan, nan, 0), "d": est_(100.0, 1, 2, 5)}  # fmt: skip
     est = OBJECTIVES["env_steps"].estimate(conf, runs)
@@ -207,36 +207,53 @@ def test_refusals_of_objective_name_the_alternatives() -> None:
     )
 
 
-def test_within_run_estimates_use_the_cells_own_stream_and_statistic() -> None:
-    from rlperf.report.stats import estimates
+def test_within_run_estimates_are_the_engines_batch_intervals() -> None:
+    from rlperf.stats import intervals
 
     t = np.random.default_rng(8).uniform(1.0, 3.0, 40)
     cell = _cell("seeded", {EXCLUDED_COLUMN: [""] * 40, "iter_s": t, "env_steps": [1000.0] * 40})
     est = OBJECTIVES["env_steps"].within_run(cell)
-    ref = estimates.bootstrap_ratio_ci(t, [1000.0] * 40, 1000.0, "seeded")
-    assert (est.low, est.high) == (ref.low, ref.high)
-    other = estimates.bootstrap_ratio_ci(t, [1000.0] * 40, 1000.0, "")
-    assert (est.low, est.high) != (other.low, other.high)
+    ref = intervals.within_run_ratio(t, [1000.0] * 40, 1000.0)
+    assert (est.value, est.low, est.high, est.df) == (ref.value, ref.low, ref.high, ref.df)
     ints = {EXCLUDED_COLUMN: [""] * 3, "action_ms": [1, 2, 9], "granularity": ["step"] * 3}
     assert objectives.latency_samples(_inference("int", ints)).dtype == np.float64
     steps = {EXCLUDED_COLUMN: [""] * 40, "action_ms": 10 * t, "forward_ms": [1.0] * 40,
              "granularity": ["step"] * 40}  # fmt: skip
-    latency = _inference("lat", steps)
-    med = OBJECTIVES["latency"].within_run(latency)
-    ref = estimates.bootstrap_ci(steps["action_ms"], "median", "lat")
+    med = OBJECTIVES["latency"].within_run(_inference("lat", steps))
+    ref = intervals.within_run(steps["action_ms"], "median")
     assert med.value == float(np.median(steps["action_ms"]))
     assert (med.low, med.high) == (ref.low, ref.high)
-    unseeded = estimates.bootstrap_ci(steps["action_ms"], "median", "")
-    assert (med.low, med.high) != (unseeded.low, unseeded.high)
     ints = _cell("i", {EXCLUDED_COLUMN: [""], "iter_s": [3], "env_steps": [1000]})
     assert objectives.training_samples(ints).dtype == np.float64
     conf = _conf(_cell("r1", ROWS), _cell("r2", ROWS))
-    runs = {"r1": estimates.Estimate(2.0, 1, 3, 5), "r2": estimates.Estimate(4.0, 3, 5, 5)}
+    runs = {"r1": Estimate(2.0, 1, 3, 5), "r2": Estimate(4.0, 3, 5, 5)}
     pooled = OBJECTIVES["env_steps"].estimate(conf, runs)
-    assert (
-        pooled.distribution.tolist()
-        == estimates.across_runs([2.0, 4.0], "r1").distribution.tolist()
-    )
+    ref = intervals.across_runs([2.0, 4.0])
+    assert (pooled.value, pooled.low, pooled.high, pooled.runs) == (ref.value, ref.low,
+                                                                   ref.high, 2)  # fmt: skip
+
+
+def test_a_run_that_stopped_on_its_precision_shows_the_interval_it_stopped_on() -> None:
+    cell = _cell("p", ROWS)
+    cell.summary["precision"] = {"objective": "s_per_1k_env_steps", "reached": True,
+                                 "estimate": 2.0, "low": 1.9, "high": 2.1, "values": 12,
+                                 "level": 0.99, "batches": 2}  # fmt: skip
+    e = OBJECTIVES["env_steps"].within_run(cell)
+    assert (e.value, e.low, e.high, e.confidence, e.df) == (2.0, 1.9, 2.1, 0.99, 1)
+    cell.summary["precision"]["objective"] = "iter_s"  # another objective's stop: not this one
+    assert OBJECTIVES["env_steps"].within_run(cell).confidence == 0.95
+
+
+def test_a_time_to_target_not_reached_is_a_lower_bound() -> None:
+    rows = {EXCLUDED_COLUMN: [""] * 3, "iter_s": [1.0] * 3, "env_steps": [1000.0] * 3,
+            "train_time_s": [1.0, 2.0, 3.0]}  # fmt: skip
+    missed = _cell("m", rows)
+    missed.summary["reached"] = False
+    e = OBJECTIVES["time_to_target"].within_run(missed)
+    assert e.value == 3.0 and e.bound
+    hit = _cell("h", rows)
+    hit.summary.update(reached=True, time_to_target_s=2.5)
+    assert not OBJECTIVES["time_to_target"].within_run(hit).bound
 
 
 def test_choose_says_which_steps_differ() -> None:
