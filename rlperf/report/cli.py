@@ -88,6 +88,13 @@ def _parser() -> argparse.ArgumentParser:
         "every iteration sampled the same env steps",
     )
     p.add_argument("--no-figures", action="store_true", help="write tables and text only")
+    p.add_argument(
+        "--prior",
+        action="store_true",
+        help="print the run-to-run variance prior the PATHs' repeated configurations fit, per "
+        "machine and objective (what hydra.sweeper.repeats.prior would learn from them), "
+        "and write no report",
+    )
     send = p.add_argument_group(
         "sending to tracking tools (docs/tracking.md#after-the-fact)",
         "Without a server, mlflow.db, tensorboard/ and wandb/ go into the report's folder.",
@@ -142,6 +149,8 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         paths = [_local(p, None if args.quiet else progress) for p in args.paths]
+        if args.prior:
+            return _prior(paths)
         result = build_report(
             paths,
             out=args.out,
@@ -168,6 +177,18 @@ def _run(args: argparse.Namespace) -> int:
     print(result.html)
     failed = (result.gate is not None and result.gate.failed) or any(s.failed for s in sent)
     return ExitCode.failed if failed else ExitCode.completed
+
+
+def _prior(paths: Sequence[Path]) -> int:
+    """``--prior``: the history prior of ``paths``, a line per machine and objective; exit 2
+    where none fits."""
+    from rlperf.report.judge import judge_runs
+    from rlperf.stats.race import History
+
+    history = History.of(judge_runs(paths))
+    print("\n".join(history.lines()) or "no run with a value")
+    fits = any(not isinstance(p, str) for p in history.priors.values())
+    return ExitCode.completed if fits else ExitCode.user_error
 
 
 def _local(path: str, progress: Any) -> Path:

@@ -65,6 +65,7 @@ def judge_runs(paths: Sequence[Path]) -> list[RunValue]:
                             label=labels.get(conf.id, conf.id),
                             bound=run.bound,
                             machine=key_of(cell.fingerprint, hardware=True),
+                            machine_name=cell.machine,
                         )
                     )
     return out

@@ -26,7 +26,7 @@ reached) may be closed by them (its true times are larger still), but closes not
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,9 @@ class RunValue:
     """One completed run's objective value, as a sweep's rounds judge it: the run's folder,
     its configuration (runs of one configuration pooled, seeds apart), the comparison set
     it is ranked in, and the value (lower is better: a time). ``bound``: the value is a
-    lower bound (a time to target that was not reached). ``machine``: the hardware
-    fingerprint it ran on (what a history prior is matched on)."""
+    lower bound (a time to target that was not reached). ``machine``: a digest of the
+    hardware fingerprint it ran on (what a history prior is matched on), ``machine_name``
+    the same in words."""
 
     path: Path
     configuration: str
@@ -52,6 +53,7 @@ class RunValue:
     label: str = ""  # the configuration's name in sentences (the axes that vary)
     bound: bool = False
     machine: str = ""
+    machine_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,7 @@ class History:
 
     runs: int
     priors: Mapping[tuple[str, str], VariancePrior | str]
+    names: Mapping[str, str] = field(default_factory=dict)  # machine digest -> in words
 
     @classmethod
     def of(cls, values: Sequence[RunValue]) -> History:
@@ -199,7 +202,16 @@ class History:
                                                  objective, machine)  # fmt: skip
             except ValueError as exc:
                 priors[machine, objective] = str(exc)
-        return cls(len(values), priors)
+        return cls(len(values), priors, {v.machine: v.machine_name for v in values})
+
+    def lines(self) -> list[str]:
+        """What the history says, a line per machine and objective."""
+        out = []
+        for (machine, objective), prior in sorted(self.priors.items()):
+            name = self.names.get(machine) or f"machine {machine}"
+            said = prior if isinstance(prior, str) else prior.describe()
+            out.append(f"{name} · {objective}: {said}")
+        return out
 
 
 def rule_for(history: History | None, values: Sequence[RunValue]) -> Rule:

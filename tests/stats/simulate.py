@@ -109,8 +109,19 @@ def report_estimates(sweep: Sweep, design: Design) -> dict[str, Estimate]:
     out: dict[str, Estimate] = {}
     for name in sweep.names():
         mine = [v for v in sweep.values if v.configuration == name]
-        cells = [Cell(f"{name}-{i}", v.path, "rlperf", "sim", RunStatus.completed, {},
-                      design=design.to_json(), rules=rules) for i, v in enumerate(mine)]  # fmt: skip
+        cells = [
+            Cell(
+                f"{name}-{i}",
+                v.path,
+                "rlperf",
+                "sim",
+                RunStatus.completed,
+                {},
+                design=design.to_json(),
+                rules=rules,
+            )  # fmt: skip
+            for i, v in enumerate(mine)
+        ]
         conf = Configuration(cells[0].id, name, Family.training, "tiny", "fp1", cells,
                              workload="tiny")  # fmt: skip
         runs = {c.id: Estimate(v.value, np.nan, np.nan, ITERATIONS, bound=v.bound)

@@ -105,7 +105,9 @@ def test_the_five_and_five_example_agrees_with_itself() -> None:
         sp = intervals.speedup(slow, fast)
         assert sp.confidence == level
         assert intervals.separated(fast, slow) == (sp.low > 1.0)
-    at_design = intervals.speedup(intervals.across_runs(y, 0.9875), intervals.across_runs(x, 0.9875))
+    at_design = intervals.speedup(
+        intervals.across_runs(y, 0.9875), intervals.across_runs(x, 0.9875)
+    )
     assert at_design.low < 1.0 < at_design.high
 
 

@@ -220,4 +220,3 @@ def test_race_closes_on_exactly_the_pairs_ratio_interval() -> None:
             shown = [o for o in values if o != name
                      and intervals.slower(est[name], est[o], result.level) is not None]  # fmt: skip
             assert (name in result.closed) == bool(shown)
-

@@ -9,6 +9,8 @@ tests/report/test_report_repeats.py's.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import zlib
 from collections.abc import Callable
@@ -249,3 +251,105 @@ def test_the_design_reads_like_the_options() -> None:
     )
     assert Design(2, 5).looks == (2, 3, 4, 5)
     assert Design(1, 4).looks == (2, 3, 4)
+
+
+#: The issue's pair: five runs each, 7.7 % apart with 2-5 % spreads.
+FIVE_AND_FIVE = {"workers=0": [1.0063, 0.9934, 1.0325, 1.0053, 0.9736],
+                 "workers=1": [1.0921, 1.1448, 1.1245, 1.0354, 1.0068]}  # fmt: skip
+
+
+def test_the_five_and_five_page_agrees_with_itself(tmp_path: Path, fake_groups) -> None:
+    """At the design's level (2 to 5 runs looked at: 1 - 0.05 / 4 = 98.75 %) the verdict is
+    "not decided", every interval of their ratio on the page includes 1, and "about N more
+    runs" is the N of 80 % power at that level."""
+    from rlperf.stats import intervals
+
+    def s_per_1k(overrides: list[str], repeat: int) -> float:
+        return FIVE_AND_FIVE[next(o for o in overrides if o.startswith("workers="))][repeat]
+
+    fake_groups(s_per_1k=s_per_1k)
+    multirun(tmp_path, "workers=0,1", "hydra.sweeper.repeats.max=5",
+             "hydra.sweeper.repeats.precision=0.001", "ray.overcommit_cpus=true")  # fmt: skip
+    report = build_report([tmp_path], tmp_path / "report", figures=False)
+    lines = report.markdown.read_text().splitlines()
+    head = next(ln for ln in lines if ln.startswith("- training · model1:"))
+    assert "not decided" in head and "about 4 more run(s) of each" in head
+    details = lines[lines.index(head) + 1]
+    assert "at 98.75%" in details and "About 9 runs of each" in details
+    ratios = [ln for ln in lines if "1.08× [" in ln]
+    assert ratios  # the verdict's details and the findings give the same ratio
+    for ln in ratios:
+        low, high = (float(x) for x in ln.split("1.08× [")[1].split("]")[0].split(", "))
+        assert low < 1.0 < high
+    # At a fixed design's 95 % the same runs are separated, and the page says decided.
+    fast = intervals.across_runs(FIVE_AND_FIVE["workers=0"])
+    assert intervals.separated(fast, intervals.across_runs(FIVE_AND_FIVE["workers=1"]))
+
+
+def _history_sweep(folder: Path, fake_groups) -> None:
+    """An earlier sweep on this machine: 20 configurations (train.iterations 10..29, one
+    comparison set each) of 3 runs, 2-8 % apart run to run."""
+
+    def s_per_1k(overrides: list[str], repeat: int) -> float:
+        key = next(o for o in overrides if o.startswith("train.iterations="))
+        rng = np.random.default_rng(zlib.crc32(f"{key}:{repeat}".encode()))
+        spread = np.exp(np.random.default_rng(zlib.crc32(key.encode())).uniform(-3.9, -2.5))
+        return float(np.exp(rng.normal(0.0, spread)))
+
+    fake_groups(s_per_1k=s_per_1k)
+    multirun(folder, "train.iterations=range(10,30)", "hydra.sweeper.repeats.min=3",
+             "ray.overcommit_cpus=true")  # fmt: skip
+
+
+def test_a_sweep_decides_with_the_machines_history_prior(tmp_path: Path, fake_groups):
+    """hydra.sweeper.repeats.prior names an earlier sweep: its 20 repeated configurations
+    fit the prior (sweep.json rounds.rules), the race decides with it, each run is judged
+    once, and the report says which rule decided. rlperf-report --prior prints the fit."""
+    from rlperf.report import judge
+    from rlperf.report.cli import main
+
+    _history_sweep(tmp_path / "past", fake_groups)
+    judged: list[Path] = []
+    real = judge.judge_runs
+
+    def counting(paths):
+        judged.extend(Path(p).resolve() for p in paths)
+        return real(paths)
+
+    fake_groups(s_per_1k=_spread({"workers=0": 1.0, "workers=1": 1.3}, 0.03))
+    import hydra_plugins.rlperf_tune_launcher._impl as impl
+
+    saved = impl.judge_runs
+    impl.judge_runs = counting
+    try:
+        multirun(tmp_path / "now", "workers=0,1", "hydra.sweeper.repeats.max=5",
+                 "hydra.sweeper.race=true", f"hydra.sweeper.repeats.prior={tmp_path / 'past'}",
+                 "ray.overcommit_cpus=true")  # fmt: skip
+    finally:
+        impl.judge_runs = saved
+    mine = [p for p in judged if (tmp_path / "now") in p.parents]
+    assert len(mine) == len(set(mine))  # every run of this sweep judged once
+    rules = _index(tmp_path / "now")["rounds"]["rules"]
+    (rule,) = rules.values()
+    assert rule["rule"] == "moderated", rule["why"]
+    assert rule["prior"]["configurations"] == 20 and rule["prior"]["runs"] == 60
+    md = build_report([tmp_path / "now"], tmp_path / "r", figures=False).markdown.read_text()
+    assert "Decided by moderated by the machine's history: d0 = " in md
+    for folder, code, said in (
+        ("past", 0, "(fitted on 20 configurations, 60 runs)"),
+        ("now", 2, "a prior needs at least 20 repeated configurations"),
+    ):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["--prior", str(tmp_path / folder)]) == code
+        assert " · env_steps: " in out.getvalue() and said in out.getvalue()
+
+
+def test_a_prior_that_cannot_serve_is_refused_first(tmp_path: Path, fake_groups) -> None:
+    fake = fake_groups()
+    with pytest.raises(SweepError, match="repeats.prior=.*no such folder"):
+        multirun(tmp_path / "sweep", "workers=0", "hydra.sweeper.repeats.max=3",
+                 "hydra.sweeper.race=true", f"hydra.sweeper.repeats.prior={tmp_path / 'nope'}")  # fmt: skip
+    with pytest.raises(SweepError, match="a history prior serves"):
+        multirun(tmp_path / "sweep", "workers=0", f"hydra.sweeper.repeats.prior={tmp_path}")
+    assert fake.groups == [] and not (tmp_path / "sweep").exists()
