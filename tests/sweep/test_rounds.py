@@ -348,8 +348,9 @@ def test_a_sweep_decides_with_the_machines_history_prior(tmp_path: Path, fake_gr
 def test_a_prior_that_cannot_serve_is_refused_first(tmp_path: Path, fake_groups) -> None:
     fake = fake_groups()
     with pytest.raises(SweepError, match="repeats.prior=.*no such folder"):
+        nope = f"hydra.sweeper.repeats.prior={tmp_path / 'nope'}"
         multirun(tmp_path / "sweep", "workers=0", "hydra.sweeper.repeats.max=3",
-                 "hydra.sweeper.race=true", f"hydra.sweeper.repeats.prior={tmp_path / 'nope'}")  # fmt: skip
+                 "hydra.sweeper.race=true", nope)  # fmt: skip
     with pytest.raises(SweepError, match="a history prior serves"):
         multirun(tmp_path / "sweep", "workers=0", f"hydra.sweeper.repeats.prior={tmp_path}")
     assert fake.groups == [] and not (tmp_path / "sweep").exists()
