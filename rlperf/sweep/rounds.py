@@ -284,6 +284,12 @@ class Rounds:
                 self.judged[d.resolve()] = []
             for v in self.judge(new):
                 self.judged.setdefault(v.path, []).append(v)
+            empty = [d for d in new if not self.judged[d.resolve()]]
+            if empty:  # a rule, said: such a run is not counted (docs/report.md#statistics)
+                self.sweep.progress.say(
+                    f"{len(empty)} completed run(s) without a value of their objective (none "
+                    "measured, zero, negative or not finite): not counted by the rounds"
+                )
         return [v for vs in self.judged.values() for v in vs]
 
     def label(self, round_index: int) -> str:

@@ -96,6 +96,11 @@ def _verdict(
               if (why := c.cells[0].closed) and why.get("why") in early]  # fmt: skip
     rule = configuration_rule(best)
     said = f" Decided by {rule.why}." if rule is not None else ""
+    missing = sum(1 for c in confs for cell in c.completed
+                  if not _usable(a.run_estimates.get(cell.id)))  # fmt: skip
+    if missing:
+        said += (f" {missing} completed run(s) without a usable value (none measured, zero, "
+                 "negative or not finite) are left out.")  # fmt: skip
     if not any(est[c.id].across_runs for c in confs):
         headline = (f"{where}: ranked on one run each, not decided: {name[best.id]} is "
                     "fastest here, but one run says nothing of the next.")  # fmt: skip
@@ -158,6 +163,10 @@ def _why_not(
     if need > 100 * have:
         text += " The difference is far inside the spread: as good as none."
     return f"about {more:,} more run(s) of each would separate them", text
+
+
+def _usable(e: intervals.Estimate | None) -> bool:
+    return e is not None and bool(np.isfinite(e.value) and e.value > 0)
 
 
 def _separated(
