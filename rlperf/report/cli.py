@@ -182,6 +182,8 @@ def _run(args: argparse.Namespace) -> int:
 def _prior(paths: Sequence[Path]) -> int:
     """``--prior``: the history prior of ``paths``, a line per machine and objective; exit 2
     where none fits."""
+    # Judging reads results with pandas, numpy and scipy: deferred so that `--help` loads
+    # none of them.
     from rlperf.report.judge import judge_runs
     from rlperf.stats.race import History
 

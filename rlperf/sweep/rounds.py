@@ -256,8 +256,6 @@ class Rounds:
         prior each machine and objective of them fits."""
         if not self.design.prior or self.judge is None:
             return None
-        from rlperf.results.storage import is_uri, mirror
-
         folders = [mirror(p) if is_uri(p) else Path(p).expanduser() for p in self.design.prior]
         mine = self.sweep.sweep_dir.resolve()
         try:

@@ -26,7 +26,7 @@ from rlperf.layout import (
 )
 from rlperf.report import build_report
 from rlperf.report.stats.estimates import rank_with_ties
-from rlperf.stats.intervals import Estimate, across_runs, speedup
+from rlperf.stats.intervals import across_runs, speedup
 from tests.conftest import NOT_BLANK_PNG_BYTES, THESIS
 
 ITERATIONS = 24
@@ -215,9 +215,9 @@ def test_baseline_option(sweep, tmp_path):
 
 
 def test_ranks_and_ties():
-    a = Estimate(10.0, 9.8, 10.2, 20)
-    b = Estimate(10.1, 9.9, 10.3, 20)  # overlaps a: tie
-    c = Estimate(11.0, 10.8, 11.2, 20)  # clearly slower
+    a = across_runs([10.0, 10.2, 9.8, 10.1, 9.9])
+    b = across_runs([10.1, 10.3, 9.9, 10.2, 10.0])  # 1 % slower, within the noise: tie
+    c = across_runs([11.0, 11.2, 10.8, 11.1, 10.9])  # clearly slower
     assert rank_with_ties({"a": a, "b": b, "c": c}) == {"a": 1, "b": 1, "c": 3}
     sp = speedup(across_runs([2.0, 2.1, 1.9, 2.0]), across_runs([1.0, 1.05, 0.95, 1.0]))
     assert sp.value == pytest.approx(2.0, rel=0.01) and sp.low > 1.8 and sp.high < 2.2

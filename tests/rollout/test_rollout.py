@@ -284,7 +284,7 @@ def test_rollout_precision_stops_at_a_planned_window(tiny_run: Path, tmp_path: P
     latencies agree within ±50 % (step 850 or 1250), else runs to the cap, and says which.
     Whether they agree depends on the machine's load (CI once saw no look reach it): the
     test holds the wiring, the rule's arithmetic is tested on synthetic values
-    (tests/results/test_precision.py)."""
+    (tests/stats/test_stopping.py)."""
     out = rollout(tiny_run, tmp_path / "precise", "workers=0", "rollout.steps=1250",
                   "rollout.precision=0.5")  # fmt: skip
     s = json.loads((out / SUMMARY_FILE).read_text())

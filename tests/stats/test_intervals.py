@@ -40,13 +40,17 @@ def test_a_within_run_interval_is_students_t_over_its_batch_statistics() -> None
     means = x.reshape(3, 9).mean(axis=1)
     half = T_975[2] * means.std(ddof=1) / math.sqrt(3)
     assert e.value == pytest.approx(x.mean()) and (e.n, e.runs, e.df) == (27, 1, 2)
-    assert (e.low, e.high) == pytest.approx((x.mean() - half, x.mean() + half))
+    # On the log scale: value * exp(± t se / value), positive however wide.
+    rel = half / x.mean()
+    assert (e.low, e.high) == pytest.approx((x.mean() * math.exp(-rel), x.mean() * math.exp(rel)))
     assert e.log_se == pytest.approx(means.std(ddof=1) / math.sqrt(3) / x.mean())
     assert e.one_run and not e.across_runs
     medians = intervals.within_run(x, "median")
     assert medians.value == pytest.approx(np.median(x))
     spread = np.median(x.reshape(3, 9), axis=1).std(ddof=1) / math.sqrt(3)
-    assert medians.high - medians.value == pytest.approx(T_975[2] * spread)
+    assert math.log(medians.high / medians.value) == pytest.approx(
+        T_975[2] * spread / np.median(x)
+    )
 
 
 def test_a_time_per_work_is_a_ratio_of_sums_with_batch_ratios() -> None:
@@ -58,7 +62,8 @@ def test_a_time_per_work_is_a_ratio_of_sums_with_batch_ratios() -> None:
     assert e.value == pytest.approx(1000 * 8.0 / 14000) and e.n == 4
     per_batch = np.array([1000 * 4.0 / 10000, 1000 * 4.0 / 4000])
     half = T_975[1] * per_batch.std(ddof=1) / math.sqrt(2)
-    assert e.high - e.value == pytest.approx(half)
+    assert math.log(e.high / e.value) == pytest.approx(half / e.value)
+    assert e.low > 0  # two batches, t(1) = 12.7: the additive interval would reach below 0
     none = intervals.within_run_ratio([NAN], [1.0], 1000)
     assert _nan(none) == (True, True, True) and none.n == 0
     one = intervals.within_run_ratio([2.0, 1.0], [500.0, 0.0], 1000)

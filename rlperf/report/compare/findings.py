@@ -278,7 +278,7 @@ def _fastest_finding(
     if ties:
         names = ", ".join(f"`{label[k]}` ({_fmt(est[k].value, objective.unit)})" for k in ties[:5])
         more = f" and {len(ties) - 5} more" if len(ties) > 5 else ""
-        text += f" Tied within the noise (overlapping intervals) with {names}{more}."
+        text += f" Tied within the noise (their speedup interval holds 1) with {names}{more}."
     else:
         nxt = order[1]
         margin = intervals.speedup(est[nxt], est[best])

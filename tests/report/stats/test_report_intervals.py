@@ -5,23 +5,24 @@ tests/stats/test_intervals.py."""
 from __future__ import annotations
 
 from rlperf.report.stats import estimates
-from rlperf.stats.intervals import Estimate
+from rlperf.stats.intervals import Estimate, across_runs, speedup
 
 NAN = float("nan")
 
 
-def test_ranks_tie_where_intervals_overlap_even_at_a_bound() -> None:
-    est = {
-        "a": Estimate(1.0, 0.5, 1.5, 5),
-        "b": Estimate(2.0, 1.5, 2.5, 5),  # touches a's bound: tied with a
-        "c": Estimate(3.0, 2.6, 3.4, 5),  # strictly above a and b
-        "d": Estimate(2.55, NAN, NAN, 1),  # no interval: its point, above a and b
-        "e": Estimate(NAN, NAN, NAN, 0),  # not ranked
-    }
-    assert estimates.rank_with_ties(est) == {"a": 1, "b": 1, "c": 4, "d": 3}
-    assert estimates.rank_with_ties(est, lower_is_better=False) == {"a": 3, "b": 3, "c": 1, "d": 2}
-    assert estimates.tied(est["a"], est["b"]) and estimates.tied(est["b"], est["a"])
-    assert not estimates.tied(est["a"], est["c"]) and not estimates.tied(est["c"], est["b"])
-    assert estimates.tied(est["d"], Estimate(2.55, NAN, NAN, 1))
-    assert not estimates.tied(est["d"], est["b"]) and not estimates.tied(est["d"], est["c"])
-    assert estimates.tied(est["d"], Estimate(2.0, 1.5, 2.55, 5))
+def test_ranks_tie_where_the_speedup_interval_holds_one() -> None:
+    """The tie rule is the speedup the page prints: overlapping intervals whose ratio's
+    interval excludes 1 are *not* tied (the old overlap rule, planted, would tie them)."""
+    a = across_runs([1.00, 1.01, 0.99, 1.00, 1.02, 0.98])
+    b = across_runs([1.025, 1.035, 1.015, 1.025, 1.045, 1.005])  # 2.5 % slower: overlap, separated
+    c = across_runs([1.00, 1.10, 0.90, 1.05, 0.95, 1.00])  # a's value, wide: tied with a, b
+    d = Estimate(2.0, NAN, NAN, 1)  # no interval: its point, above the others
+    e = Estimate(NAN, NAN, NAN, 0)  # not ranked
+    assert a.high > b.low  # the intervals overlap...
+    assert speedup(b, a).low > 1  # ...and the speedup separates them
+    est = {"a": a, "b": b, "c": c, "d": d, "e": e}
+    assert estimates.rank_with_ties(est) == {"a": 1, "b": 2, "c": 1, "d": 4}
+    assert estimates.rank_with_ties(est, lower_is_better=False) == {"a": 3, "b": 2, "c": 2, "d": 1}
+    assert not estimates.tied(a, b) and not estimates.tied(b, a)
+    assert estimates.tied(a, c) and estimates.tied(c, b)
+    assert estimates.tied(d, Estimate(2.0, NAN, NAN, 1)) and not estimates.tied(d, a)
