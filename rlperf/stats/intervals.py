@@ -9,10 +9,11 @@ One rule per quantity (docs/report.md#statistics):
   warm-up), the run's statistic is taken per batch (the mean, the median, or the ratio of
   sums), and the interval is Student's t over the batch statistics, centred on the run's
   statistic over all its values, on the log scale (``value * exp(± t se / value)``: a
-  positive time keeps positive bounds with two batches too). Batches of ``n^(2/3)`` values outlast the correlation:
-  at lag-1 correlation 0.7 the interval covers the run's mean in 94 % of runs of 100
-  iterations, where an iid bootstrap covers 56 % (tests/stats/test_simulation.py). The run's
-  own precision stop uses the same batches (:mod:`rlperf.stats.stopping`).
+  positive time keeps positive bounds with two batches too). Batches of ``n^(2/3)``
+  values outlast the correlation: at lag-1 correlation 0.7 the interval covers the run's
+  mean in 94 % of runs of 100 iterations, where an iid bootstrap covers 56 %
+  (tests/stats/test_simulation.py). The run's own precision stop uses the same batches
+  (:mod:`rlperf.stats.stopping`).
 - **Run to run** (:func:`across_runs`): each run is one value, and runs are independent by
   construction (fresh processes). The estimate is the geometric mean and the interval
   Student's t on the logarithms, taken back.

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlperf.errors import NoRunsFoundError, SweepError
+from rlperf.results.storage import is_uri, mirror
 from rlperf.stats.intervals import across_runs
 from rlperf.stats.race import (
     MODERATED,

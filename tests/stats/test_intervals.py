@@ -48,9 +48,7 @@ def test_a_within_run_interval_is_students_t_over_its_batch_statistics() -> None
     medians = intervals.within_run(x, "median")
     assert medians.value == pytest.approx(np.median(x))
     spread = np.median(x.reshape(3, 9), axis=1).std(ddof=1) / math.sqrt(3)
-    assert math.log(medians.high / medians.value) == pytest.approx(
-        T_975[2] * spread / np.median(x)
-    )
+    assert math.log(medians.high / medians.value) == pytest.approx(T_975[2] * spread / np.median(x))
 
 
 def test_a_time_per_work_is_a_ratio_of_sums_with_batch_ratios() -> None:

@@ -188,7 +188,8 @@ def _axis_answer(
         sentence = (
             f"{workload}: {format_value(axis, best[axis])} is fastest ({obj.name} "
             f"{_fmt(e_best, obj.unit)}); {format_value(axis, worst[axis])} is "
-            + f"{_ratio(sp)} slower" + (", not distinguishable from it" if tied else "")
+            + f"{_ratio(sp)} slower"
+            + (", not distinguishable from it" if tied else "")
             + f" (other settings: {_other(best, axis, res)})."
         )
         question = CHOICE_AXES[axis]
