@@ -20,6 +20,16 @@ would be taken for a user's config folder).
 Extra arguments are passed to both sweeps (e.g. ``train.iterations=4``). Takes about
 70 minutes on the 2-core development machine.
 
+``--downstream`` measures instead what repeats of a downstream sweep add where its
+upstream already repeats (docs/sweeps.md#downstream-sweeps): a training sweep of
+``model=model1,model4 workers=0 train.iterations=1`` with 2 runs of each, then the study's
+edge matrix over it (``backend=rllib,tflite_fp32,tflite_int8``, small edge settings) with
+2 runs of each cell; the report is read twice, on every run (2 upstream x 2 downstream
+runs per configuration) and on run 0 of each cell only (the upstream's runs alone), and
+the figures printed: each configuration's latency interval, how the run-to-run spread
+splits between the training runs and the downstream repeats, and the verdicts. About 15
+minutes on the 2-core development machine.
+
 ``--fresh-ray N`` measures instead what a fresh Ray per run would change: N runs of one
 tiny configuration as a sweep's repeats (one Ray for all) and N single runs (each starts
 and stops its own Ray), alternating, with each run's time per 1 000 env steps, its mean
@@ -31,6 +41,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
+import shutil
 import subprocess
 import sys
 import time
@@ -77,11 +89,11 @@ def compute(folder: Path) -> dict[str, float]:
     }
 
 
-def table(folder: Path) -> pd.DataFrame:
+def table(folder: Path, family: str = "training") -> pd.DataFrame:
     """The report's configurations: label, objective with its interval, runs, workload."""
     report = build_report([folder], folder / "report", figures=False)
     df = report.configurations
-    df = df[df["family"] == "training"]
+    df = df[df["family"] == family]
     cols = ["workload", "label", "objective_value", "objective_ci_low", "objective_ci_high",
             "repeats", "interval", "rank_in_workload"]  # fmt: skip
     return df[cols].set_index("label")
@@ -136,13 +148,84 @@ def fresh_ray(out: Path, n: int) -> None:
               f"run-to-run spread {spread:.1%}, wall {wall:.1f} s per run")  # fmt: skip
 
 
+EDGE = ["stage=edge", "backend=rllib,tflite_fp32,tflite_int8", "edge.episodes=1",
+        "edge.steps=300", "edge.warmup_steps=20", "edge.fidelity_observations=50",
+        "edge.calibration_size=50"]  # fmt: skip
+
+
+def _rlperf(args: list[str], cwd: Path) -> None:
+    print(f"rlperf {' '.join(args)}", flush=True)
+    proc = subprocess.run([sys.executable, "-m", "rlperf", *args], capture_output=True,
+                          text=True, check=False, cwd=cwd)  # fmt: skip
+    if proc.returncode != 0:
+        raise SystemExit(f"rlperf exited {proc.returncode}: {proc.stderr[-3000:]}")
+
+
+def _first_runs(folder: Path, to: Path) -> Path:
+    """A copy of sweep ``folder`` holding run 0 of each cell only (its repeats left out)."""
+    index = json.loads((folder / INDEX_FILE).read_text())
+    keep = {h: c for h, c in index["cells"].items() if not c.get("repeat")}
+    shutil.rmtree(to, ignore_errors=True)
+    shutil.copytree(folder, to, ignore=lambda d, names: [
+        n for n in names if Path(d) == folder and "-r" in n or n == "report"])  # fmt: skip
+    (to / INDEX_FILE).write_text(json.dumps({**index, "cells": keep}))
+    return to
+
+
+def downstream(out: Path) -> None:
+    """Repeats of an edge sweep over a repeated training sweep: what they change."""
+    out.mkdir(parents=True, exist_ok=True)
+    upstream, edge = out / "upstream", out / "edge"
+    if not (upstream / INDEX_FILE).is_file():
+        _rlperf(["-m", "model=model1,model4", "workers=0", "train.iterations=1",
+                 "hydra.sweeper.repeats.min=2", f"hydra.sweep.dir={upstream}"], out)  # fmt: skip
+    if not (edge / INDEX_FILE).is_file():
+        _rlperf(["-m", *EDGE, f"run={upstream}", "hydra.sweeper.repeats.min=2",
+                 f"edge.cache_dir={out / 'cache'}", f"hydra.sweep.dir={edge}"], out)  # fmt: skip
+    both = table(edge, "edge")
+    once = table(_first_runs(edge, out / "edge-run0"), "edge")
+    pd.set_option("display.width", 160)
+    for name, t in (("2 upstream x 2 downstream runs", both), ("upstream runs only", once)):
+        t = t.assign(half_width=(t["objective_ci_high"] - t["objective_ci_low"]) / 2
+                     / t["objective_value"])  # fmt: skip
+        print(f"\n== {name}")
+        print(t.sort_values(["workload", "objective_value"]).to_string(float_format="%.4f"))
+    # How the run-to-run spread splits: between the downstream repeats of one training job,
+    # and between the training jobs (their repeats' mean log values); each run's value is
+    # the report's (runs.csv objective_value).
+    index = json.loads((edge / INDEX_FILE).read_text())
+    by_subdir = {c["subdir"]: c for c in index["cells"].values()}
+    runs = build_report([edge], edge / "report", figures=False).runs
+    rows = []
+    for _, r in runs[runs["family"] == "edge"].iterrows():
+        c = by_subdir[Path(str(r["cell"])).name]
+        if c["status"] == "completed" and r["objective_value"] > 0:
+            overrides = [o for o in c["overrides"] if not o.startswith(("seed=", "run="))]
+            rows.append({"config": " ".join(sorted(overrides)), "job": c["upstream"],
+                         "log": math.log(float(r["objective_value"]))})  # fmt: skip
+    df = pd.DataFrame(rows)
+    within = df.groupby(["config", "job"])["log"].var(ddof=1).mean()
+    between = df.groupby(["config", "job"])["log"].mean().groupby("config").var(ddof=1).mean()
+    print(f"\n== log-variance of the latency: between downstream repeats of one training job "
+          f"{within:.5f}, between the training jobs' means {between:.5f}")  # fmt: skip
+    for name, folder in (("both", edge), ("upstream only", out / "edge-run0")):
+        md = (folder / "report" / "report.md").read_text()
+        answers = md[md.index("## Answers") :].split("\n## ", 2)[0]
+        print(f"\n== answers, {name}:\n{answers}")
+    print(f"compute: {compute(edge)} (the upstream runs alone: {compute(out / 'edge-run0')})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("bench-repeats").resolve())
     parser.add_argument("--only", choices=sorted(DESIGNS))
     parser.add_argument("--fresh-ray", type=int, metavar="N")
+    parser.add_argument("--downstream", action="store_true")
     args, extra = parser.parse_known_args()
     args.out = args.out.resolve()
+    if args.downstream:
+        downstream(args.out)
+        return
     if args.fresh_ray:
         fresh_ray(args.out, args.fresh_ray)
         return

@@ -207,6 +207,19 @@ def sweep_jobs(sweep: Path) -> list[UpstreamJob]:
     return [UpstreamJob(d) for d in sorted(dirs, key=_natural)]
 
 
+def runs_per_configuration(jobs: Sequence[UpstreamJob]) -> int:
+    """The most trained jobs of ``jobs`` that are runs of one configuration: their command
+    lines differ only in ``seed`` (a sweep's repeats, ``<n>-r<r>``, or a ``seed=`` axis),
+    as the report pools them. 0 where no job is trained."""
+    counts: dict[tuple[str, ...], int] = {}
+    for job in jobs:
+        if job.trained:
+            key = tuple(sorted(o for o in job.overrides()
+                               if o.split("=", 1)[0].lstrip("+~") != "seed"))  # fmt: skip
+            counts[key] = counts.get(key, 0) + 1
+    return max(counts.values(), default=0)
+
+
 def _natural(path: Path) -> tuple[Any, ...]:
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path.name))
 

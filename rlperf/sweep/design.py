@@ -15,6 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlperf.errors import SweepError
 from rlperf.results.storage import is_uri
+from rlperf.runs.jobs import is_job_folder, runs_per_configuration, sweep_jobs
+from rlperf.specs.stages import DEFAULT_STAGE, trains
 from rlperf.stats.intervals import CONFIDENCE
 from rlperf.stats.stopping import design_looks
 
@@ -30,6 +32,9 @@ class Design:
     #: Folders or storage URIs of earlier sweeps whose repeated configurations on this
     #: machine make the run-to-run variance prior (``hydra.sweeper.repeats.prior``).
     prior: tuple[str, ...] = ()
+    #: A downstream sweep over an upstream sweep that ran its configurations this many
+    #: times: those runs are this sweep's repeats, so by default each cell runs once.
+    upstream_runs: int = 0
 
     @classmethod
     def of(cls, config: DictConfig) -> Design:
@@ -39,10 +44,13 @@ class Design:
         if node is None or "seed" not in config:
             return cls()
         given_min, given_max = node.get("min"), node.get("max")
-        low = 2 if given_min is None else int(given_min)
-        high = low if given_max is None else int(given_max)
         precision = node.get("precision")
         racing = bool(OmegaConf.select(config, "hydra.sweeper.race", default=False))
+        # The default design over a repeated upstream: its runs are the repeats.
+        default = given_min is None and given_max is None and precision is None and not racing
+        upstream = _upstream_runs(config) if default else 0
+        low = (1 if upstream >= 2 else 2) if given_min is None else int(given_min)
+        high = low if given_max is None else int(given_max)
         prior = node.get("prior")
         if prior is None:
             sources: tuple[str, ...] = ()
@@ -50,7 +58,8 @@ class Design:
             sources = tuple(p for p in prior.split(",") if p)
         else:
             sources = tuple(str(p) for p in OmegaConf.to_container(prior))  # type: ignore[union-attr]
-        design = cls(low, high, None if precision is None else float(precision), racing, sources)
+        design = cls(low, high, None if precision is None else float(precision), racing, sources,
+                     upstream if upstream >= 2 else 0)  # fmt: skip
         design.check()
         return design
 
@@ -105,6 +114,12 @@ class Design:
 
     def describe(self) -> str:
         """``2 to 5 runs per configuration until ±5 %, racing``."""
+        if self.upstream_runs:
+            return (
+                f"1 run per cell: the upstream sweep's {self.upstream_runs} runs of each "
+                "configuration are this sweep's repeats (hydra.sweeper.repeats.min=2 runs "
+                "each cell twice)"
+            )
         runs = f"{self.min}" if self.min == self.max else f"{self.min} to {self.max}"
         text = f"{runs} run(s) per configuration in interleaved rounds"
         if self.precision is not None:
@@ -120,4 +135,19 @@ class Design:
                                "race": self.race}  # fmt: skip
         if self.prior:
             out["prior"] = list(self.prior)
+        if self.upstream_runs:
+            out["upstream_runs"] = self.upstream_runs
         return out
+
+
+def _upstream_runs(config: DictConfig) -> int:
+    """How many runs of one configuration the upstream sweep folder ``run`` of a downstream
+    config holds (:func:`rlperf.runs.jobs.runs_per_configuration`); 0 for a training config,
+    a job folder or no ``run``."""
+    run = OmegaConf.select(config, "run", default=None)
+    if run is None or trains(OmegaConf.select(config, "stage", default=DEFAULT_STAGE)):
+        return 0
+    folder = Path(str(run)).expanduser()
+    if not folder.is_dir() or is_job_folder(folder):
+        return 0
+    return runs_per_configuration(sweep_jobs(folder))

@@ -248,6 +248,7 @@ class Rounds:
         if not self.design.one_run:
             sweep.index.rounds = {"design": self.design.to_json(), "order": self.orders,
                                   "closed": {}}  # fmt: skip
+        if not self.design.one_run or self.design.upstream_runs:
             sweep.progress.say(f"repeats: {self.design.describe()}")
         self.history = self._history()
 

@@ -28,8 +28,17 @@ from rlperf.layout import (
     SUMMARY_FILE,
 )
 from rlperf.runs.checkpoint import load_trained_run
-from rlperf.runs.jobs import IDENTITY_KEYS, JobQuery, job_query, pick_jobs, select_job, sweep_jobs
+from rlperf.runs.jobs import (
+    IDENTITY_KEYS,
+    JobQuery,
+    job_query,
+    pick_jobs,
+    runs_per_configuration,
+    select_job,
+    sweep_jobs,
+)
 from rlperf.runs.locate import find_run_dir
+from rlperf.sweep.design import Design
 from rlperf.sweep.upstream import expand_batch, upstream_label, with_run
 
 
@@ -218,6 +227,40 @@ def test_a_run_given_outside_the_cell_is_added(sweep: Path, loader: Any, monkeyp
     ]
     assert with_run(["+run=x", "model=tiny"], "x/3") == ["+run=x/3", "model=tiny"]
     assert with_run(["model=tiny"], "my runs/it's") == ["model=tiny", "run='my runs/it\\'s'"]
+
+
+def _default_design(cfg: DictConfig, **repeats: Any) -> Design:
+    """``Design.of`` a composed job config under rlperf's sweeper defaults (``repeats``: the
+    keys given on the command line)."""
+    given = {"min": None, "max": None, "precision": None, "prior": None, **repeats}
+    hydra = {"hydra": {"sweeper": {"repeats": given, "race": False}}}
+    plain = OmegaConf.create(OmegaConf.to_container(cfg))  # the job's keys, without its schema
+    return Design.of(OmegaConf.merge(plain, hydra))
+
+
+def test_a_downstream_sweep_over_a_repeated_upstream_runs_each_cell_once(
+    compose_cfg, sweep: Path
+) -> None:
+    """The upstream's runs of one configuration (command lines that differ only in seed:
+    its repeats) are the downstream's repeats: by default each cell runs once, and the
+    terminal line says why; a design the user gives, or an upstream of distinct
+    configurations, keeps its runs."""
+    edge = compose_cfg("stage=edge", f"run={sweep}")
+    assert _default_design(edge).min == 2  # 4 distinct configurations: no repeats upstream
+    for n, base in ((4, 0), (5, 2)):  # run 1 of jobs 0 and 2, as rlperf's rounds write it
+        job = add_job(sweep, n, model=["tiny", "tiny2"][base // 2], seed=1000 + n)
+        overrides = OmegaConf.load(sweep / str(base) / ".hydra" / "overrides.yaml")
+        OmegaConf.save(OmegaConf.create([*overrides, f"seed={1000 + n}"]),
+                       job / ".hydra" / "overrides.yaml")  # fmt: skip
+    assert runs_per_configuration(sweep_jobs(sweep)) == 2
+    design = _default_design(edge)
+    assert (design.min, design.max, design.upstream_runs) == (1, 1, 2)
+    assert design.describe().startswith("1 run per cell: the upstream sweep's 2 runs of each")
+    assert "hydra.sweeper.repeats.min=2" in design.describe()
+    assert _default_design(edge, min=2).min == 2  # asked for: kept
+    assert _default_design(edge, max=4, precision=0.05).min == 2  # an adaptive design too
+    assert _default_design(compose_cfg(f"run={sweep}")).min == 2  # a training sweep
+    assert _default_design(compose_cfg("stage=edge", f"run={sweep}/0")).min == 2  # one job
 
 
 def test_upstream_label_of_a_downstream_cell(compose_cfg, sweep: Path) -> None:

@@ -64,6 +64,8 @@ class Answer:
     points: pd.DataFrame = field(default_factory=pd.DataFrame)
     xlabel: str = ""
     figure: Path | None = None
+    #: What folds under the sentence (a fit's parameters): the sentence leads, in one breath.
+    details: str = ""
 
 
 def _fmt(e: Estimate, unit: str = "") -> str:
@@ -181,9 +183,10 @@ def _axis_answer(
             f"{format_value(axis, worst[axis])}; {pays}."
         )
         question = f"How many {unit} pay off?"
-        sentence += "".join(f" {c.text()}" for c in res.sections["scaling"]
-                            if c.axis == axis and c.workload == workload)  # fmt: skip
+        details = " ".join(c.text() for c in res.sections["scaling"]
+                           if c.axis == axis and c.workload == workload)  # fmt: skip
     else:
+        details = ""
         tied = estimates.tied(e_best, e_worst)
         sentence = (
             f"{workload}: {format_value(axis, best[axis])} is fastest ({obj.name} "
@@ -196,7 +199,7 @@ def _axis_answer(
     numbers = _numbers(a, ordered, axis, best["configuration"])
     names = [format_value(axis, v) for v in ordered[axis]]
     return Answer(question, sentence, numbers, workload, _points(a, ordered, workload, names),
-                  f"{obj.name} ({obj.unit})")  # fmt: skip
+                  f"{obj.name} ({obj.unit})", details=details)  # fmt: skip
 
 
 def _other(row: pd.Series, axis: str, res: ReportResult) -> str:
@@ -397,7 +400,8 @@ def answers_section(inputs: Inputs) -> list[render.Block]:
     for question in dict.fromkeys(x.question for x in found):
         these = [x for x in found if x.question == question]
         blocks.append(render.Heading(question, 3))
-        blocks.append(render.Bullets([x.sentence for x in these]))
+        blocks.append(render.Points([(x.sentence, f"{x.sentence} {x.details}".strip())
+                                     for x in these]))  # fmt: skip
         for x in these:
             if not x.numbers.empty:
                 blocks.append(render.Table(x.numbers))

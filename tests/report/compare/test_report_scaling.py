@@ -197,6 +197,20 @@ def test_study_sweep_fits_one_curve_and_prints_its_peak(study):
     assert "## Scaling" in md and "residual" in md and "N* (peak)" in md
 
 
+def test_answers_lead_with_one_sentence_and_fold_the_fit(study) -> None:
+    """An answer reads in one breath: its sentence stays short, and a scaling fit's
+    parameters fold under it (in report.md, the indented line under the bullet)."""
+    _, _, res = study
+    found = res.sections["answers"]
+    words = {x.question: len([w for w in x.sentence.split() if w not in ("·", "†")])
+             for x in found}  # fmt: skip
+    assert max(words.values()) <= 45, words
+    (runners,) = [x for x in found if x.question == "How many env runners pay off?"]
+    assert runners.details and runners.details not in runners.sentence
+    md = res.markdown.read_text()
+    assert f"- {runners.sentence}\n  - {runners.sentence} {runners.details}" in md
+
+
 def test_no_curve_no_section_no_figure(tmp_path):
     assert scaling_section([]) == []
     ctx = FigureContext(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {}, {},
