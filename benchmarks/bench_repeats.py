@@ -182,8 +182,8 @@ def downstream(out: Path) -> None:
     if not (edge / INDEX_FILE).is_file():
         _rlperf(["-m", *EDGE, f"run={upstream}", "hydra.sweeper.repeats.min=2",
                  f"edge.cache_dir={out / 'cache'}", f"hydra.sweep.dir={edge}"], out)  # fmt: skip
-    both = table(edge, "edge")
-    once = table(_first_runs(edge, out / "edge-run0"), "edge")
+    both = table(edge, "inference")
+    once = table(_first_runs(edge, out / "edge-run0"), "inference")
     pd.set_option("display.width", 160)
     for name, t in (("2 upstream x 2 downstream runs", both), ("upstream runs only", once)):
         t = t.assign(half_width=(t["objective_ci_high"] - t["objective_ci_low"]) / 2
@@ -197,11 +197,12 @@ def downstream(out: Path) -> None:
     by_subdir = {c["subdir"]: c for c in index["cells"].values()}
     runs = build_report([edge], edge / "report", figures=False).runs
     rows = []
-    for _, r in runs[runs["family"] == "edge"].iterrows():
+    for _, r in runs[runs["family"] == "inference"].iterrows():
         c = by_subdir[Path(str(r["cell"])).name]
         if c["status"] == "completed" and r["objective_value"] > 0:
             overrides = [o for o in c["overrides"] if not o.startswith(("seed=", "run="))]
-            rows.append({"config": " ".join(sorted(overrides)), "job": c["upstream"],
+            rows.append({"config": " ".join([str(r["model"]), *sorted(overrides)]),
+                         "job": c["upstream"],
                          "log": math.log(float(r["objective_value"]))})  # fmt: skip
     df = pd.DataFrame(rows)
     within = df.groupby(["config", "job"])["log"].var(ddof=1).mean()
