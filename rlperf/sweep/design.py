@@ -49,7 +49,8 @@ class Design:
         # The default design over a repeated upstream: its runs are the repeats.
         default = given_min is None and given_max is None and precision is None and not racing
         upstream = _upstream_runs(config) if default else 0
-        low = (1 if upstream >= 2 else 2) if given_min is None else int(given_min)
+        upstream = upstream if upstream >= 2 else 0  # one run each upstream: no repeats
+        low = (1 if upstream else 2) if given_min is None else int(given_min)
         high = low if given_max is None else int(given_max)
         prior = node.get("prior")
         if prior is None:
@@ -59,7 +60,7 @@ class Design:
         else:
             sources = tuple(str(p) for p in OmegaConf.to_container(prior))  # type: ignore[union-attr]
         design = cls(low, high, None if precision is None else float(precision), racing, sources,
-                     upstream if upstream >= 2 else 0)  # fmt: skip
+                     upstream)  # fmt: skip
         design.check()
         return design
 

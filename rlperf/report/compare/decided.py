@@ -166,7 +166,7 @@ def _why_not(
 
 
 def _usable(e: intervals.Estimate | None) -> bool:
-    return e is not None and bool(np.isfinite(e.value) and e.value > 0)
+    return e is not None and intervals.usable([e.value]).size == 1
 
 
 def _separated(

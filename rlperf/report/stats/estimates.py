@@ -14,6 +14,8 @@ reverse. A rank is a display, not a verdict: what is *decided* is said by
 
 from __future__ import annotations
 
+import math
+
 from rlperf.stats.intervals import Estimate, speedup
 
 #: What an interval over one run's own samples says wherever it appears: it describes that
@@ -35,7 +37,7 @@ def _better(a: Estimate, b: Estimate, lower_is_better: bool = True) -> bool:
 def rank_with_ties(estimates: dict[str, Estimate], lower_is_better: bool = True) -> dict[str, int]:
     """Competition ranking by the tie rule (module docstring): 1 + the number of others shown
     better. Estimates without a finite value are not ranked."""
-    est = {k: e for k, e in estimates.items() if e.value == e.value and abs(e.value) < float("inf")}
+    est = {k: e for k, e in estimates.items() if math.isfinite(e.value)}
     return {k: 1 + sum(1 for j, ej in est.items() if j != k and _better(ej, e, lower_is_better))
             for k, e in est.items()}  # fmt: skip
 
