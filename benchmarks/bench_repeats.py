@@ -12,7 +12,13 @@ both, the best of each, every pair the reference separates (intervals apart) and
 the adaptive sweep ranks it the same way, and the compute of each: cell-seconds (the
 launcher's wall time of every trial, ``sweep.json``) and env steps.
 
-    python benchmarks/bench_repeats.py [--out DIR] [--only adaptive|fixed] [overrides ...]
+    python benchmarks/bench_repeats.py [--out DIR] [--only adaptive|fixed]
+        [--matrix scaling_small|wide] [--prior SWEEP ...] [overrides ...]
+
+``--prior SWEEP ...`` gives the adaptive design a history prior
+(``hydra.sweeper.repeats.prior``): earlier sweeps of this machine whose repeated
+configurations fit the run-to-run variance (docs/sweeps.md). ``--matrix wide`` measures
+instead a matrix whose configurations differ widely (:data:`MATRICES`).
 
 The sweeps run with ``--out`` as their working directory (a checkout's own ``conf/`` there
 would be taken for a user's config folder).
@@ -52,8 +58,17 @@ import pandas as pd
 
 from rlperf.layout import INDEX_FILE
 from rlperf.report import build_report
+from rlperf.stats import intervals
 
 PRESET = "experiment=scaling_small"
+#: The matrices measured: the preset's (8 configurations within 30 % of each other), and
+#: one whose configurations differ widely: 1 or 8 envs per runner by 1, 2, 4 or 8 SGD epochs
+#: over each batch (the learner's share of an iteration; the env steps measured stay).
+MATRICES = {
+    "scaling_small": [PRESET],
+    "wide": [PRESET, "workers=0", "env.engine=python", "env_runner.num_envs=1,8",
+             "algo.num_epochs=1,2,4,8"],
+}  # fmt: skip
 DESIGNS = {
     "adaptive": ["hydra.sweeper.repeats.min=2", "hydra.sweeper.repeats.max=5",
                  "hydra.sweeper.repeats.precision=0.05", "hydra.sweeper.race=true"],
@@ -61,9 +76,9 @@ DESIGNS = {
 }  # fmt: skip
 
 
-def run_sweep(name: str, folder: Path, extra: list[str]) -> float:
-    """``rlperf -m experiment=scaling_small <design> <extra>`` into ``folder``; its wall s."""
-    cmd = [sys.executable, "-m", "rlperf", "-m", PRESET, *DESIGNS[name], *extra,
+def run_sweep(name: str, folder: Path, matrix: list[str], extra: list[str]) -> float:
+    """``rlperf -m <matrix> <design> <extra>`` into ``folder``; its wall s."""
+    cmd = [sys.executable, "-m", "rlperf", "-m", *matrix, *DESIGNS[name], *extra,
            f"hydra.sweep.dir={folder}"]  # fmt: skip
     print(f"[{name}] {' '.join(cmd[2:])}", flush=True)
     folder.mkdir(parents=True, exist_ok=True)
@@ -90,21 +105,29 @@ def compute(folder: Path) -> dict[str, float]:
 
 
 def table(folder: Path, family: str = "training") -> pd.DataFrame:
-    """The report's configurations: label, objective with its interval, runs, workload."""
+    """The report's configurations: label, objective with its interval, runs, workload; and
+    in ``attrs["estimates"]`` each label's estimate (the report's, for its speedups)."""
     report = build_report([folder], folder / "report", figures=False)
     df = report.configurations
     df = df[df["family"] == family]
     cols = ["workload", "label", "objective_value", "objective_ci_low", "objective_ci_high",
             "repeats", "interval", "rank_in_workload"]  # fmt: skip
-    return df[cols].set_index("label")
+    out = df[cols].set_index("label")
+    estimates = report.analyses[family].estimates
+    out.attrs["estimates"] = {
+        label: estimates[c] for label, c in zip(df["label"], df["configuration"], strict=True)
+    }
+    return out
 
 
 def separated(t: pd.DataFrame) -> list[tuple[str, str]]:
-    """Pairs (faster, slower) whose intervals do not overlap, per workload."""
+    """Pairs (faster, slower) that the report tells apart, per workload: the speedup it
+    prints (Welch on the runs' logs, 95 %) excludes 1 (``rlperf.stats.intervals.separated``)."""
+    est = t.attrs["estimates"]
     out = []
     for _, g in t.groupby("workload"):
         for a, b in itertools.permutations(g.index, 2):
-            if g.loc[a, "objective_ci_high"] < g.loc[b, "objective_ci_low"]:
+            if est[a].value < est[b].value and intervals.separated(est[a], est[b]):
                 out.append((a, b))
     return out
 
@@ -222,6 +245,10 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(DESIGNS))
     parser.add_argument("--fresh-ray", type=int, metavar="N")
     parser.add_argument("--downstream", action="store_true")
+    parser.add_argument("--matrix", choices=sorted(MATRICES), default="scaling_small")
+    parser.add_argument("--prior", nargs="+", type=Path, default=[], metavar="SWEEP",
+                        help="earlier sweeps of this machine: the adaptive design's "
+                             "hydra.sweeper.repeats.prior")  # fmt: skip
     args, extra = parser.parse_known_args()
     args.out = args.out.resolve()
     if args.downstream:
@@ -231,10 +258,12 @@ def main() -> None:
         fresh_ray(args.out, args.fresh_ray)
         return
     walls = {}
+    prior = ",".join(str(p.resolve()) for p in args.prior)
     for name in DESIGNS:
         folder = args.out / name
+        given = [f"hydra.sweeper.repeats.prior=[{prior}]"] if prior and name == "adaptive" else []
         if args.only in (None, name) and not (folder / INDEX_FILE).is_file():
-            walls[name] = run_sweep(name, folder, extra)
+            walls[name] = run_sweep(name, folder, MATRICES[args.matrix], [*given, *extra])
     tables = {name: table(args.out / name) for name in DESIGNS}
     costs = {name: compute(args.out / name) for name in DESIGNS}
     pd.set_option("display.width", 160)
