@@ -121,10 +121,11 @@ def _verdict(
         text = (f"{name[best.id]}: {precision_text(e_best)}; each ratio's {level(margin)} "
                 f"interval (run to run) excludes 1.{said}")  # fmt: skip
         return Verdict(family, workload, True, headline, text, closed)
-    names = " and ".join([name[best.id], *(name[c.id] for c in overlap[:3])])
-    more = f" and {len(overlap) - 3} more" if len(overlap) > 3 else ""
     reason, details = _why_not(best, overlap, est, name)
-    headline = f"{where}: not decided: {names}{more} overlap; {reason}."
+    # One sentence: two names fit it; more are counted (the details name them).
+    who = (f"{name[best.id]} and {name[overlap[0].id]} overlap" if len(overlap) == 1
+           else f"{name[best.id]} leads, not separated from {len(overlap)} others")  # fmt: skip
+    headline = f"{where}: not decided: {who}; {reason}."
     text = f"{name[best.id]}: {precision_text(e_best)}. {details}{said}"
     return Verdict(family, workload, False, headline, text, closed)
 
@@ -139,8 +140,10 @@ def _why_not(
     details: how many more runs would separate them, or why none would."""
     e_best = est[best.id]
     ratios = [intervals.speedup(est[c.id], e_best) for c in overlap]
-    shown = "; ".join(f"over {name[c.id]}: {ratio_text(r)} at {level(r)}"
-                      for c, r in zip(overlap[:3], ratios, strict=False))  # fmt: skip
+    listed = "; over ".join(f"{name[c.id]} {ratio_text(r)} at {level(r)}"
+                            for c, r in zip(overlap[:3], ratios, strict=False))  # fmt: skip
+    unlisted = f"; and {len(overlap) - 3} more not separated" if len(overlap) > 3 else ""
+    shown = f"Its lead over {listed}{unlisted}"
     if e_best.bound:
         return ("its time is a lower bound (its target was not reached in every run)",
                 f"A lower bound separates nothing slower than it. {shown}.")  # fmt: skip

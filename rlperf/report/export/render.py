@@ -75,9 +75,18 @@ class Collapsed:
 @dataclass
 class Points:
     """Bullets a person scans: each a headline with, where it has one, its whole text under
-    it (``<details>`` in HTML; an indented line in Markdown, where scripts read it)."""
+    it (``<details>`` in HTML; an indented line in Markdown, where scripts read it). A whole
+    text that opens with its headline shows only the rest there: the line is not read
+    twice."""
 
     items: list[tuple[str, str]]
+
+
+def _more(head: str, whole: str) -> str:
+    """What a point's whole text adds to its headline ("" where nothing)."""
+    if whole == head:
+        return ""
+    return whole[len(head) :].strip() if whole.startswith(head) else whole
 
 
 Block = Heading | Para | Bullets | Warn | Table | Image | Collapsed | Points
@@ -106,7 +115,8 @@ def to_markdown(blocks: list[Block], out_dir: Path) -> str:
             lines += [f"- {item}" for item in b.items] + [""]
         elif isinstance(b, Points):
             for head, whole in b.items:
-                lines += [f"- {head}"] + ([f"  - {whole}"] if whole and whole != head else [])
+                more = _more(head, whole)
+                lines += [f"- {head}"] + ([f"  - {more}"] if more else [])
             lines.append("")
         elif isinstance(b, Warn):
             lines += [f"> **Warning:** {b.text}", ""]
@@ -222,10 +232,11 @@ def _html_table(table: Table) -> list[str]:
 
 
 def _html_point(head: str, whole: str) -> str:
-    if not whole or whole == head:
+    more = _more(head, whole)
+    if not more:
         return f"<li>{_inline(head)}</li>"
     return (f"<li>{_inline(head)}<details class='more'><summary>more</summary>"
-            f"{_inline(whole)}</details></li>")  # fmt: skip
+            f"{_inline(more)}</details></li>")  # fmt: skip
 
 
 def _html_blocks(blocks: list[Block], shown: dict[Path, str]) -> list[str]:

@@ -31,6 +31,7 @@ import pandas as pd
 from rlperf.report.compare.axes import AxisPlan, format_value, within_set
 from rlperf.report.compare.decided import cost_line, verdicts
 from rlperf.report.compare.findings import ONE_RUN_LINE, FamilyAnalysis, level, precision_text
+from rlperf.report.compare.returns import ReturnComparison
 from rlperf.report.export import render
 from rlperf.report.figures.answers import POINT_COLUMNS, answer_figure
 from rlperf.report.result import ReportResult
@@ -178,22 +179,22 @@ def _axis_answer(
                 else "more does not pay off beyond it")  # fmt: skip
         sentence = (
             f"{workload}: {format_value(axis, best[axis])} is fastest of "
-            f"{', '.join(f'{c:g}' for c in counts)} {unit} ({obj.name} "
-            f"{_fmt(e_best, obj.unit)}), {_ratio(sp)} as fast as "
+            f"{', '.join(f'{c:g}' for c in counts)} {unit}, {_ratio(sp)} as fast as "
             f"{format_value(axis, worst[axis])}; {pays}."
         )
         question = f"How many {unit} pay off?"
-        details = " ".join(c.text() for c in res.sections["scaling"]
-                           if c.axis == axis and c.workload == workload)  # fmt: skip
+        details = " ".join([f"{format_value(axis, best[axis])}: {obj.name} "
+                            f"{_fmt(e_best, obj.unit)}.",
+                            *(c.text() for c in res.sections["scaling"]
+                              if c.axis == axis and c.workload == workload)])  # fmt: skip
     else:
-        details = ""
+        details = f"Other settings: {_other(best, axis, res)}."
         tied = estimates.tied(e_best, e_worst)
         sentence = (
             f"{workload}: {format_value(axis, best[axis])} is fastest ({obj.name} "
             f"{_fmt(e_best, obj.unit)}); {format_value(axis, worst[axis])} is "
             + f"{_ratio(sp)} slower"
-            + (", not distinguishable from it" if tied else "")
-            + f" (other settings: {_other(best, axis, res)})."
+            + (", not distinguishable from it." if tied else ".")
         )
         question = CHOICE_AXES[axis]
     numbers = _numbers(a, ordered, axis, best["configuration"])
@@ -226,13 +227,15 @@ def backend_answers(res: ReportResult) -> list[Answer]:
         slowest = ordered.iloc[-1]
         sp = intervals.speedup(a.estimates[slowest["configuration"]], e_best)
         label = f"{workload} · {best['config']}" if best["config"] != "all" else workload
-        iqm_text = _iqm_cost(res, str(best.get("label") or label))
+        iqm = _iqm_rows(res, str(best.get("label") or label))
+        iqm_text = _iqm_cost(iqm)
         cost = _return_cost(best, bool(iqm_text)) + iqm_text
         sentence = (
-            f"{workload}: {best['backend']} acts fastest (median {_fmt(e_best, 'ms')} per "
-            f"action, {best['config']}), {_ratio(sp)} as fast as the slowest, "
-            f"{slowest['backend']}; {cost}."
+            f"{workload}: {best['backend']} acts fastest, median {_fmt(e_best, 'ms')} per "
+            f"action, {_ratio(sp)} as fast as {slowest['backend']}; "
+            f"{_return_word(best, iqm)}."
         )
+        details = f"{best['config'][:1].upper()}{best['config'][1:]}: {cost}."
         shown = within_set(list(ordered["config"]))
         table = pd.DataFrame({
             "backend": ordered["backend"].astype(str).to_numpy(),
@@ -246,7 +249,7 @@ def backend_answers(res: ReportResult) -> list[Answer]:
         out.append(Answer("Which backend acts fastest, and what does it cost in return?",
                           sentence, table, str(workload),
                           _points(a, ordered, str(workload), shown),
-                          "median latency per action (ms)"))  # fmt: skip
+                          "median latency per action (ms)", details=details))  # fmt: skip
     return out
 
 
@@ -268,6 +271,30 @@ def _diff(r: pd.Series) -> str:
     return f"{float(d):+.3g} [{float(lo):+.3g}, {float(hi):+.3g}]"
 
 
+#: A configuration's row of a returns comparison, its reference's row, and the comparison.
+_Returns = tuple[pd.Series, pd.Series, ReturnComparison]
+
+
+def _return_word(r: pd.Series, iqm: _Returns | None) -> str:
+    """What the fastest backend costs in return, in a few words (the details say more): the
+    paired difference from the reference policy, else the returns comparison's IQMs."""
+    d = r.get("fidelity_return_diff")
+    if (d is None or pd.isna(d)) and iqm is not None:
+        mine, ref, _ = iqm
+        return f"return IQM {mine['iqm']:.3g} against the reference's {ref['iqm']:.3g}"
+    if d is None or pd.isna(d):
+        ret = r.get("return_mean")
+        return ("no return measured" if ret is None or pd.isna(ret)
+                else "its return not compared with a reference")  # fmt: skip
+    lo, hi = r.get("fidelity_return_diff_low"), r.get("fidelity_return_diff_high")
+    if lo is not None and hi is not None and pd.notna(lo) and float(lo) <= 0 <= float(hi):
+        text = "no measurable cost in return"
+    else:
+        text = f"its return differs by {_diff(r)}"
+    vacuous = isinstance(r.get("fidelity_verdict"), str) and r["fidelity_verdict"] == "vacuous"
+    return text + (" (a vacuous fidelity check)" if vacuous else "")
+
+
 def _return_cost(r: pd.Series, compared: bool = False) -> str:
     d = r.get("fidelity_return_diff")
     verdict = r.get("fidelity_verdict")
@@ -287,20 +314,27 @@ def _return_cost(r: pd.Series, compared: bool = False) -> str:
     return text
 
 
-def _iqm_cost(res: ReportResult, label: str) -> str:
-    """The returns comparison's word on ``label`` (IQM against the reference's, and
-    P(improvement)), where one holds it (:mod:`rlperf.report.compare.returns`)."""
+def _iqm_rows(res: ReportResult, label: str) -> _Returns | None:
+    """The returns comparison's rows of ``label`` and of its reference, and the comparison,
+    where one holds ``label`` (:mod:`rlperf.report.compare.returns`)."""
     for rc in res.sections["returns"]:
         t = rc.table.set_index("label")
         if label not in t.index or label == rc.reference or rc.reference not in t.index:
             continue
-        r, ref = t.loc[label], t.loc[rc.reference]
-        return (f"; over {int(r['n'])} {rc.unit}s its return IQM is {r['iqm']:.3g} "
-                f"[{r['iqm_low']:.3g}, {r['iqm_high']:.3g}] against the reference's "
-                f"{ref['iqm']:.3g} [{ref['iqm_low']:.3g}, {ref['iqm_high']:.3g}], "
-                f"P(improvement) {r['p_improvement']:.2f} [{r['p_improvement_low']:.2f}, "
-                f"{r['p_improvement_high']:.2f}]")  # fmt: skip
-    return ""
+        return t.loc[label], t.loc[rc.reference], rc
+    return None
+
+
+def _iqm_cost(iqm: _Returns | None) -> str:
+    """The returns comparison's word (IQM against the reference's, and P(improvement))."""
+    if iqm is None:
+        return ""
+    r, ref, rc = iqm
+    return (f"; over {int(r['n'])} {rc.unit}s its return IQM is {r['iqm']:.3g} "
+            f"[{r['iqm_low']:.3g}, {r['iqm_high']:.3g}] against the reference's "
+            f"{ref['iqm']:.3g} [{ref['iqm_low']:.3g}, {ref['iqm_high']:.3g}], "
+            f"P(improvement) {r['p_improvement']:.2f} [{r['p_improvement_low']:.2f}, "
+            f"{r['p_improvement_high']:.2f}]")  # fmt: skip
 
 
 def target_answer(res: ReportResult) -> list[Answer]:
@@ -358,10 +392,11 @@ def machine_answers(res: ReportResult) -> list[Answer]:
                 f"{table.family}: on {len(sps)} configuration(s) measured on both, {other} is "
                 f"{np.median(values):.2f}× as fast as {first} (median; range "
                 f"{values.min():.2f}–{values.max():.2f}×); faster in {faster}, slower in "
-                f"{slower}, not distinguishable in {len(sps) - faster - slower}. Fingerprint "
-                "fields that differ: " + (", ".join(table.notes[:6]) or "none") + "."
+                f"{slower}, not distinguishable in {len(sps) - faster - slower}."
             )
-            out.append(Answer("Which machine is faster?", sentence))
+            details = ("Fingerprint fields that differ: "
+                       + (", ".join(table.notes[:6]) or "none") + ".")  # fmt: skip
+            out.append(Answer("Which machine is faster?", sentence, details=details))
     return out
 
 
