@@ -114,6 +114,7 @@ def table(folder: Path, family: str = "training") -> pd.DataFrame:
             "repeats", "interval", "rank_in_workload"]  # fmt: skip
     out = df[cols].set_index("label")
     estimates = report.analyses[family].estimates
+    out.attrs["configuration"] = dict(zip(df["label"], df["configuration"], strict=True))
     out.attrs["estimates"] = {
         label: estimates[c] for label, c in zip(df["label"], df["configuration"], strict=True)
     }
@@ -130,6 +131,30 @@ def separated(t: pd.DataFrame) -> list[tuple[str, str]]:
             if est[a].value < est[b].value and intervals.separated(est[a], est[b]):
                 out.append((a, b))
     return out
+
+
+def oracle(folder: Path, t: pd.DataFrame, first: int = 2) -> tuple[float, float]:
+    """What a race that knew the reference's answer would spend, from the reference sweep
+    ``folder`` and its table ``t``: every configuration the reference separates from its
+    set's best closed after its ``first`` runs, the others run to the end; its cell-seconds
+    and the reference's (each run's own wall time, in the order the rounds ran them)."""
+    index = json.loads((folder / INDEX_FILE).read_text())
+    ran = {c["subdir"]: (str(c["started_at"]), float(c["wall_s"] or 0))
+           for c in index["cells"].values() if c["status"] == "completed"}  # fmt: skip
+    runs = build_report([folder], folder / "report", figures=False).runs
+    label_of = {c: label for label, c in t.attrs["configuration"].items()}
+    est = t.attrs["estimates"]
+    spent = total = 0.0
+    for conf, rows in runs[runs["family"] == "training"].groupby("configuration"):
+        label = label_of[str(conf)]
+        g = t[t["workload"] == t.loc[label, "workload"]]
+        best = min(g.index, key=lambda n: est[n].value)
+        closes = label != best and intervals.separated(est[best], est[label])
+        times = [w for _, w in sorted(ran[Path(str(c)).name] for c in rows["cell"]
+                                      if Path(str(c)).name in ran)]  # fmt: skip
+        spent += sum(times[:first] if closes else times)
+        total += sum(times)
+    return spent, total
 
 
 TINY = ["model=mlp64", "env=cartpole", "workers=0", "algo.train_batch_size=1000",
@@ -287,6 +312,9 @@ def main() -> None:
     for f, s in pairs:
         mark = "ok" if (f, s) in kept else "SWAPPED"
         print(f"  {f} < {s}: {mark}")
+    spent, total = oracle(args.out / "fixed", ref)
+    print(f"\n== oracle (closes every configuration the reference separates from the best "
+          f"after 2 runs): {spent:.0f} of {total:.0f} cell-s = {spent / total:.0%}")  # fmt: skip
     share = costs["adaptive"]["cell_s"] / costs["fixed"]["cell_s"]
     print(f"\n== compute: adaptive {costs['adaptive']['cell_s']:.0f} cell-s in "
           f"{costs['adaptive']['runs']} runs; fixed {costs['fixed']['cell_s']:.0f} cell-s in "
