@@ -63,6 +63,19 @@ class Exclusion(StrEnum):
     no_samples = "no_samples"  # the iteration sampled no env steps
 
 
+class ClosedBy(StrEnum):
+    """Why a sweep's configuration gets no more runs (``sweep.json`` ``rounds.closed``)."""
+
+    max = "max"  # it has repeats.max runs
+    precision = "precision"  # its run-to-run interval reached repeats.precision
+    eliminated = "eliminated"  # the race showed it slower than its set's best
+    failed = "failed"  # its last run failed
+
+
+#: The closings a sweep decides early, which its progress line and the report name.
+EARLY_CLOSINGS = frozenset({ClosedBy.precision, ClosedBy.eliminated})
+
+
 class Family(StrEnum):
     """The report's comparison family of a stage (``StageSpec.family``): cells are compared
     only within one family."""

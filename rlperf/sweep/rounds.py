@@ -46,7 +46,7 @@ from rlperf.sweep.preflight import cluster_preflight, preflight, record_not_run,
 from rlperf.sweep.prepare import prepare_cell
 from rlperf.sweep.progress import cell_label
 from rlperf.sweep.state import Cell, Group, Sweep
-from rlperf.vocabulary import RunStatus
+from rlperf.vocabulary import EARLY_CLOSINGS, ClosedBy, RunStatus
 
 if TYPE_CHECKING:
     from rlperf.sweep.groups import LocalRay
@@ -95,7 +95,7 @@ class Closed:
     """Why a configuration gets no more runs."""
 
     round: int  # the round after which it closed (0-based)
-    why: str  # max | precision | eliminated | failed
+    why: ClosedBy
     runs: int  # completed runs it has
     text: str  # the sentence the progress line and the report give
 
@@ -142,13 +142,13 @@ def decide(
         bases_of.setdefault(configuration_of.get(base, base), []).append(base)
     out = Decision()
 
-    def close(conf: str, why: str, text: str) -> None:
+    def close(conf: str, why: ClosedBy, text: str) -> None:
         for base in bases_of.get(conf, []):
             out.closing[base] = Closed(round_index, why, len(by_conf.get(conf, [])), text)
 
     if done >= design.max:
         for conf in bases_of:
-            close(conf, "max", f"{design.max} run(s): repeats.max")
+            close(conf, ClosedBy.max, f"{design.max} run(s): repeats.max")
         return out
     if not design.adaptive:
         return out
@@ -166,8 +166,8 @@ def decide(
             est = across_runs(by_conf.get(conf, []), level, conf in bound,
                               rule.prior if rule and rule.name == MODERATED else None)  # fmt: skip
             if precise(est, design.precision):
-                close(conf, "precision", f"precision reached: ±{relative_half_width(est):.1%} "
-                                         f"after {est.runs} runs")  # fmt: skip
+                said = f"±{relative_half_width(est):.1%} after {est.runs} runs"
+                close(conf, ClosedBy.precision, f"precision reached: {said}")
     if design.race:
         for name, members in sets.items():
             _race(design, round_index, name, members, out, bases_of, labels, close)
@@ -182,7 +182,7 @@ def _race(
     out: Decision,
     bases_of: dict[str, list[str]],
     labels: dict[str, str],
-    close: Callable[[str, str, str], None],
+    close: Callable[[str, ClosedBy, str], None],
 ) -> None:
     """Close the open configurations of one comparison set that its race shows slower."""
     measured = by_configuration(members)
@@ -204,7 +204,7 @@ def _race(
         to = labels.get(lost.to, lost.to)
         close(
             conf,
-            "eliminated",
+            ClosedBy.eliminated,
             f"eliminated in round {round_index + 1}: {lost.ratio.value:.2f}x slower than "
             f"{to} [{lost.ratio.low:.2f}, {lost.ratio.high:.2f}]",
         )
@@ -381,7 +381,7 @@ class Rounds:
             last = self._run_of(base, round_index)
             if h in self.open and (last is None or not _may_repeat(last)):
                 what = "not run" if last is None else str(last.record.status)
-                closing[h] = Closed(round_index, "failed", round_index + 1,
+                closing[h] = Closed(round_index, ClosedBy.failed, round_index + 1,
                                     f"run {round_index} {what}: no more runs")  # fmt: skip
         self.open -= set(closing)
         values = self.values() if self.design.adaptive else []
@@ -421,7 +421,7 @@ class Rounds:
             if self.open:
                 say(f"round {round_index + 1}: {len(self.open)} configuration(s) go on")
             return
-        counts: dict[str, int] = {}
+        counts: dict[ClosedBy, int] = {}
         for c in closing.values():
             counts[c.why] = counts.get(c.why, 0) + 1
         what = ", ".join(f"{n} {why}" for why, n in counts.items())
@@ -430,7 +430,7 @@ class Rounds:
             f"{len(self.open)} go on"
         )
         for h, c in closing.items():
-            if c.why in ("eliminated", "precision"):
+            if c.why in EARLY_CLOSINGS:
                 say(f"  {cell_label(self.sweep.by_hash[h].record)}: {c.text}")
 
 

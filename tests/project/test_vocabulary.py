@@ -81,7 +81,6 @@ ALLOWED_STATUS: dict[tuple[str, str], str] = {
     ("rlperf/edge/edge_job.py", "partial"): "a TFLite delegate's status (some ops delegated)",
     ("rlperf/tflite/runtime.py", "partial"): "a TFLite delegate's status (some ops delegated)",
     ("rlperf/job_wrapper.py", "failed"): "summary.json's tracking.failed: the tools that failed",
-    ("rlperf/sweep/rounds.py", "failed"): "why a configuration closed (Closed.why)",
     ("rlperf/report/sections/cells.py", "skipped"): "the report's list of skipped folders",
     ("rlperf/report/sections/methods.py", "skipped"): "the report's list of skipped folders",
     ("rlperf/report/sections/title.py", "skipped"): "the report's list of skipped folders",

@@ -38,7 +38,7 @@ from rlperf.report.stats.objectives import configuration_rule
 from rlperf.report.stats.repeats import Configuration, configuration_key
 from rlperf.results.record import TrainRecord
 from rlperf.stats import intervals
-from rlperf.vocabulary import Family
+from rlperf.vocabulary import EARLY_CLOSINGS, ClosedBy, Family
 
 #: The power "about N more runs" is computed for.
 POWER = 0.8
@@ -91,9 +91,8 @@ def _verdict(
     name = {c.id: f"`{text}`" for c, text in zip(confs, shown, strict=True)}
     e_best = est[best.id]
     where = f"{family} · {workload}"
-    early = ("eliminated", "precision")
     closed = [f"{name[c.id]}: {why['text']}" for c in confs
-              if (why := c.cells[0].closed) and why.get("why") in early]  # fmt: skip
+              if (why := c.cells[0].closed) and why.get("why") in EARLY_CLOSINGS]  # fmt: skip
     rule = configuration_rule(best)
     said = f" Decided by {rule.why}." if rule is not None else ""
     missing = sum(1 for c in confs for cell in c.completed
@@ -179,7 +178,7 @@ def _separated(
     interval of their ratio, run to run, excludes 1 (:func:`rlperf.stats.intervals.
     separated`). Within-run intervals never separate."""
     closed = other.cells[0].closed
-    if closed and closed.get("why") == "eliminated":
+    if closed and closed.get("why") == ClosedBy.eliminated:
         return True
     return intervals.separated(est[best.id], est[other.id])
 
