@@ -10,7 +10,9 @@ Then reads both with the report (``rlperf.report.build_report``) and prints, per
 comparison set: each configuration's objective with its run-to-run interval and runs in
 both, the best of each, every pair the reference separates (intervals apart) and whether
 the adaptive sweep ranks it the same way, and the compute of each: cell-seconds (the
-launcher's wall time of every trial, ``sweep.json``) and env steps.
+launcher's wall time of every trial, ``sweep.json``) and env steps. Beside them: an oracle
+that knew the reference's answer (:func:`oracle`), and the adaptive rule replayed on the
+reference's own runs (:func:`replay`), which compares the two designs on the same runs.
 
     python benchmarks/bench_repeats.py [--out DIR] [--only adaptive|fixed]
         [--matrix scaling_small|wide] [--prior SWEEP ...] [overrides ...]
@@ -24,7 +26,8 @@ The sweeps run with ``--out`` as their working directory (a checkout's own ``con
 would be taken for a user's config folder).
 
 Extra arguments are passed to both sweeps (e.g. ``train.iterations=4``). Takes about
-70 minutes on the 2-core development machine.
+45 minutes for ``scaling_small`` and 30 for ``wide`` on the 2-core development machine
+(docs/benchmarks.md#repeats-and-racing).
 
 ``--downstream`` measures instead what repeats of a downstream sweep add where its
 upstream already repeats (docs/sweeps.md#downstream-sweeps): a training sweep of
@@ -155,6 +158,46 @@ def oracle(folder: Path, t: pd.DataFrame, first: int = 2) -> tuple[float, float]
         spent += sum(times[:first] if closes else times)
         total += sum(times)
     return spent, total
+
+
+def replay(folder: Path, prior: list[Path]) -> tuple[float, float, list[str]]:
+    """The adaptive design's rounds (``rlperf.sweep.rounds.decide``, the sweep's own rule
+    and history prior) replayed on the reference sweep ``folder``'s runs, each
+    configuration's in the order its rounds ran them: the cell-seconds it would have spent,
+    the reference's, and each early closing's sentence. Both designs on the same runs: the
+    rule's saving without the noise of a second sweep."""
+    from rlperf.report.judge import judge_runs
+    from rlperf.stats.race import History
+    from rlperf.sweep import rounds
+    from rlperf.sweep.design import Design
+
+    index = json.loads((folder / INDEX_FILE).read_text())
+    ran = {c["subdir"]: (str(c["started_at"]), float(c["wall_s"] or 0))
+           for c in index["cells"].values() if c["status"] == "completed"}  # fmt: skip
+    runs: dict[str, list] = {}
+    for v in judge_runs([folder]):
+        runs.setdefault(v.configuration, []).append(v)
+    for values in runs.values():
+        values.sort(key=lambda v: ran[v.path.name][0])
+    history = History.of(judge_runs(prior)) if prior else None
+    labels = {c: values[0].label for c, values in runs.items()}
+    design = Design(2, 5, 0.05, True, tuple(str(p) for p in prior))
+    open_, seen, rules, spent, said = set(runs), [], {}, 0.0, []
+    for r in range(design.max):
+        for conf in sorted(open_):
+            if r < len(runs[conf]):
+                seen.append(runs[conf][r])
+                spent += ran[runs[conf][r].path.name][1]
+        decision = rounds.decide(design, r, seen, {c: c for c in runs}, open_, labels,
+                                 history, rules)  # fmt: skip
+        rules.update(decision.rules)
+        for conf, closed in decision.closing.items():
+            open_.discard(conf)
+            if closed.why != "max":
+                said.append(f"{labels.get(conf, conf)}: {closed.text}")
+        if not open_:
+            break
+    return spent, sum(w for _, w in ran.values()), said
 
 
 TINY = ["model=mlp64", "env=cartpole", "workers=0", "algo.train_batch_size=1000",
@@ -315,6 +358,11 @@ def main() -> None:
     spent, total = oracle(args.out / "fixed", ref)
     print(f"\n== oracle (closes every configuration the reference separates from the best "
           f"after 2 runs): {spent:.0f} of {total:.0f} cell-s = {spent / total:.0%}")  # fmt: skip
+    spent, total, said = replay(args.out / "fixed", [p.resolve() for p in args.prior])
+    print(f"\n== the adaptive rule replayed on the reference's runs: {spent:.0f} of {total:.0f} "
+          f"cell-s = {spent / total:.0%}")  # fmt: skip
+    for line in said:
+        print(f"  {line}")
     share = costs["adaptive"]["cell_s"] / costs["fixed"]["cell_s"]
     print(f"\n== compute: adaptive {costs['adaptive']['cell_s']:.0f} cell-s in "
           f"{costs['adaptive']['runs']} runs; fixed {costs['fixed']['cell_s']:.0f} cell-s in "
