@@ -26,7 +26,7 @@ The sweeps run with ``--out`` as their working directory (a checkout's own ``con
 would be taken for a user's config folder).
 
 Extra arguments are passed to both sweeps (e.g. ``train.iterations=4``). Takes about
-45 minutes for ``scaling_small`` and 30 for ``wide`` on the 2-core development machine
+35 minutes for ``scaling_small`` and 30 for ``wide`` on the 2-core development machine
 (docs/benchmarks.md#repeats-and-racing).
 
 ``--downstream`` measures instead what repeats of a downstream sweep add where its
