@@ -121,6 +121,14 @@ def test_the_race_spends_its_error_over_every_pair_and_look() -> None:
 
     assert pair_level(30, 3) == pytest.approx(1 - 0.05 / (3 * 435))
     assert pair_level(2, 1) == pytest.approx(0.95) and pair_level(1, 0) == pytest.approx(0.95)
+    # A race's level is its own confidence spent over its pairs and looks (3 and 3 here).
+    values = {"a": [1.0, 1.1, 0.9], "b": [2.0, 2.1, 1.9], "c": [1.5, 1.6, 1.4]}
+    assert race(values, looks=3, confidence=0.9).level == pytest.approx(1 - 0.1 / 9)
+
+
+def test_the_best_is_the_lowest_geometric_mean_whatever_its_name() -> None:
+    result = race({"z": [1.0, 1.01, 0.99], "a": [2.0, 2.02, 1.98]}, looks=1)
+    assert result.best == "z" and set(result.closed) == {"a"}
 
 
 def test_a_log_interval_is_a_ratio_interval_around_the_geometric_mean() -> None:
