@@ -55,6 +55,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -62,6 +63,8 @@ import pandas as pd
 from rlperf.layout import INDEX_FILE
 from rlperf.report import build_report
 from rlperf.stats import intervals
+from rlperf.sweep.design import Design
+from rlperf.vocabulary import EARLY_CLOSINGS
 
 PRESET = "experiment=scaling_small"
 #: The matrices measured: the preset's (8 configurations within 30 % of each other), and
@@ -72,10 +75,14 @@ MATRICES = {
     "wide": [PRESET, "workers=0", "env.engine=python", "env_runner.num_envs=1,8",
              "algo.num_epochs=1,2,4,8"],
 }  # fmt: skip
+#: The adaptive design measured (and replayed, :func:`replay`).
+ADAPTIVE = Design(min=2, max=5, precision=0.05, race=True)
 DESIGNS = {
-    "adaptive": ["hydra.sweeper.repeats.min=2", "hydra.sweeper.repeats.max=5",
-                 "hydra.sweeper.repeats.precision=0.05", "hydra.sweeper.race=true"],
-    "fixed": ["hydra.sweeper.repeats.min=5"],
+    "adaptive": [f"hydra.sweeper.repeats.min={ADAPTIVE.min}",
+                 f"hydra.sweeper.repeats.max={ADAPTIVE.max}",
+                 f"hydra.sweeper.repeats.precision={ADAPTIVE.precision}",
+                 f"hydra.sweeper.race={str(ADAPTIVE.race).lower()}"],
+    "fixed": [f"hydra.sweeper.repeats.min={ADAPTIVE.max}"],
 }  # fmt: skip
 
 
@@ -136,14 +143,19 @@ def separated(t: pd.DataFrame) -> list[tuple[str, str]]:
     return out
 
 
+def _ran(folder: Path) -> dict[str, tuple[str, float]]:
+    """Each completed cell's folder name: when it started and its wall time (``sweep.json``)."""
+    index = json.loads((folder / INDEX_FILE).read_text())
+    return {c["subdir"]: (str(c["started_at"]), float(c["wall_s"] or 0))
+            for c in index["cells"].values() if c["status"] == "completed"}  # fmt: skip
+
+
 def oracle(folder: Path, t: pd.DataFrame, first: int = 2) -> tuple[float, float]:
     """What a race that knew the reference's answer would spend, from the reference sweep
     ``folder`` and its table ``t``: every configuration the reference separates from its
     set's best closed after its ``first`` runs, the others run to the end; its cell-seconds
     and the reference's (each run's own wall time, in the order the rounds ran them)."""
-    index = json.loads((folder / INDEX_FILE).read_text())
-    ran = {c["subdir"]: (str(c["started_at"]), float(c["wall_s"] or 0))
-           for c in index["cells"].values() if c["status"] == "completed"}  # fmt: skip
+    ran = _ran(folder)
     runs = build_report([folder], folder / "report", figures=False).runs
     label_of = {c: label for label, c in t.attrs["configuration"].items()}
     est = t.attrs["estimates"]
@@ -169,11 +181,8 @@ def replay(folder: Path, prior: list[Path]) -> tuple[float, float, list[str]]:
     from rlperf.report.judge import judge_runs
     from rlperf.stats.race import History
     from rlperf.sweep import rounds
-    from rlperf.sweep.design import Design
 
-    index = json.loads((folder / INDEX_FILE).read_text())
-    ran = {c["subdir"]: (str(c["started_at"]), float(c["wall_s"] or 0))
-           for c in index["cells"].values() if c["status"] == "completed"}  # fmt: skip
+    ran = _ran(folder)
     runs: dict[str, list] = {}
     for v in judge_runs([folder]):
         runs.setdefault(v.configuration, []).append(v)
@@ -181,7 +190,7 @@ def replay(folder: Path, prior: list[Path]) -> tuple[float, float, list[str]]:
         values.sort(key=lambda v: ran[v.path.name][0])
     history = History.of(judge_runs(prior)) if prior else None
     labels = {c: values[0].label for c, values in runs.items()}
-    design = Design(2, 5, 0.05, True, tuple(str(p) for p in prior))
+    design = replace(ADAPTIVE, prior=tuple(str(p) for p in prior))
     open_, seen, rules, spent, said = set(runs), [], {}, 0.0, []
     for r in range(design.max):
         for conf in sorted(open_):
@@ -193,7 +202,7 @@ def replay(folder: Path, prior: list[Path]) -> tuple[float, float, list[str]]:
         rules.update(decision.rules)
         for conf, closed in decision.closing.items():
             open_.discard(conf)
-            if closed.why != "max":
+            if closed.why in EARLY_CLOSINGS:
                 said.append(f"{labels.get(conf, conf)}: {closed.text}")
         if not open_:
             break
